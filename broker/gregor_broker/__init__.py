@@ -1,0 +1,1 @@
+"""Gregor: a Kafka-compatible streaming log. The broker and everything the cluster shares."""

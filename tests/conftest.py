@@ -1,0 +1,34 @@
+"""Shared fixtures: a real ZooKeeper (Debian's package) for the whole test session.
+
+Each test that needs isolation gets its own chroot under it (``zk_connect``), the
+same way Kafka clusters share an ensemble with ``zookeeper.connect=host:port/chroot``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gregor_broker.cluster.zookeeper_server import ZooKeeperServer
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zk_connect(zookeeper: ZooKeeperServer) -> str:
+    """A ``zookeeper.connect`` string with a fresh chroot, unique to the test."""
+    return f"{zookeeper.connect_string}/gregor-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path
