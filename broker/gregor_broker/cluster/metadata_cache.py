@@ -1,0 +1,360 @@
+"""What a broker knows of the cluster: brokers, topics, assignments, leaders, configs.
+
+Brokers learn metadata from ZooKeeper watches (see docs/design/metadata.md): the
+controller writes partition state znodes, every broker watches them. Watch callbacks
+run on kazoo's thread; ``ZooKeeperMetadataWatcher`` hands every change to the event
+loop with ``call_soon_threadsafe``, so the cache itself is only ever touched from the
+loop thread and needs no locks.
+
+This module does not decide anything (that is the controller's job) and does not
+touch logs (the replica manager reacts to ``listeners``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from . import zk_paths
+from .models import (
+    BrokerRegistration,
+    ConfigChangeNotification,
+    ControllerRegistration,
+    EntityConfig,
+    PartitionState,
+    TopicAssignment,
+    ZkDataError,
+    uuid_from_str,
+    uuid_to_str,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(slots=True)
+class PartitionInfo:
+    replicas: tuple[int, ...]
+    state: PartitionState | None = None
+
+    @property
+    def leader(self) -> int:
+        return self.state.leader if self.state is not None else -1
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch if self.state is not None else -1
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return self.state.isr if self.state is not None else ()
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    name: str
+    topic_id: str | None
+    partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+    config: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def uuid(self) -> uuid.UUID:
+        """The topic id as the wire carries it (zero when the topic has none)."""
+        if not self.topic_id:
+            return uuid.UUID(int=0)
+        return uuid.UUID(bytes=uuid_from_str(self.topic_id))
+
+    @property
+    def internal(self) -> bool:
+        return self.name in ("__consumer_offsets", "__transaction_state")
+
+
+class MetadataCache:
+    """Loop-thread view of the cluster; ``changed`` fires after every update."""
+
+    def __init__(self) -> None:
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.controller_id: int = -1
+        self.cluster_id: str | None = None
+        self.listeners: list[Callable[[], None]] = []
+        self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+        self.topics_by_id: dict[str, TopicInfo] = {}
+
+    def notify(self) -> None:
+        for listener in self.listeners:
+            listener()
+        still_waiting = []
+        for predicate, future in self._waiters:
+            if future.done():
+                continue
+            if predicate():
+                future.set_result(None)
+            else:
+                still_waiting.append((predicate, future))
+        self._waiters = still_waiting
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Wait until ``predicate()`` holds after an update; False on timeout."""
+        if predicate():
+            return True
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((predicate, future))
+        try:
+            await asyncio.wait_for(future, timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    def topic_by_uuid(self, topic_id: uuid.UUID | None) -> TopicInfo | None:
+        if topic_id is None:
+            return None
+        return self.topics_by_id.get(uuid_to_str(topic_id.bytes))
+
+    def topic_has_leaders(self, name: str) -> bool:
+        topic = self.topics.get(name)
+        return topic is not None and bool(topic.partitions) and all(
+            p.leader >= 0 for p in topic.partitions.values()
+        )
+
+    # updates (loop thread) ----------------------------------------------------------
+    def set_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
+        self.brokers = brokers
+        self.notify()
+
+    def set_controller(self, controller_id: int) -> None:
+        self.controller_id = controller_id
+        self.notify()
+
+    def set_topic(self, name: str, assignment: TopicAssignment | None) -> None:
+        if assignment is None:
+            removed = self.topics.pop(name, None)
+            if removed is not None and removed.topic_id:
+                self.topics_by_id.pop(removed.topic_id, None)
+            self.notify()
+            return
+        topic = self.topics.get(name)
+        if topic is None or topic.topic_id != assignment.topic_id:
+            topic = TopicInfo(name, assignment.topic_id, config=topic.config if topic else {})
+            self.topics[name] = topic
+            if assignment.topic_id:
+                self.topics_by_id[assignment.topic_id] = topic
+        for index, replicas in assignment.partitions.items():
+            existing = topic.partitions.get(index)
+            if existing is None:
+                topic.partitions[index] = PartitionInfo(tuple(replicas))
+            else:
+                existing.replicas = tuple(replicas)
+        for index in list(topic.partitions):
+            if index not in assignment.partitions:
+                del topic.partitions[index]
+        self.notify()
+
+    def set_partition_state(self, name: str, index: int, state: PartitionState | None) -> None:
+        topic = self.topics.get(name)
+        if topic is None:
+            return
+        partition = topic.partitions.get(index)
+        if partition is None:
+            partition = topic.partitions[index] = PartitionInfo(())
+        partition.state = state
+        self.notify()
+
+    def set_topic_config(self, name: str, config: dict[str, str]) -> None:
+        topic = self.topics.get(name)
+        if topic is not None:
+            topic.config = config
+            self.notify()
+
+
+class ZooKeeperMetadataWatcher:
+    """Keeps a MetadataCache in step with ZooKeeper through kazoo watches."""
+
+    def __init__(
+        self,
+        client: KazooClient,
+        cache: MetadataCache,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.client = client
+        self.cache = cache
+        self.loop = loop
+        self._watched_topics: set[str] = set()
+        self._watched_partitions: set[tuple[str, int]] = set()
+        self._lock = threading.Lock()
+        self._last_config_change = -1
+        self._stopped = False
+
+    def _post(self, function: Callable[..., Any], *args: Any) -> None:
+        if not self._stopped:
+            self.loop.call_soon_threadsafe(function, *args)
+
+    def start(self) -> None:
+        ChildrenWatch(self.client, zk_paths.BROKER_IDS, self._on_brokers)
+        ChildrenWatch(self.client, zk_paths.BROKER_TOPICS, self._on_topics)
+        DataWatch(self.client, zk_paths.CONTROLLER, self._on_controller)
+        # Only changes made after start-up matter: configs are read with each topic.
+        try:
+            existing = self.client.get_children(zk_paths.CONFIG_CHANGES)
+            self._last_config_change = max((_sequence(n) for n in existing), default=-1)
+        except NoNodeError:
+            pass
+        ChildrenWatch(self.client, zk_paths.CONFIG_CHANGES, self._on_config_changes)
+
+    def stop(self) -> None:
+        self._stopped = True
+
+    # kazoo-thread callbacks ----------------------------------------------------------
+    def _on_brokers(self, children: list[str]) -> bool:
+        if self._stopped:
+            return False
+        brokers: dict[int, BrokerInfo] = {}
+        for child in children:
+            try:
+                data, _ = self.client.get(zk_paths.broker_path(int(child)))
+                registration = BrokerRegistration.from_json(data)
+            except (NoNodeError, ValueError, ZkDataError):
+                continue
+            host, port = registration.host, registration.port
+            if host is None or port < 0:
+                tuples = registration.endpoint_tuples()
+                if not tuples:
+                    continue
+                _, host, port = tuples[0]
+            brokers[int(child)] = BrokerInfo(int(child), host, port, registration.rack)
+        self._post(self.cache.set_brokers, brokers)
+        return True
+
+    def _on_controller(self, data: bytes | None, _stat: Any) -> bool:
+        if self._stopped:
+            return False
+        controller_id = -1
+        if data:
+            try:
+                controller_id = ControllerRegistration.from_json(data).broker_id
+            except (ValueError, ZkDataError):
+                controller_id = -1
+        self._post(self.cache.set_controller, controller_id)
+        return True
+
+    def _on_topics(self, children: list[str]) -> bool:
+        if self._stopped:
+            return False
+        with self._lock:
+            new = [t for t in children if t not in self._watched_topics]
+            self._watched_topics.update(new)
+        for topic in new:
+            DataWatch(self.client, zk_paths.topic_path(topic), self._topic_watcher(topic))
+        return True
+
+    def _topic_watcher(self, topic: str) -> Callable[[bytes | None, Any], bool]:
+        def on_topic(data: bytes | None, _stat: Any) -> bool:
+            if self._stopped:
+                return False
+            if data is None:
+                with self._lock:
+                    self._watched_topics.discard(topic)
+                    self._watched_partitions = {
+                        key for key in self._watched_partitions if key[0] != topic
+                    }
+                self._post(self.cache.set_topic, topic, None)
+                return False
+            try:
+                assignment = TopicAssignment.from_json(data)
+            except (ValueError, ZkDataError) as error:
+                log.error("ignoring unreadable topic znode %s: %s", topic, error)
+                return True
+            config = self._read_topic_config(topic)
+            self._post(self._apply_topic, topic, assignment, config)
+            for index in assignment.partitions:
+                with self._lock:
+                    if (topic, index) in self._watched_partitions:
+                        continue
+                    self._watched_partitions.add((topic, index))
+                DataWatch(
+                    self.client,
+                    zk_paths.partition_state_path(topic, index),
+                    self._partition_watcher(topic, index),
+                )
+            return True
+
+        return on_topic
+
+    def _apply_topic(self, topic: str, assignment: TopicAssignment, config: dict[str, str]) -> None:
+        info = self.cache.topics.get(topic)
+        if info is not None:
+            info.config = config
+        self.cache.set_topic(topic, assignment)
+        self.cache.set_topic_config(topic, config)
+
+    def _partition_watcher(self, topic: str, index: int) -> Callable[[bytes | None, Any], bool]:
+        def on_state(data: bytes | None, _stat: Any) -> bool:
+            if self._stopped:
+                return False
+            with self._lock:
+                if (topic, index) not in self._watched_partitions:
+                    return False
+            state = None
+            if data:
+                try:
+                    state = PartitionState.from_json(data)
+                except (ValueError, ZkDataError) as error:
+                    log.error("ignoring unreadable state of %s-%d: %s", topic, index, error)
+                    return True
+            self._post(self.cache.set_partition_state, topic, index, state)
+            return True
+
+        return on_state
+
+    def _read_topic_config(self, topic: str) -> dict[str, str]:
+        try:
+            data, _ = self.client.get(zk_paths.topic_config_path(topic))
+        except NoNodeError:
+            return {}
+        try:
+            return dict(EntityConfig.from_json(data).config)
+        except (ValueError, ZkDataError) as error:
+            log.error("ignoring unreadable config of topic %s: %s", topic, error)
+            return {}
+
+    def _on_config_changes(self, children: list[str]) -> bool:
+        if self._stopped:
+            return False
+        for child in sorted(children, key=_sequence):
+            sequence = _sequence(child)
+            if sequence <= self._last_config_change:
+                continue
+            self._last_config_change = sequence
+            try:
+                data, _ = self.client.get(f"{zk_paths.CONFIG_CHANGES}/{child}")
+                notification = ConfigChangeNotification.from_json(data)
+            except (NoNodeError, ValueError, ZkDataError):
+                continue
+            entity_type, _, name = notification.entity_path.partition("/")
+            if entity_type == "topics":
+                config = self._read_topic_config(name)
+                self._post(self.cache.set_topic_config, name, config)
+        return True
+
+
+def _sequence(name: str) -> int:
+    try:
+        return int(name.rsplit("_", 1)[-1])
+    except ValueError:
+        return -1

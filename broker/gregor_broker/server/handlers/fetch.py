@@ -1,0 +1,173 @@
+"""Fetch: long-polling reads served from segment files with sendfile.
+
+The handler resolves each partition to a file region (``PartitionLog.read``) and the
+fetch encoder frames them; record bytes never enter Python. Matches Kafka:
+- ``max_bytes`` bounds the response, but the first batch of the first non-empty
+  partition is always returned whole (KIP-74) so a consumer can never get stuck;
+- a fetch waits up to ``max_wait`` for ``min_bytes`` to accumulate, waking on appends;
+- incremental fetch sessions (KIP-227) are refused the way Kafka allows: a full fetch
+  asking for a new session gets session id 0, i.e. "no session", and the client keeps
+  sending full fetches; a request naming a session gets FETCH_SESSION_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from ...log.partition_log import OffsetOutOfRange
+from ...protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
+from ..replica_manager import PartitionError
+from ..request_router import RawResponse
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..request_router import RequestContext
+
+FINAL_EPOCH = -1
+
+
+def handle_fetch(broker: Broker, context: RequestContext, request: Any) -> Any:
+    version = context.version
+    session_id = getattr(request, "session_id", 0)
+    session_epoch = getattr(request, "session_epoch", FINAL_EPOCH)
+    if session_id != 0:
+        return _session_error(context, ErrorCode.fetch_session_id_not_found)
+    if session_epoch not in (0, FINAL_EPOCH):
+        return _session_error(context, ErrorCode.invalid_fetch_session_epoch)
+    max_wait_ms = int(request.max_wait.total_seconds() * 1000)
+    read = _FetchReader(broker, request, version)
+    topics, total = read.once()
+    if total >= request.min_bytes or max_wait_ms <= 0 or read.had_error or not read.keys:
+        return _respond(context, topics)
+    return _wait_and_respond(broker, context, read, max_wait_ms)
+
+
+async def _wait_and_respond(
+    broker: Broker, context: RequestContext, read: _FetchReader, max_wait_ms: int
+) -> RawResponse:
+    deadline = time.monotonic() + max_wait_ms / 1000
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        await broker.replicas.append_waiters.wait_any(read.keys, remaining)
+        topics, total = read.once()
+        if total >= read.request.min_bytes or read.had_error:
+            return _respond(context, topics)
+    topics, _total = read.once()
+    return _respond(context, topics)
+
+
+def _respond(context: RequestContext, topics: list[TopicResult]) -> RawResponse:
+    parts, size = encode_fetch_response(
+        context.version, context.header.correlation_id, topics=topics
+    )
+    return RawResponse(parts, size)
+
+
+def _session_error(context: RequestContext, error_code: ErrorCode) -> RawResponse:
+    parts, size = encode_fetch_response(
+        context.version, context.header.correlation_id, error_code=error_code
+    )
+    return RawResponse(parts, size)
+
+
+class _FetchReader:
+    """Reads every requested partition once; re-run after each wake-up."""
+
+    def __init__(self, broker: Broker, request: Any, version: int) -> None:
+        self.broker = broker
+        self.request = request
+        self.version = version
+        self.keys: list[tuple[str, int]] = []
+        self.had_error = False
+        self.read_committed = getattr(request, "isolation_level", 0) == 1
+        self._names: list[str | None] = []
+        for topic in request.topics:
+            if version >= 13:
+                info = broker.metadata.topic_by_uuid(topic.topic_id)
+                name = info.name if info is not None else None
+            else:
+                name = topic.topic
+            self._names.append(name)
+            if name is not None:
+                self.keys.extend((name, p.partition) for p in topic.partitions)
+
+    def once(self) -> tuple[list[TopicResult], int]:
+        broker = self.broker
+        replicas = broker.replicas
+        remaining = self.request.max_bytes
+        total = 0
+        self.had_error = False
+        topics: list[TopicResult] = []
+        for topic, name in zip(self.request.topics, self._names, strict=True):
+            result = TopicResult(name or "", getattr(topic, "topic_id", None))
+            topics.append(result)
+            for requested in topic.partitions:
+                index = requested.partition
+                if name is None:
+                    result.partitions.append(
+                        PartitionResult(index, ErrorCode.unknown_topic_id)
+                    )
+                    self.had_error = True
+                    continue
+                try:
+                    partition = replicas.leader_partition(name, index)
+                    _check_leader_epoch(partition, getattr(requested, "current_leader_epoch", -1))
+                except PartitionError as error:
+                    result.partitions.append(PartitionResult(index, error.error_code))
+                    self.had_error = True
+                    continue
+                partition_log = partition.log
+                high_watermark = partition_log.high_watermark
+                limit = min(requested.partition_max_bytes, remaining)
+                try:
+                    region = partition_log.read(
+                        requested.fetch_offset,
+                        limit,
+                        max_offset=high_watermark,
+                        min_one_batch=total == 0,
+                    )
+                except OffsetOutOfRange:
+                    result.partitions.append(
+                        PartitionResult(
+                            index,
+                            ErrorCode.offset_out_of_range,
+                            high_watermark,
+                            high_watermark,
+                            partition_log.log_start_offset,
+                        )
+                    )
+                    self.had_error = True
+                    continue
+                size = region.size if region is not None else 0
+                total += size
+                remaining = max(remaining - size, 0)
+                result.partitions.append(
+                    PartitionResult(
+                        index,
+                        ErrorCode.none,
+                        high_watermark,
+                        high_watermark,  # last stable offset: no transactions yet
+                        partition_log.log_start_offset,
+                        region if region is not None else b"",
+                        aborted_transactions=[] if self.read_committed else None,
+                    )
+                )
+        return topics, total
+
+
+def _check_leader_epoch(partition: Any, requested_epoch: int) -> None:
+    """Matches Kafka's fencing of fetches that carry a current leader epoch (KIP-320)."""
+    if requested_epoch < 0 or requested_epoch == partition.leader_epoch:
+        return
+    if requested_epoch > partition.leader_epoch:
+        raise PartitionError(ErrorCode.unknown_leader_epoch)
+    raise PartitionError(ErrorCode.fenced_leader_epoch)
+
+
+

@@ -1,0 +1,74 @@
+"""ListOffsets: earliest, latest, max timestamp, and offsets for times.
+
+Matches Kafka: "latest" is the high watermark (the next offset to be committed, not
+the last batch's base offset + 1), and a timestamp lookup returns the first offset
+whose record timestamp is at or after the target, or -1 when there is none.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from ..replica_manager import PartitionError
+from .fetch import _check_leader_epoch
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..request_router import RequestContext
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+
+
+def handle_list_offsets(broker: Broker, context: RequestContext, request: Any) -> Any:
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for requested in topic.partitions:
+            partitions.append(_lookup(broker, topic.name, requested))
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"topics": topics, "throttle_time": 0}
+
+
+def _lookup(broker: Broker, topic: str, requested: Any) -> dict[str, Any]:
+    index = requested.partition_index
+    try:
+        partition = broker.replicas.leader_partition(topic, index)
+        _check_leader_epoch(partition, getattr(requested, "current_leader_epoch", -1))
+    except PartitionError as error:
+        return _result(index, error.error_code, -1, -1, -1)
+    partition_log = partition.log
+    epoch = partition.leader_epoch
+    target = requested.timestamp
+    if target == LATEST:
+        return _result(index, ErrorCode.none, -1, partition_log.high_watermark, epoch)
+    if target in (EARLIEST, EARLIEST_LOCAL):
+        return _result(index, ErrorCode.none, -1, partition_log.log_start_offset, epoch)
+    if target == LATEST_TIERED:
+        # No tiered storage: Kafka answers -1 for the latest tiered offset then.
+        return _result(index, ErrorCode.none, -1, -1, -1)
+    if target == MAX_TIMESTAMP:
+        found = partition_log.max_timestamp_offset()
+    elif target < 0:
+        return _result(index, ErrorCode.invalid_request, -1, -1, -1)
+    else:
+        found = partition_log.offset_for_timestamp(target)
+    if found is None or found[0] >= partition_log.high_watermark:
+        return _result(index, ErrorCode.none, -1, -1, -1)
+    offset, timestamp = found
+    return _result(index, ErrorCode.none, timestamp, offset, epoch)
+
+
+def _result(index: int, error: ErrorCode, timestamp: int, offset: int, epoch: int) -> dict:
+    return {
+        "partition_index": index,
+        "error_code": error,
+        "timestamp": timestamp,
+        "offset": offset,
+        "leader_epoch": epoch,
+    }
