@@ -1,0 +1,76 @@
+"""``gregor-broker``: run one broker process (what a container runs)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from ..config import ConfigError, load_broker_config
+from ..server.broker import Broker
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="gregor-broker",
+        description=(
+            "Run one Gregor broker: a Kafka-compatible server that stores partitions in "
+            "log.dirs and coordinates through ZooKeeper (zookeeper.connect). Settings use "
+            "Kafka's own property names, from a properties file, environment variables "
+            "GREGOR_<KEY> (dots as underscores, e.g. GREGOR_BROKER_ID=1), and --override."
+        ),
+    )
+    parser.add_argument(
+        "--config", type=Path, help="server.properties file with Kafka broker settings"
+    )
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set one property, winning over the file and environment (repeatable)",
+    )
+    parser.add_argument(
+        "--log-level", default="INFO", help="logging level: DEBUG, INFO, WARNING (default INFO)"
+    )
+    return parser.parse_args(argv)
+
+
+async def run(broker: Broker) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await broker.start()
+    await stop.wait()
+    await broker.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    overrides = {}
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"gregor-broker: --override expects KEY=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        overrides[key.strip()] = value.strip()
+    try:
+        config = load_broker_config(args.config, overrides)
+    except (ConfigError, OSError) as error:
+        print(f"gregor-broker: {error}", file=sys.stderr)
+        return 2
+    asyncio.run(run(Broker(config)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,248 @@
+"""The broker process: wires config, ZooKeeper, logs, metadata, controller and listener.
+
+Start-up order matters and follows Kafka's: connect to ZooKeeper, claim the log dirs
+(lock files) and recover the logs, learn the cluster's metadata, open the listener,
+and only then register ``/brokers/ids/<id>`` so that nobody is sent to a broker that
+cannot answer yet. Shutdown reverses it: deregister, stop serving, flush and close
+the logs with a clean-shutdown marker so the next start skips recovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import time
+from pathlib import Path
+
+from kazoo.client import KazooClient, KazooState
+
+from ..cluster.admin import ZkAdmin
+from ..cluster.controller import Controller
+from ..cluster.metadata_cache import MetadataCache, ZooKeeperMetadataWatcher
+from ..cluster.models import BrokerRegistration
+from ..config import BrokerConfig, log_config_for
+from ..log.log_manager import LogManager
+from .connection import Connection, SendfileCounter
+from .handlers import API_TABLE
+from .replica_manager import ReplicaManager
+from .request_router import RequestRouter
+from .topic_admin import TopicAdmin
+
+log = logging.getLogger(__name__)
+
+
+class LogDirLocked(RuntimeError):
+    pass
+
+
+def _lock_log_dir(directory: Path) -> int:
+    """Kafka's ``.lock``: one broker process per log dir."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / ".lock", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as error:
+        os.close(fd)
+        raise LogDirLocked(
+            f"log dir {directory} is in use by another broker process (its .lock is held)"
+        ) from error
+    return fd
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.metadata = MetadataCache()
+        self.router = RequestRouter(self, API_TABLE)
+        self.sendfile = SendfileCounter()
+        self.connections: set[Connection] = set()
+        self.zk: KazooClient | None = None
+        self.server: asyncio.base_events.Server | None = None
+        self.controller: Controller | None = None
+        self._lock_fds: list[int] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._reconcile_scheduled = False
+        self.started = asyncio.Event()
+        self.stopping = False
+
+    @property
+    def broker_id(self) -> int:
+        return self.config.broker_id
+
+    # start-up ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        config = self.config
+        loop = asyncio.get_running_loop()
+        self.zk = KazooClient(
+            hosts=config.zookeeper_connect,
+            timeout=config.zookeeper_session_timeout_ms / 1000,
+        )
+        self.zk.add_listener(self._on_zk_state)
+        await asyncio.to_thread(
+            self.zk.start, (config.zookeeper_connection_timeout_ms or 18000) / 1000
+        )
+        await asyncio.to_thread(self.zk.ensure_path, "/")
+        self.zk_admin = ZkAdmin(self.zk)
+        await asyncio.to_thread(self.zk_admin.ensure_paths)
+        self.metadata.cluster_id = await asyncio.to_thread(self.zk_admin.get_or_create_cluster_id)
+
+        log_dirs = [Path(d) for d in config.log_dirs]
+        self._lock_fds = [_lock_log_dir(d) for d in log_dirs]
+        self.logs = LogManager(log_dirs, default_config=log_config_for(config, {}))
+        self.logs.write_meta_properties(config.broker_id, self.metadata.cluster_id)
+        topic_configs = await asyncio.to_thread(self._read_all_topic_configs)
+        self.logs.load(lambda topic: log_config_for(config, topic_configs.get(topic, {})))
+
+        self.replicas = ReplicaManager(
+            config.broker_id,
+            self.logs,
+            self.metadata,
+            lambda overrides: log_config_for(config, overrides),
+        )
+        self.topic_admin = TopicAdmin(self, self.zk_admin)
+        self.metadata.listeners.append(self._schedule_reconcile)
+        self.watcher = ZooKeeperMetadataWatcher(self.zk, self.metadata, loop)
+        await asyncio.to_thread(self.watcher.start)
+
+        name, host, port = config.listener_list[0]
+        self.server = await loop.create_server(
+            self._new_connection,
+            host or None,
+            port,
+            reuse_address=True,
+            backlog=1024,
+        )
+        bound_port = self.server.sockets[0].getsockname()[1]
+        await asyncio.to_thread(self._register, bound_port)
+        self.controller = Controller(
+            self.zk,
+            config.broker_id,
+            delete_topic_enable=config.delete_topic_enable,
+            unclean_leader_election_for=self._unclean_election_enabled,
+        )
+        await asyncio.to_thread(self.controller.start)
+        self._tasks = [
+            asyncio.create_task(self._every(config.log_retention_check_interval_ms, self._retention)),
+            asyncio.create_task(self._every(config.log_flush_scheduler_interval_ms, self._flush)),
+            asyncio.create_task(
+                self._every(config.log_flush_offset_checkpoint_interval_ms, self.logs.checkpoint)
+            ),
+            asyncio.create_task(self._every(1000, self._roll)),
+        ]
+        self.started.set()
+        log.info(
+            "broker %d serving on %s:%d (cluster %s)",
+            config.broker_id, host or "0.0.0.0", bound_port, self.metadata.cluster_id,
+        )
+
+    def _read_all_topic_configs(self) -> dict[str, dict[str, str]]:
+        return {topic: self.zk_admin.get_topic_config(topic) for topic in self.zk_admin.list_topics()}
+
+    def _register(self, bound_port: int) -> None:
+        config = self.config
+        endpoints = []
+        for name, host, port in config.advertised_listener_list:
+            endpoints.append(f"{name}://{host}:{port or bound_port}")
+        adv_host, adv_port = config.advertised_endpoint
+        registration = BrokerRegistration(
+            host=adv_host,
+            port=adv_port or bound_port,
+            endpoints=tuple(endpoints),
+            listener_security_protocol_map=config.security_protocol_map,
+            rack=config.broker_rack,
+        )
+        self.zk_admin.register_broker(registration, config.broker_id)
+
+    def _unclean_election_enabled(self, topic: str) -> bool:
+        info = self.metadata.topics.get(topic)
+        overrides = info.config if info is not None else {}
+        value = overrides.get("unclean.leader.election.enable")
+        if value is None:
+            return self.config.unclean_leader_election_enable
+        return value.lower() == "true"
+
+    def _new_connection(self) -> Connection:
+        connection = Connection(
+            self.router,
+            max_request_size=self.config.socket_request_max_bytes,
+            sendfile_counter=self.sendfile,
+            on_close=self.connections.discard,
+        )
+        self.connections.add(connection)
+        return connection
+
+    def _schedule_reconcile(self) -> None:
+        if not self._reconcile_scheduled:
+            self._reconcile_scheduled = True
+            asyncio.get_running_loop().call_soon(self._reconcile)
+
+    def _reconcile(self) -> None:
+        self._reconcile_scheduled = False
+        try:
+            self.replicas.reconcile()
+        except Exception:
+            log.exception("applying metadata to local partitions failed")
+
+    def _on_zk_state(self, state: str) -> None:
+        if state == KazooState.LOST:
+            log.error("ZooKeeper session lost; ephemeral registrations will be recreated")
+        elif state == KazooState.SUSPENDED:
+            log.warning("ZooKeeper connection suspended")
+
+    # periodic work ------------------------------------------------------------------------
+    async def _every(self, interval_ms: int, job: object) -> None:
+        interval = max(interval_ms, 100) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                job()  # type: ignore[operator]
+            except Exception:
+                log.exception("periodic job %s failed", getattr(job, "__name__", job))
+
+    def _retention(self) -> None:
+        deleted = self.logs.run_retention()
+        if deleted:
+            log.info("retention deleted %d segments", deleted)
+
+    def _flush(self) -> None:
+        self.logs.flush_due()
+
+    def _roll(self) -> None:
+        for partition_log in self.logs.logs().values():
+            partition_log.maybe_roll()
+
+    # shutdown ---------------------------------------------------------------------------
+    async def stop(self) -> None:
+        if self.stopping:
+            return
+        self.stopping = True
+        started = time.monotonic()
+        for task in self._tasks:
+            task.cancel()
+        if self.controller is not None:
+            await asyncio.to_thread(self.controller.stop)
+        if getattr(self, "watcher", None) is not None:
+            self.watcher.stop()
+        if self.server is not None:
+            self.server.close()
+        for connection in list(self.connections):
+            if connection.transport is not None:
+                connection.transport.close()
+        if self.zk is not None:
+            await asyncio.to_thread(self._close_zk)
+        if getattr(self, "logs", None) is not None:
+            self.logs.close()
+        for fd in self._lock_fds:
+            os.close(fd)
+        self._lock_fds = []
+        log.info("broker %d stopped in %.2f s", self.broker_id, time.monotonic() - started)
+
+    def _close_zk(self) -> None:
+        assert self.zk is not None
+        try:
+            self.zk.stop()
+            self.zk.close()
+        except Exception:
+            log.debug("closing the ZooKeeper client failed", exc_info=True)

@@ -1,0 +1,163 @@
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
+
+Topic configs live in ``/config/topics/<t>`` and change through Kafka's
+``/config/changes`` notifications, so every broker (and Kafka's own tools) sees them.
+Broker configs can be described; changing them at run time (dynamic broker configs)
+is not implemented and is refused with INVALID_REQUEST, never silently ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from ...config import (
+    InvalidConfig,
+    describe_broker_configs,
+    describe_topic_configs,
+    validate_topic_configs,
+)
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..request_router import RequestContext
+
+TOPIC = 2
+BROKER = 4
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def handle_describe_configs(broker: Broker, context: RequestContext, request: Any) -> Any:
+    results = []
+    for resource in request.resources:
+        result: dict[str, Any] = {
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name,
+            "configs": [],
+        }
+        results.append(result)
+        if resource.resource_type == TOPIC:
+            topic = broker.metadata.topics.get(resource.resource_name)
+            if topic is None:
+                result.update(
+                    error_code=ErrorCode.unknown_topic_or_partition,
+                    error_message=f"unknown topic {resource.resource_name!r}",
+                )
+                continue
+            entries = describe_topic_configs(broker.config, topic.config)
+        elif resource.resource_type == BROKER:
+            if resource.resource_name not in ("", str(broker.config.broker_id)):
+                result.update(
+                    error_code=ErrorCode.invalid_request,
+                    error_message=f"this is broker {broker.config.broker_id}, "
+                    f"not {resource.resource_name}",
+                )
+                continue
+            entries = describe_broker_configs(broker.config)
+        else:
+            result.update(
+                error_code=ErrorCode.invalid_request,
+                error_message=f"resource type {resource.resource_type} is not supported",
+            )
+            continue
+        wanted = set(resource.configuration_keys) if resource.configuration_keys else None
+        result["configs"] = [
+            {
+                "name": entry.name,
+                "value": entry.value,
+                "read_only": entry.read_only,
+                "config_source": int(entry.source),
+                "is_sensitive": entry.is_sensitive,
+                "synonyms": [
+                    {"name": name, "value": value, "source": int(source)}
+                    for name, value, source in entry.synonyms
+                ]
+                if request.include_synonyms
+                else [],
+                "config_type": int(entry.config_type),
+                "documentation": entry.documentation
+                if getattr(request, "include_documentation", False)
+                else None,
+            }
+            for entry in entries
+            if wanted is None or entry.name in wanted
+        ]
+    return {"results": results, "throttle_time": 0}
+
+
+async def handle_alter_configs(broker: Broker, context: RequestContext, request: Any) -> Any:
+    responses = []
+    for resource in request.resources:
+        new = {c.name: c.value for c in resource.configs if c.value is not None}
+        responses.append(
+            await _alter(broker, resource, lambda _old, new=new: new, request.validate_only)
+        )
+    return {"responses": responses, "throttle_time": 0}
+
+
+async def handle_incremental_alter_configs(
+    broker: Broker, context: RequestContext, request: Any
+) -> Any:
+    responses = []
+    for resource in request.resources:
+
+        def apply(old: dict[str, str], resource: Any = resource) -> dict[str, str]:
+            config = dict(old)
+            for change in resource.configs:
+                op = change.config_operation
+                if op == SET:
+                    config[change.name] = change.value or ""
+                elif op == DELETE:
+                    config.pop(change.name, None)
+                elif op in (APPEND, SUBTRACT):
+                    items = [i for i in config.get(change.name, "").split(",") if i]
+                    values = [v for v in (change.value or "").split(",") if v]
+                    if op == APPEND:
+                        items += [v for v in values if v not in items]
+                    else:
+                        items = [i for i in items if i not in values]
+                    config[change.name] = ",".join(items)
+                else:
+                    raise InvalidConfig(f"unknown config operation {op} for {change.name}")
+            return config
+
+        responses.append(await _alter(broker, resource, apply, request.validate_only))
+    return {"responses": responses, "throttle_time": 0}
+
+
+async def _alter(broker: Broker, resource: Any, change: Any, validate_only: bool) -> dict:
+    response: dict[str, Any] = {
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "resource_type": resource.resource_type,
+        "resource_name": resource.resource_name,
+    }
+    if resource.resource_type != TOPIC:
+        response.update(
+            error_code=ErrorCode.invalid_request,
+            error_message="only topic configs can be altered; dynamic broker configs are "
+            "not supported yet",
+        )
+        return response
+    name = resource.resource_name
+    topic = broker.metadata.topics.get(name)
+    if topic is None:
+        response.update(
+            error_code=ErrorCode.unknown_topic_or_partition, error_message=f"unknown topic {name!r}"
+        )
+        return response
+    try:
+        new = change(dict(topic.config))
+        validate_topic_configs(new)
+    except InvalidConfig as error:
+        response.update(error_code=ErrorCode.invalid_config, error_message=str(error))
+        return response
+    if not validate_only:
+        await asyncio.to_thread(broker.zk_admin.set_topic_config, name, new)
+        # Read-your-writes for the client that changed it.
+        broker.metadata.set_topic_config(name, new)
+    return response

@@ -1,0 +1,149 @@
+"""Metadata: brokers, controller, topics with leaders and replicas; auto-creation.
+
+Matches Kafka: an unknown topic is created on first request when
+``auto.create.topics.enable`` (and, from v4, the client's ``allow_auto_topic_creation``)
+allow it; the response then says LEADER_NOT_AVAILABLE for it unless the new topic got
+its leaders within a short wait, and the client retries.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from ...cluster.metadata_cache import TopicInfo
+from ...cluster.topic_names import topic_name_error
+from ..topic_admin import TopicAdminError
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..request_router import RequestContext
+
+AUTO_CREATE_WAIT_S = 2.0
+NO_AUTHORIZED_OPERATIONS = -(2**31)
+
+
+def handle_metadata(broker: Broker, context: RequestContext, request: Any) -> Any:
+    metadata = broker.metadata
+    version = context.version
+    if request.topics is None or (version == 0 and not request.topics):
+        return _response(broker, version, list(metadata.topics.values()), [])
+    names: list[str] = []
+    unknown_ids: list[Any] = []
+    for topic in request.topics:
+        name = topic.name
+        if name is None:
+            info = metadata.topic_by_uuid(getattr(topic, "topic_id", None))
+            if info is None:
+                unknown_ids.append(topic.topic_id)
+                continue
+            name = info.name
+        names.append(name)
+    missing = [n for n in names if n not in metadata.topics]
+    allow = broker.config.auto_create_topics_enable and getattr(
+        request, "allow_auto_topic_creation", True
+    )
+    if missing and allow:
+        return _auto_create_then_respond(broker, version, names, missing, unknown_ids)
+    return _response_for(broker, version, names, {}, unknown_ids)
+
+
+async def _auto_create_then_respond(
+    broker: Broker, version: int, names: list[str], missing: list[str], unknown_ids: list[Any]
+) -> dict[str, Any]:
+    errors: dict[str, ErrorCode] = {}
+    created = []
+    for name in missing:
+        if topic_name_error(name) is not None:
+            errors[name] = ErrorCode.invalid_topic_exception
+            continue
+        try:
+            plan = broker.topic_admin.plan_topic(name, -1, -1, None, {})
+            await broker.topic_admin.create_topic(name, plan, {})
+            created.append(name)
+        except TopicAdminError as error:
+            if error.error_code != ErrorCode.topic_already_exists:
+                errors[name] = error.error_code
+    if created:
+        await broker.topic_admin.wait_for_leaders(created, AUTO_CREATE_WAIT_S)
+    return _response_for(broker, version, names, errors, unknown_ids)
+
+
+def _response_for(
+    broker: Broker,
+    version: int,
+    names: list[str],
+    errors: dict[str, ErrorCode],
+    unknown_ids: list[Any],
+) -> dict[str, Any]:
+    metadata = broker.metadata
+    known = []
+    absent = []
+    for name in dict.fromkeys(names):
+        info = metadata.topics.get(name)
+        if info is not None:
+            known.append(info)
+        else:
+            if name in errors:
+                error = errors[name]
+            elif topic_name_error(name) is not None:
+                error = ErrorCode.invalid_topic_exception
+            elif broker.config.auto_create_topics_enable:
+                error = ErrorCode.leader_not_available
+            else:
+                error = ErrorCode.unknown_topic_or_partition
+            absent.append({"error_code": error, "name": name, "partitions": []})
+    for topic_id in unknown_ids:
+        absent.append(
+            {"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": topic_id,
+             "partitions": []}
+        )
+    return _response(broker, version, known, absent)
+
+
+def _response(
+    broker: Broker, version: int, topics: list[TopicInfo], absent: list[dict[str, Any]]
+) -> dict[str, Any]:
+    metadata = broker.metadata
+    live = metadata.brokers
+    return {
+        "throttle_time": 0,
+        "brokers": [
+            {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in sorted(live.values(), key=lambda b: b.broker_id)
+        ],
+        "cluster_id": metadata.cluster_id,
+        "controller_id": metadata.controller_id,
+        "topics": [_topic(t, live) for t in topics] + absent,
+        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+    }
+
+
+def _topic(topic: TopicInfo, live: dict[int, Any]) -> dict[str, Any]:
+    partitions = []
+    for index in sorted(topic.partitions):
+        info = topic.partitions[index]
+        leader = info.leader
+        partitions.append(
+            {
+                "error_code": (
+                    ErrorCode.none if leader >= 0 and leader in live
+                    else ErrorCode.leader_not_available
+                ),
+                "partition_index": index,
+                "leader_id": leader,
+                "leader_epoch": info.leader_epoch,
+                "replica_nodes": list(info.replicas),
+                "isr_nodes": list(info.isr),
+                "offline_replicas": [r for r in info.replicas if r not in live],
+            }
+        )
+    return {
+        "error_code": ErrorCode.none,
+        "name": topic.name,
+        "topic_id": topic.uuid,
+        "is_internal": topic.internal,
+        "partitions": partitions,
+        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+    }

@@ -1,0 +1,55 @@
+"""DeleteRecords: move a partition's log start offset forward."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from ...log.partition_log import OffsetOutOfRange
+from ..replica_manager import PartitionError
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..request_router import RequestContext
+
+HIGH_WATERMARK = -1  # Kafka: offset -1 means "delete up to the high watermark"
+
+
+def handle_delete_records(broker: Broker, context: RequestContext, request: Any) -> Any:
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for requested in topic.partitions:
+            index = requested.partition_index
+            try:
+                partition = broker.replicas.leader_partition(topic.name, index)
+            except PartitionError as error:
+                partitions.append(
+                    {"partition_index": index, "low_watermark": -1, "error_code": error.error_code}
+                )
+                continue
+            partition_log = partition.log
+            offset = requested.offset
+            if offset == HIGH_WATERMARK:
+                offset = partition_log.high_watermark
+            if offset < 0 or offset > partition_log.high_watermark:
+                partitions.append(
+                    {"partition_index": index, "low_watermark": -1,
+                     "error_code": ErrorCode.offset_out_of_range}
+                )
+                continue
+            try:
+                low_watermark = partition_log.delete_records_before(offset)
+            except OffsetOutOfRange:
+                partitions.append(
+                    {"partition_index": index, "low_watermark": -1,
+                     "error_code": ErrorCode.offset_out_of_range}
+                )
+                continue
+            partitions.append(
+                {"partition_index": index, "low_watermark": low_watermark,
+                 "error_code": ErrorCode.none}
+            )
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"topics": topics, "throttle_time": 0}

@@ -1,0 +1,134 @@
+"""CreateTopics, DeleteTopics, CreatePartitions."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from ...cluster.models import uuid_from_str
+from ...config import describe_topic_configs
+from ..topic_admin import TopicAdminError
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..request_router import RequestContext
+
+
+def _timeout_s(request: Any) -> float:
+    return max(request.timeout.total_seconds(), 0.0)
+
+
+async def handle_create_topics(broker: Broker, context: RequestContext, request: Any) -> Any:
+    results = []
+    created: list[str] = []
+    seen: set[str] = set()
+    for topic in request.topics:
+        result: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none}
+        results.append(result)
+        if topic.name in seen:
+            result.update(
+                error_code=ErrorCode.invalid_request,
+                error_message=f"topic {topic.name!r} appears twice in the request",
+            )
+            continue
+        seen.add(topic.name)
+        configs = {c.name: c.value for c in topic.configs}
+        assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+        try:
+            plan = broker.topic_admin.plan_topic(
+                topic.name, topic.num_partitions, topic.replication_factor, assignments, configs
+            )
+            if not request.validate_only:
+                result["topic_id"] = await broker.topic_admin.create_topic(
+                    topic.name, plan, configs
+                )
+                created.append(topic.name)
+        except TopicAdminError as error:
+            result.update(error_code=error.error_code, error_message=error.message)
+            continue
+        result["num_partitions"] = len(plan)
+        result["replication_factor"] = len(plan[0])
+        overrides = {k: v for k, v in configs.items() if v is not None}
+        result["configs"] = [
+            {
+                "name": entry.name,
+                "value": entry.value,
+                "read_only": entry.read_only,
+                "config_source": int(entry.source),
+                "is_sensitive": entry.is_sensitive,
+            }
+            for entry in describe_topic_configs(broker.config, overrides)
+        ]
+    if created and _timeout_s(request) > 0:
+        # Matches Kafka: the response waits (up to the timeout) until the new
+        # partitions have leaders, so clients can use the topic at once.
+        await broker.topic_admin.wait_for_leaders(created, _timeout_s(request))
+    for result in results:
+        if "topic_id" in result:
+            result["topic_id"] = uuid.UUID(bytes=uuid_from_str(result["topic_id"]))
+    return {"topics": results, "throttle_time": 0}
+
+
+async def handle_delete_topics(broker: Broker, context: RequestContext, request: Any) -> Any:
+    if context.version >= 6:
+        names = []
+        for topic in request.topics:
+            if topic.name is not None:
+                names.append((topic.name, topic.topic_id))
+            else:
+                info = broker.metadata.topic_by_uuid(topic.topic_id)
+                names.append((info.name if info else None, topic.topic_id))
+    else:
+        names = [(name, None) for name in request.topic_names]
+    responses = []
+    deleted = []
+    for name, topic_id in names:
+        response: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0}
+        responses.append(response)
+        if name is None:
+            response["error_code"] = ErrorCode.unknown_topic_id
+            continue
+        try:
+            await broker.topic_admin.delete_topic(name)
+            deleted.append(name)
+        except TopicAdminError as error:
+            response.update(error_code=error.error_code, error_message=error.message)
+    if deleted and _timeout_s(request) > 0:
+        metadata = broker.metadata
+        await metadata.wait_for(
+            lambda: not any(n in metadata.topics for n in deleted), _timeout_s(request)
+        )
+    return {"responses": responses, "throttle_time": 0}
+
+
+async def handle_create_partitions(broker: Broker, context: RequestContext, request: Any) -> Any:
+    results = []
+    grown = []
+    for topic in request.topics:
+        result: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none}
+        results.append(result)
+        assignments = (
+            [list(a.broker_ids) for a in topic.assignments] if topic.assignments else None
+        )
+        try:
+            await broker.topic_admin.create_partitions(
+                topic.name, topic.count, assignments, request.validate_only
+            )
+            if not request.validate_only:
+                grown.append((topic.name, topic.count))
+        except TopicAdminError as error:
+            result.update(error_code=error.error_code, error_message=error.message)
+    if grown and _timeout_s(request) > 0:
+        metadata = broker.metadata
+        await metadata.wait_for(
+            lambda: all(
+                n in metadata.topics
+                and len(metadata.topics[n].partitions) >= count
+                and metadata.topic_has_leaders(n)
+                for n, count in grown
+            ),
+            _timeout_s(request),
+        )
+    return {"results": results, "throttle_time": 0}

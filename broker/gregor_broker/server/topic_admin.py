@@ -1,0 +1,182 @@
+"""Topic creation, deletion and partition addition, as a broker does them for clients.
+
+Shared by CreateTopics, DeleteTopics, CreatePartitions and Metadata's auto-creation.
+The broker validates, places replicas (``cluster.placement``), and writes Kafka's
+znodes through ``ZkAdmin`` like Kafka's AdminZkClient; the controller then elects
+leaders. ZooKeeper calls are blocking, so they run in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from ..cluster.admin import TopicExists, ZkAdmin
+from ..cluster.models import new_uuid
+from ..cluster.placement import PlacementError, assign_replicas
+from ..cluster.topic_names import topic_name_error
+from ..config import InvalidConfig, validate_topic_configs
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAdminError(Exception):
+    error_code: ErrorCode
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class TopicAdmin:
+    def __init__(self, broker: Broker, admin: ZkAdmin) -> None:
+        self.broker = broker
+        self.admin = admin
+
+    def plan_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        assignments: Mapping[int, list[int]] | None,
+        configs: Mapping[str, str | None],
+    ) -> dict[int, list[int]]:
+        """Validate a creation request and return its replica assignment."""
+        config = self.broker.config
+        if (error := topic_name_error(name)) is not None:
+            raise TopicAdminError(ErrorCode.invalid_topic_exception, error)
+        if name in self.broker.metadata.topics:
+            raise TopicAdminError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
+        try:
+            validate_topic_configs(configs)
+        except InvalidConfig as error:
+            raise TopicAdminError(ErrorCode.invalid_config, str(error)) from error
+        brokers = {b.broker_id: b.rack for b in self.broker.metadata.brokers.values()}
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise TopicAdminError(
+                    ErrorCode.invalid_request,
+                    "give either a replica assignment or partitions and replication factor",
+                )
+            return self._check_assignment(assignments, brokers)
+        partitions = config.num_partitions if num_partitions == -1 else num_partitions
+        replicas = config.default_replication_factor if replication_factor == -1 else replication_factor
+        if partitions <= 0:
+            raise TopicAdminError(
+                ErrorCode.invalid_partitions, f"number of partitions must be at least 1, got {partitions}"
+            )
+        if replicas <= 0:
+            raise TopicAdminError(
+                ErrorCode.invalid_replication_factor,
+                f"replication factor must be at least 1, got {replicas}",
+            )
+        try:
+            return {p: list(r) for p, r in assign_replicas(brokers, partitions, replicas).items()}
+        except PlacementError as error:
+            raise TopicAdminError(ErrorCode.invalid_replication_factor, str(error)) from error
+
+    def _check_assignment(
+        self, assignments: Mapping[int, list[int]], brokers: Mapping[int, str | None]
+    ) -> dict[int, list[int]]:
+        if sorted(assignments) != list(range(len(assignments))):
+            raise TopicAdminError(
+                ErrorCode.invalid_replica_assignment,
+                "partitions in a replica assignment must be numbered 0..n-1",
+            )
+        sizes = {len(r) for r in assignments.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            raise TopicAdminError(
+                ErrorCode.invalid_replica_assignment,
+                "every partition needs the same, non-zero number of replicas",
+            )
+        for partition, replicas in assignments.items():
+            if len(set(replicas)) != len(replicas):
+                raise TopicAdminError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"partition {partition} lists a broker twice: {replicas}",
+                )
+            unknown = [b for b in replicas if b not in brokers]
+            if unknown:
+                raise TopicAdminError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"partition {partition} names unknown brokers {unknown}",
+                )
+        return {p: list(r) for p, r in assignments.items()}
+
+    async def create_topic(
+        self, name: str, assignment: Mapping[int, list[int]], configs: Mapping[str, str | None]
+    ) -> str:
+        topic_id = new_uuid()
+        clean = {k: v for k, v in configs.items() if v is not None}
+        try:
+            await asyncio.to_thread(self.admin.create_topic, name, assignment, clean, topic_id)
+        except TopicExists as error:
+            raise TopicAdminError(
+                ErrorCode.topic_already_exists, f"topic {name!r} already exists"
+            ) from error
+        return topic_id
+
+    async def wait_for_leaders(self, names: list[str], timeout: float) -> bool:
+        metadata = self.broker.metadata
+        return await metadata.wait_for(
+            lambda: all(metadata.topic_has_leaders(n) for n in names), timeout
+        )
+
+    async def delete_topic(self, name: str) -> None:
+        if not self.broker.config.delete_topic_enable:
+            raise TopicAdminError(
+                ErrorCode.topic_deletion_disabled, "topic deletion is disabled (delete.topic.enable)"
+            )
+        if name not in self.broker.metadata.topics:
+            raise TopicAdminError(ErrorCode.unknown_topic_or_partition, f"unknown topic {name!r}")
+        await asyncio.to_thread(self.admin.request_topic_deletion, name)
+
+    async def create_partitions(
+        self, name: str, count: int, assignments: list[list[int]] | None, validate_only: bool
+    ) -> None:
+        topic = self.broker.metadata.topics.get(name)
+        if topic is None:
+            raise TopicAdminError(ErrorCode.unknown_topic_or_partition, f"unknown topic {name!r}")
+        current = len(topic.partitions)
+        if count < current:
+            raise TopicAdminError(
+                ErrorCode.invalid_partitions,
+                f"topic {name} has {current} partitions; Kafka partitions can only grow, "
+                f"not shrink to {count}",
+            )
+        if count == current:
+            raise TopicAdminError(
+                ErrorCode.invalid_partitions, f"topic {name} already has {count} partitions"
+            )
+        brokers = {b.broker_id: b.rack for b in self.broker.metadata.brokers.values()}
+        replication_factor = len(next(iter(topic.partitions.values())).replicas)
+        new_count = count - current
+        if assignments:
+            if len(assignments) != new_count:
+                raise TopicAdminError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"{len(assignments)} assignments given for {new_count} new partitions",
+                )
+            plan = self._check_assignment(
+                {i: list(a) for i, a in enumerate(assignments)}, brokers
+            )
+            new = {current + i: replicas for i, replicas in plan.items()}
+        else:
+            try:
+                new = {
+                    p: list(r)
+                    for p, r in assign_replicas(
+                        brokers, new_count, replication_factor, start_partition_id=current
+                    ).items()
+                }
+            except PlacementError as error:
+                raise TopicAdminError(ErrorCode.invalid_replication_factor, str(error)) from error
+        if validate_only:
+            return
+        await asyncio.to_thread(self.admin.add_partitions, name, new)
