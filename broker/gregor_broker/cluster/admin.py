@@ -1,0 +1,510 @@
+"""What Kafka's ``AdminZkClient``/``KafkaZkClient`` do, on kazoo: reads and writes of Kafka's
+ZooKeeper layout with Kafka's ordering and conditional-update rules.
+
+Owns ZooKeeper I/O for topics, topic and entity configs, partition state, broker
+registration and controller election. Does not own decisions: which replicas a topic
+gets (``placement``), who leads a partition (the controller), or watches.
+All calls are blocking kazoo calls; run them in a thread from asyncio code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import time
+from collections.abc import Iterable, Mapping
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+
+from gregor_broker.cluster import zk_paths as paths
+from gregor_broker.cluster.models import (
+    BrokerRegistration,
+    ClusterId,
+    ConfigChangeNotification,
+    ControllerRegistration,
+    EntityConfig,
+    IsrChangeNotification,
+    PartitionReassignment,
+    PartitionState,
+    PreferredReplicaElection,
+    TopicAssignment,
+    decode_controller_epoch,
+    encode_controller_epoch,
+    new_uuid,
+)
+from gregor_broker.config import validate_topic_configs
+
+log = logging.getLogger(__name__)
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+class ZkAdminError(Exception):
+    """Base class of errors from ``ZkAdmin``; messages name the object and the problem."""
+
+
+class TopicExists(ZkAdminError):
+    """Kafka: TOPIC_ALREADY_EXISTS."""
+
+
+class UnknownTopic(ZkAdminError):
+    """Kafka: UNKNOWN_TOPIC_OR_PARTITION."""
+
+
+class InvalidTopic(ZkAdminError):
+    """Kafka: INVALID_TOPIC_EXCEPTION (bad name, or collides with an existing topic)."""
+
+
+class InvalidReplicaAssignment(ZkAdminError):
+    """Kafka: INVALID_REPLICA_ASSIGNMENT."""
+
+
+class InvalidPartitions(ZkAdminError):
+    """Kafka: INVALID_PARTITIONS."""
+
+
+class TopicAlreadyMarkedForDeletion(ZkAdminError):
+    """Kafka: the topic already has an ``/admin/delete_topics`` entry."""
+
+
+class BadVersion(ZkAdminError, BadVersionError):
+    """A conditional update lost: someone else wrote the znode since it was read.
+
+    Also a ``kazoo.exceptions.BadVersionError``, so callers may catch either.
+    """
+
+
+class BrokerIdInUse(ZkAdminError):
+    """Another live session holds ``/brokers/ids/<id>``."""
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's ``Topic.validate``: 1..249 chars of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``."""
+    if not name:
+        raise InvalidTopic("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise InvalidTopic(f"Topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopic(
+            f"Topic name {name[:40]}... is illegal, it can't be longer than "
+            f"{MAX_TOPIC_NAME_LENGTH} characters, length: {len(name)}"
+        )
+    if not _LEGAL_TOPIC.fullmatch(name):
+        raise InvalidTopic(
+            f"Topic name {name!r} is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+
+
+def _collision_key(name: str) -> str:
+    # Kafka: '.' and '_' collide in metric names, so "a.b" and "a_b" cannot both exist.
+    return name.replace(".", "_")
+
+
+def _validate_assignment(topic: str, assignment: Mapping[int, list[int]], first: int) -> None:
+    if not assignment:
+        raise InvalidReplicaAssignment(f"Topic {topic}: the assignment has no partitions")
+    expected = list(range(first, first + len(assignment)))
+    if sorted(assignment) != expected:
+        raise InvalidPartitions(
+            f"Topic {topic}: partitions must be consecutive from {first}, got {sorted(assignment)}"
+        )
+    sizes = {len(replicas) for replicas in assignment.values()}
+    if len(sizes) != 1:
+        raise InvalidReplicaAssignment(
+            f"Topic {topic}: every partition needs the same replication factor, got {sorted(sizes)}"
+        )
+    for partition, replicas in assignment.items():
+        if not replicas:
+            raise InvalidReplicaAssignment(f"Topic {topic}: partition {partition} has no replicas")
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignment(
+                f"Topic {topic}: duplicate brokers in the replicas of partition {partition}: "
+                f"{list(replicas)}"
+            )
+
+
+class ZkAdmin:
+    """Kafka's ZooKeeper admin operations over a started ``KazooClient``."""
+
+    def __init__(self, client: KazooClient) -> None:
+        self.client = client
+
+    # -- cluster -------------------------------------------------------------------------
+
+    def ensure_paths(self) -> None:
+        """Create the persistent parents Kafka's brokers create at start-up."""
+        for path in paths.PERSISTENT_PATHS:
+            self.client.ensure_path(path)
+
+    def get_or_create_cluster_id(self) -> str:
+        """Read ``/cluster/id``, creating it with a new id if absent (the first writer wins)."""
+        try:
+            data, _ = self.client.get(paths.CLUSTER_ID)
+        except NoNodeError:
+            cluster_id = new_uuid()
+            try:
+                self.client.create(paths.CLUSTER_ID, ClusterId(cluster_id).to_json(), makepath=True)
+                return cluster_id
+            except NodeExistsError:
+                data, _ = self.client.get(paths.CLUSTER_ID)
+        return ClusterId.from_json(data).id
+
+    # -- topics --------------------------------------------------------------------------
+
+    def list_topics(self) -> list[str]:
+        try:
+            return sorted(self.client.get_children(paths.BROKER_TOPICS))
+        except NoNodeError:
+            return []
+
+    def get_topic(self, name: str) -> TopicAssignment | None:
+        found = self.get_topic_with_version(name)
+        return found[0] if found else None
+
+    def get_topic_with_version(self, name: str) -> tuple[TopicAssignment, int] | None:
+        try:
+            data, stat = self.client.get(paths.topic_path(name))
+        except NoNodeError:
+            return None
+        return TopicAssignment.from_json(data), stat.version
+
+    def create_topic(
+        self,
+        name: str,
+        assignment: Mapping[int, list[int]],
+        configs: Mapping[str, str],
+        topic_id: str | None = None,
+    ) -> TopicAssignment:
+        """Write ``/config/topics/<t>`` then ``/brokers/topics/<t>``, as AdminZkClient does.
+
+        Partition state znodes are the controller's to create once it sees the topic.
+        Raises TopicExists, InvalidTopic, InvalidReplicaAssignment or InvalidConfig.
+        """
+        validate_topic_name(name)
+        _validate_assignment(name, assignment, 0)
+        validate_topic_configs(configs)
+        existing = self.list_topics()
+        if name in existing:
+            raise TopicExists(f"Topic '{name}' already exists.")
+        colliding = [t for t in existing if _collision_key(t) == _collision_key(name)]
+        if colliding:
+            raise InvalidTopic(
+                f"Topic '{name}' collides with existing topic: {colliding[0]} "
+                "('.' and '_' are the same in metric names)"
+            )
+        self._write_entity_config(paths.topic_config_path(name), configs, delete_if_empty=False)
+        topic = TopicAssignment.of(assignment, topic_id or new_uuid())
+        try:
+            self.client.create(paths.topic_path(name), topic.to_json(), makepath=True)
+        except NodeExistsError:
+            raise TopicExists(f"Topic '{name}' already exists.") from None
+        return topic
+
+    def add_partitions(self, name: str, new_partitions: Mapping[int, list[int]]) -> TopicAssignment:
+        """Add partitions (ids continuing the existing ones) with a versioned rewrite."""
+        found = self.get_topic_with_version(name)
+        if found is None:
+            raise UnknownTopic(f"Topic '{name}' does not exist.")
+        current, version = found
+        if not new_partitions:
+            raise InvalidPartitions(f"Topic {name}: no partitions to add")
+        _validate_assignment(name, new_partitions, len(current.partitions))
+        old_rf = len(next(iter(current.partitions.values())))
+        new_rf = len(next(iter(new_partitions.values())))
+        if current.partitions and new_rf != old_rf:
+            raise InvalidReplicaAssignment(
+                f"Topic {name}: new partitions have replication factor {new_rf}, "
+                f"existing ones {old_rf}"
+            )
+        merged = dict(current.partitions)
+        merged.update({p: tuple(r) for p, r in new_partitions.items()})
+        updated = TopicAssignment(
+            merged, current.topic_id, current.adding_replicas, current.removing_replicas
+        )
+        self.set_topic_assignment(name, updated, version)
+        return updated
+
+    def set_topic_assignment(self, name: str, topic: TopicAssignment, expected_version: int) -> int:
+        """Conditionally rewrite ``/brokers/topics/<t>``; returns the new znode version."""
+        try:
+            stat = self.client.set(
+                paths.topic_path(name), topic.to_json(), version=expected_version
+            )
+        except BadVersionError:
+            raise BadVersion(
+                f"Topic {name}: its assignment changed since version {expected_version}; "
+                "read it again and retry"
+            ) from None
+        except NoNodeError:
+            raise UnknownTopic(f"Topic '{name}' does not exist.") from None
+        return stat.version
+
+    def request_topic_deletion(self, name: str) -> None:
+        """Create ``/admin/delete_topics/<t>``; the controller does the deletion."""
+        if self.client.exists(paths.topic_path(name)) is None:
+            raise UnknownTopic(f"Topic '{name}' does not exist.")
+        try:
+            self.client.create(paths.delete_topic_path(name), b"", makepath=True)
+        except NodeExistsError:
+            raise TopicAlreadyMarkedForDeletion(
+                f"Topic '{name}' is already marked for deletion."
+            ) from None
+
+    def topics_marked_for_deletion(self) -> list[str]:
+        try:
+            return sorted(self.client.get_children(paths.ADMIN_DELETE_TOPICS))
+        except NoNodeError:
+            return []
+
+    # -- configs -------------------------------------------------------------------------
+
+    def get_topic_config(self, name: str) -> dict[str, str]:
+        return self.get_entity_config(f"topics/{name}")
+
+    def set_topic_config(self, name: str, config: Mapping[str, str]) -> None:
+        """Replace a topic's overrides: config node first, then the change notification.
+
+        Matches Kafka: a topic's config node stays, written as ``{}`` when empty.
+        """
+        validate_topic_configs(config)
+        if self.client.exists(paths.topic_path(name)) is None:
+            raise UnknownTopic(f"Topic '{name}' does not exist.")
+        self.set_entity_config(f"topics/{name}", config)
+
+    def get_entity_config(self, entity_path: str) -> dict[str, str]:
+        """Config of ``/config/<entity_path>``, e.g. ``topics/t`` or ``users/<sanitized>``."""
+        try:
+            data, _ = self.client.get(paths.entity_config_path(entity_path))
+        except NoNodeError:
+            return {}
+        return dict(EntityConfig.from_json(data).config)
+
+    def set_entity_config(self, entity_path: str, config: Mapping[str, str]) -> None:
+        """Write ``/config/<entity_path>`` then ``/config/changes/config_change_<seq>``.
+
+        Entity paths are already sanitized (see ``zk_paths.user_config_path``). A non-topic
+        entity whose config becomes empty has its node deleted (quotas).
+        """
+        is_topic = entity_path.startswith("topics/")
+        self._write_entity_config(
+            paths.entity_config_path(entity_path), config, delete_if_empty=not is_topic
+        )
+        self.create_config_change_notification(entity_path)
+
+    def create_config_change_notification(self, entity_path: str) -> str:
+        return self.client.create(
+            paths.CONFIG_CHANGE_PREFIX,
+            ConfigChangeNotification(entity_path).to_json(),
+            sequence=True,
+            makepath=True,
+        )
+
+    def _write_entity_config(
+        self, path: str, config: Mapping[str, str], *, delete_if_empty: bool
+    ) -> None:
+        if not config and delete_if_empty:
+            try:
+                self.client.delete(path)
+            except NoNodeError:
+                pass
+            except NotEmptyError:
+                # /config/users/<u> may have /clients children: keep it, with no config.
+                self.client.set(path, EntityConfig({}).to_json())
+            return
+        data = EntityConfig(dict(config)).to_json()
+        try:
+            self.client.set(path, data)
+        except NoNodeError:
+            try:
+                self.client.create(path, data, makepath=True)
+            except NodeExistsError:
+                self.client.set(path, data)
+
+    # -- partition state -----------------------------------------------------------------
+
+    def get_partition_state(self, topic: str, partition: int) -> tuple[PartitionState, int] | None:
+        try:
+            data, stat = self.client.get(paths.partition_state_path(topic, partition))
+        except NoNodeError:
+            return None
+        return PartitionState.from_json(data), stat.version
+
+    def create_partition_state(self, topic: str, partition: int, state: PartitionState) -> int:
+        """Create the state znode (and its parents); returns its version (0).
+
+        Raises ``kazoo.exceptions.NodeExistsError`` if it already exists.
+        """
+        self.client.create(
+            paths.partition_state_path(topic, partition), state.to_json(), makepath=True
+        )
+        return 0
+
+    def set_partition_state(
+        self, topic: str, partition: int, state: PartitionState, expected_version: int
+    ) -> int:
+        """Conditional update; returns the new version, raises BadVersion if it lost."""
+        try:
+            stat = self.client.set(
+                paths.partition_state_path(topic, partition),
+                state.to_json(),
+                version=expected_version,
+            )
+        except BadVersionError:
+            raise BadVersion(
+                f"Partition {topic}-{partition}: state changed since version {expected_version}"
+            ) from None
+        return stat.version
+
+    # -- brokers -------------------------------------------------------------------------
+
+    def list_brokers(self) -> dict[int, BrokerRegistration]:
+        brokers: dict[int, BrokerRegistration] = {}
+        try:
+            ids = self.client.get_children(paths.BROKER_IDS)
+        except NoNodeError:
+            return brokers
+        for child in ids:
+            registration = self.get_broker(int(child))
+            if registration is not None:  # None: it went away while we listed
+                brokers[int(child)] = registration
+        return dict(sorted(brokers.items()))
+
+    def get_broker(self, broker_id: int) -> BrokerRegistration | None:
+        try:
+            data, _ = self.client.get(paths.broker_path(broker_id))
+        except NoNodeError:
+            return None
+        return BrokerRegistration.from_json(data)
+
+    def register_broker(
+        self, registration: BrokerRegistration, broker_id: int, timeout: float | None = None
+    ) -> None:
+        """Create the ephemeral ``/brokers/ids/<id>``.
+
+        If a node from an older session of this broker is still there (a restart within
+        the session timeout), wait up to ``timeout`` seconds (default: the session
+        timeout) for ZooKeeper to expire it, then raise BrokerIdInUse.
+        """
+        path = paths.broker_path(broker_id)
+        if timeout is None:
+            timeout = self.client._session_timeout / 1000.0
+        deadline = time.monotonic() + timeout
+        session_id = self.client.client_id[0] if self.client.client_id else None
+        while True:
+            try:
+                self.client.create(path, registration.to_json(), ephemeral=True, makepath=True)
+                return
+            except NodeExistsError:
+                stat = self.client.exists(path)
+                if stat is not None and stat.ephemeralOwner == session_id:
+                    # Ours already (a retried create): refresh the data, as Kafka does.
+                    self.client.set(path, registration.to_json())
+                    return
+                if time.monotonic() >= deadline:
+                    owner = f"0x{stat.ephemeralOwner:x}" if stat is not None else "unknown"
+                    raise BrokerIdInUse(
+                        f"Broker id {broker_id} is registered by another ZooKeeper session "
+                        f"({owner}) at {path}; another broker with broker.id={broker_id} is "
+                        "running, or the old session has not expired yet. Use a unique "
+                        "broker.id, or wait zookeeper.session.timeout.ms and retry."
+                    ) from None
+                time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+
+    # -- controller ----------------------------------------------------------------------
+
+    def get_controller(self) -> ControllerRegistration | None:
+        try:
+            data, _ = self.client.get(paths.CONTROLLER)
+        except NoNodeError:
+            return None
+        return ControllerRegistration.from_json(data)
+
+    def get_controller_epoch(self) -> tuple[int, int] | None:
+        """``(epoch, znode version)`` of ``/controller_epoch``, or None before any controller."""
+        try:
+            data, stat = self.client.get(paths.CONTROLLER_EPOCH)
+        except NoNodeError:
+            return None
+        return decode_controller_epoch(data), stat.version
+
+    def try_become_controller(self, broker_id: int) -> int | None:
+        """Create the ephemeral ``/controller`` and bump ``/controller_epoch``, atomically.
+
+        Returns the new controller epoch, or None when another broker is controller.
+        Like Kafka's ``registerControllerAndIncrementControllerEpoch``: one multi-op
+        creates ``/controller`` and sets the epoch at the version read, so two brokers
+        can never both win with the same epoch.
+        """
+        while True:
+            current = self.get_controller_epoch()
+            if current is None:
+                # Kafka's initial controller epoch is 0, so the first controller gets 1.
+                with contextlib.suppress(NodeExistsError):
+                    self.client.create(paths.CONTROLLER_EPOCH, encode_controller_epoch(0))
+                continue
+            epoch, version = current
+            transaction = self.client.transaction()
+            transaction.create(
+                paths.CONTROLLER, ControllerRegistration(broker_id).to_json(), ephemeral=True
+            )
+            transaction.set_data(
+                paths.CONTROLLER_EPOCH, encode_controller_epoch(epoch + 1), version=version
+            )
+            results = transaction.commit()
+            if isinstance(results[0], NodeExistsError):
+                return None
+            if isinstance(results[1], BadVersionError):
+                continue  # someone bumped the epoch between our read and our write
+            for result in results:
+                if isinstance(result, Exception):
+                    raise result
+            return epoch + 1
+
+    def resign_controller(self, broker_id: int) -> bool:
+        """Delete ``/controller`` if this broker holds it; returns whether it did."""
+        try:
+            data, stat = self.client.get(paths.CONTROLLER)
+        except NoNodeError:
+            return False
+        if ControllerRegistration.from_json(data).broker_id != broker_id:
+            return False
+        try:
+            self.client.delete(paths.CONTROLLER, version=stat.version)
+        except (NoNodeError, BadVersionError):
+            return False
+        return True
+
+    # -- admin requests and notifications ------------------------------------------------
+
+    def get_reassignment(self) -> PartitionReassignment | None:
+        try:
+            data, _ = self.client.get(paths.ADMIN_REASSIGN_PARTITIONS)
+        except NoNodeError:
+            return None
+        return PartitionReassignment.from_json(data)
+
+    def request_reassignment(self, reassignment: PartitionReassignment) -> None:
+        """Create ``/admin/reassign_partitions``; raises NodeExistsError if one is in flight
+        (as kafka-reassign-partitions does)."""
+        self.client.create(paths.ADMIN_REASSIGN_PARTITIONS, reassignment.to_json(), makepath=True)
+
+    def request_preferred_replica_election(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Create ``/admin/preferred_replica_election``; NodeExistsError if one is pending."""
+        self.client.create(
+            paths.ADMIN_PREFERRED_REPLICA_ELECTION,
+            PreferredReplicaElection(tuple(partitions)).to_json(),
+            makepath=True,
+        )
+
+    def notify_isr_change(self, partitions: Iterable[tuple[str, int]]) -> str:
+        """Create an ``/isr_change_notification/isr_change_<seq>`` for the controller."""
+        return self.client.create(
+            paths.ISR_CHANGE_PREFIX,
+            IsrChangeNotification(tuple(partitions)).to_json(),
+            sequence=True,
+            makepath=True,
+        )
