@@ -1,0 +1,233 @@
+"""All partition logs of a broker, across its ``log.dirs``.
+
+Owns what lives directly in a log dir: ``meta.properties``, the offset checkpoint files
+(recovery points, log start offsets, high watermarks), the ``.kafka_cleanshutdown``
+marker, and the choice of log dir for a new partition. Start-up loads every
+``<topic>-<partition>`` directory, recovering those that did not shut down cleanly.
+It does not schedule anything: the broker calls ``checkpoint``, ``run_retention`` and
+``flush_due`` periodically (off the event loop if it wants fsyncs not to stall it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from .checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CorruptCheckpoint,
+    read_offset_checkpoint,
+    write_atomically,
+    write_offset_checkpoint,
+)
+from .log_config import LogConfig
+from .partition_log import PartitionLog, parse_partition_directory, wall_clock_ms
+
+logger = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+META_PROPERTIES = "meta.properties"
+
+
+class InconsistentBrokerMetadata(RuntimeError):
+    """A log dir's meta.properties belongs to another broker or cluster."""
+
+
+def read_meta_properties(path: Path) -> dict[str, str]:
+    properties: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, _, value = line.partition("=")
+        properties[key.strip()] = value.strip()
+    return properties
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        *,
+        default_config: LogConfig,
+        now_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("log.dirs is empty: give the broker at least one log directory")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config
+        self._now_ms = now_ms
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._dir_of: dict[tuple[str, int], Path] = {}
+        self._deleted: list[PartitionLog] = []
+        self._broker_id: int | None = None
+        self._cluster_id: str | None = None
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+
+    # -- start-up ------------------------------------------------------------------------
+
+    def load(self, config_for: Callable[[str], LogConfig]) -> None:
+        """Open every partition directory; recover those without a clean shutdown."""
+        for log_dir in self.log_dirs:
+            marker = log_dir / CLEAN_SHUTDOWN_FILE
+            clean = marker.exists()
+            recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+            start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+            high_watermarks = self._read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+            for entry in sorted(os.scandir(log_dir), key=lambda e: e.name):
+                if not entry.is_dir():
+                    continue
+                if entry.name.endswith("-delete"):
+                    # A deletion interrupted by a stop: finish it.
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                    continue
+                try:
+                    key = parse_partition_directory(entry.name)
+                except ValueError:
+                    logger.warning("ignoring %s: not a <topic>-<partition> directory", entry.path)
+                    continue
+                if key in self._logs:
+                    raise RuntimeError(
+                        f"partition {key[0]}-{key[1]} exists in both {self._dir_of[key]} and "
+                        f"{log_dir}; remove the stale copy before starting the broker"
+                    )
+                log = PartitionLog.open(
+                    Path(entry.path),
+                    config_for(key[0]),
+                    recovery_point=recovery_points.get(key, 0),
+                    log_start_offset=start_offsets.get(key, 0),
+                    now_ms=self._now_ms,
+                    had_clean_shutdown=clean,
+                )
+                if key in high_watermarks:
+                    log.high_watermark = max(
+                        min(high_watermarks[key], log.log_end_offset), log.log_start_offset
+                    )
+                self._logs[key] = log
+                self._dir_of[key] = log_dir
+            # A crash from now on must not look clean (Kafka deletes the marker too).
+            marker.unlink(missing_ok=True)
+            if self._broker_id is not None and not (log_dir / META_PROPERTIES).exists():
+                self._write_meta(log_dir)
+
+    @staticmethod
+    def _read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+        try:
+            return read_offset_checkpoint(path)
+        except (CorruptCheckpoint, OSError) as error:
+            # Safe fallback: a missing recovery point means full recovery.
+            logger.warning("ignoring unreadable checkpoint: %s", error)
+            return {}
+
+    def write_meta_properties(self, broker_id: int, cluster_id: str) -> None:
+        """Write Kafka's meta.properties in every log dir, or check the existing one."""
+        for log_dir in self.log_dirs:
+            path = log_dir / META_PROPERTIES
+            if not path.exists():
+                continue
+            properties = read_meta_properties(path)
+            if properties.get("cluster.id", cluster_id) != cluster_id:
+                raise InconsistentBrokerMetadata(
+                    f"{path} says cluster.id={properties['cluster.id']} but this broker joins "
+                    f"cluster {cluster_id}; point log.dirs at this cluster's data or remove "
+                    f"the directory's contents"
+                )
+            if properties.get("broker.id", str(broker_id)) != str(broker_id):
+                raise InconsistentBrokerMetadata(
+                    f"{path} says broker.id={properties['broker.id']} but this broker is "
+                    f"broker.id={broker_id}; set broker.id={properties['broker.id']} or use "
+                    f"another log directory"
+                )
+        self._broker_id, self._cluster_id = broker_id, cluster_id
+        for log_dir in self.log_dirs:
+            if not (log_dir / META_PROPERTIES).exists():
+                self._write_meta(log_dir)
+
+    def _write_meta(self, log_dir: Path) -> None:
+        write_atomically(
+            log_dir / META_PROPERTIES,
+            "#\n#Written by Gregor\n"
+            f"version=0\nbroker.id={self._broker_id}\ncluster.id={self._cluster_id}\n",
+        )
+
+    # -- partitions ----------------------------------------------------------------------
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
+        key = (topic, partition)
+        log = self._logs.get(key)
+        if log is not None:
+            return log
+        counts = {log_dir: 0 for log_dir in self.log_dirs}
+        for log_dir in self._dir_of.values():
+            counts[log_dir] += 1
+        # Kafka's nextLogDirs: the log dir holding the fewest partitions.
+        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        log = PartitionLog.open(log_dir / f"{topic}-{partition}", config, now_ms=self._now_ms)
+        self._logs[key] = log
+        self._dir_of[key] = log_dir
+        return log
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        key = (topic, partition)
+        log = self._logs.pop(key, None)
+        self._dir_of.pop(key, None)
+        if log is None:
+            return
+        log.delete()
+        if log.close_deleted_segments():
+            self._deleted.append(log)
+
+    def logs(self) -> dict[tuple[str, int], PartitionLog]:
+        return dict(self._logs)
+
+    # -- periodic work -------------------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Write the three offset checkpoints of every log dir."""
+        for log_dir in self.log_dirs:
+            mine = {key: log for key, log in self._logs.items() if self._dir_of[key] == log_dir}
+            write_offset_checkpoint(
+                log_dir / RECOVERY_POINT_CHECKPOINT,
+                {key: log.recovery_point for key, log in mine.items()},
+            )
+            write_offset_checkpoint(
+                log_dir / LOG_START_OFFSET_CHECKPOINT,
+                {key: log.log_start_offset for key, log in mine.items()},
+            )
+            write_offset_checkpoint(
+                log_dir / REPLICATION_OFFSET_CHECKPOINT,
+                {key: log.high_watermark for key, log in mine.items()},
+            )
+
+    def _reap_deleted(self) -> None:
+        self._deleted = [log for log in self._deleted if log.close_deleted_segments()]
+
+    def run_retention(self) -> int:
+        """Apply retention to every log; return how many segments were deleted."""
+        self._reap_deleted()
+        return sum(log.apply_retention() for log in list(self._logs.values()))
+
+    def flush_due(self) -> None:
+        self._reap_deleted()
+        for log in list(self._logs.values()):
+            log.flush_if_due()
+
+    def close(self) -> None:
+        """Flush and close every log, checkpoint, then mark each log dir clean."""
+        for log in self._logs.values():
+            log.close()
+        for log in self._deleted:
+            log.close_deleted_segments(force=True)
+        self._deleted = []
+        self.checkpoint()
+        for log_dir in self.log_dirs:
+            write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, "")

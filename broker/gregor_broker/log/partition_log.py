@@ -1,0 +1,620 @@
+"""The log of one partition: an ordered list of segments in ``<log.dir>/<topic>-<partition>``.
+
+Owns offsets (log start, log end, high watermark, recovery point), appends, reads as
+file slices for ``sendfile``, timestamp lookups, rolling, retention, DeleteRecords,
+truncation, flushing and start-up recovery. It does not own replication (who moves
+the high watermark once followers exist), the log dir's checkpoint files
+(``log_manager.py``) or any socket: a read returns a ``FileSlice`` and the fetch path
+sends it.
+
+All I/O is synchronous and short: writes go to the page cache; fsync happens only in
+``flush`` (``flush.messages``, ``flush.ms``, segments rolled since the last flush, close).
+
+Deletion rule (sendfile safety). A ``FileSlice`` carries the segment's own descriptor,
+and the fetch path may still be sending from it when retention, DeleteRecords,
+truncation or topic deletion removes the segment. Removing a segment therefore only
+unlinks (or, for a whole partition, renames then removes) its files: Linux keeps an
+unlinked file's data alive while a descriptor is open. The descriptor itself is closed
+no earlier than ``file.delete.delay.ms`` later, by a later call on the log
+(``apply_retention``, ``flush_if_due``, ``maybe_roll``, ``close_deleted_segments``);
+``LogManager.run_retention`` and ``flush_due`` make those calls periodically. A fetch
+response must therefore be written within ``file.delete.delay.ms`` (default 60 s) of the
+read. Truncation of the active segment (``truncate_to``, replication only) shortens the
+file in place, as Kafka does; a slice over the truncated bytes may then send short, which
+the fetch path treats like a closed connection.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..protocol import record_batch
+from ..protocol.record_batch import BatchHeader
+from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from .log_config import LogConfig
+from .segment import LogSegment
+
+_MAX_RELATIVE_OFFSET = 2**31 - 1
+_LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """Bytes of one segment file for ``os.sendfile``: whole batches."""
+
+    fd: int
+    position: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime
+    log_start_offset: int
+
+
+class OffsetOutOfRange(Exception):
+    """Kafka's OFFSET_OUT_OF_RANGE: the offset is outside [log start, log end]."""
+
+
+class UnexpectedAppendOffset(ValueError):
+    """An append with pre-assigned offsets (replication) that would go backwards."""
+
+
+def parse_partition_directory(name: str) -> tuple[str, int]:
+    """("orders", 3) from "orders-3"; ValueError when the name is not "<topic>-<partition>"."""
+    topic, separator, partition = name.rpartition("-")
+    if not separator or not topic or not partition.isdigit():
+        raise ValueError(f"log directory {name!r} is not named <topic>-<partition>")
+    return topic, int(partition)
+
+
+class PartitionLog:
+    """A partition's segments and offsets. Create with ``PartitionLog.open``."""
+
+    def __init__(self, directory: Path, config: LogConfig, now_ms: Callable[[], int]) -> None:
+        self.directory = directory
+        self.topic, self.partition = parse_partition_directory(directory.name)
+        self.config = config
+        self._now_ms = now_ms
+        self._segments: list[LogSegment] = []
+        self._base_offsets: list[int] = []
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.high_watermark = 0
+        self.recovery_point = 0
+        # Until replication owns the high watermark, it follows the log end offset (a
+        # single replica is its own ISR). Replication sets this to False and moves
+        # ``high_watermark`` itself.
+        self.high_watermark_follows_log_end = True
+        self.leader_epoch_cache = LeaderEpochCache(
+            directory / LEADER_EPOCH_CHECKPOINT, lambda: self.log_end_offset
+        )
+        self._deleted_segments: list[tuple[int, LogSegment]] = []  # (close after ms, segment)
+        self._last_flush_ms = now_ms()
+        self._closed = False
+        self._deleted = False
+
+    # -- opening and recovery ------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        now_ms: Callable[[], int] = wall_clock_ms,
+        had_clean_shutdown: bool = False,
+    ) -> PartitionLog:
+        """Open (or create) the log in ``directory``. Without a clean shutdown, every
+        segment from the one holding ``recovery_point`` on is validated batch by batch
+        and cut at the first torn or corrupt batch."""
+        directory.mkdir(parents=True, exist_ok=True)
+        log = cls(directory, config, now_ms)
+        log._load(recovery_point, log_start_offset, had_clean_shutdown)
+        return log
+
+    def _segment(self, base_offset: int, *, size: int | None = None) -> LogSegment:
+        kwargs = {
+            "index_interval_bytes": self.config.index_interval_bytes,
+            "max_index_bytes": self.config.segment_index_bytes,
+            "created_ms": self._now_ms(),
+        }
+        if size is None:
+            return LogSegment.create(self.directory, base_offset, **kwargs)
+        return LogSegment(self.directory, base_offset, size=size, **kwargs)
+
+    def _load(self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool) -> None:
+        base_offsets: list[int] = []
+        index_files: list[Path] = []
+        for entry in os.scandir(self.directory):
+            name = entry.name
+            if name.endswith(_LEFTOVER_SUFFIXES):
+                # Interrupted deletes, compactions or checkpoint writes (Kafka's suffixes).
+                os.unlink(entry.path)
+            elif name.endswith(".log") and len(name) == 24 and name[:20].isdigit():
+                base_offsets.append(int(name[:20]))
+            elif name.endswith((".index", ".timeindex")):
+                index_files.append(Path(entry.path))
+        base_offsets.sort()
+        known = {f"{base:020d}" for base in base_offsets}
+        for path in index_files:
+            if path.name.split(".")[0] not in known:
+                path.unlink()  # an index without its log is useless
+        for base in base_offsets:
+            size = (self.directory / f"{base:020d}.log").stat().st_size
+            self._segments.append(self._segment(base, size=size))
+        self._base_offsets = base_offsets
+
+        if not self._segments:
+            start = max(log_start_offset, 0)
+            self._add_segment(self._segment(start))
+            log_end_offset = start
+        elif had_clean_shutdown:
+            log_end_offset = self._load_active_after_clean_shutdown()
+        else:
+            log_end_offset = self._recover_from(recovery_point)
+
+        first_base = self._segments[0].base_offset
+        log_start_offset = max(log_start_offset, first_base)
+        if log_start_offset > log_end_offset:
+            # The checkpointed start is past the surviving data: start afresh there.
+            for segment in self._segments:
+                self._delete_segment(segment)
+            self._segments, self._base_offsets = [], []
+            self._add_segment(self._segment(log_start_offset))
+            log_end_offset = log_start_offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+        self.high_watermark = log_end_offset
+        self.recovery_point = max(min(recovery_point, log_end_offset), 0)
+        self.leader_epoch_cache.truncate_from_end(log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(log_start_offset)
+
+    def _load_active_after_clean_shutdown(self) -> int:
+        active = self._segments[-1]
+        active.ensure_indexes(None)
+        if active.size == 0:
+            return active.base_offset
+        next_offset = active.next_offset_from_index()
+        if next_offset is not None:
+            return next_offset
+        # The marker said clean but the tail does not parse: recover the active segment.
+        return self._recover_from(active.base_offset)
+
+    def _recover_from(self, recovery_point: int) -> int:
+        """Validate segments from the one holding ``recovery_point``; return the log end."""
+        first = max(bisect.bisect_right(self._base_offsets, recovery_point) - 1, 0)
+        for i in range(first, len(self._segments)):
+            segment = self._segments[i]
+            size_before = segment.size
+            segment.recover(verify_crc=True, min_offset=segment.base_offset, truncate=True)
+            if segment.size < size_before:
+                # Everything after a torn or corrupt batch is gone (Kafka's recovery).
+                for later in self._segments[i + 1 :]:
+                    later.unlink_files()
+                    later.close_fd()
+                del self._segments[i + 1 :]
+                del self._base_offsets[i + 1 :]
+                break
+        active = self._segments[-1]
+        active.ensure_indexes(None)
+        if active.size == 0:
+            return active.base_offset
+        next_offset = active.next_offset_from_index()
+        if next_offset is None:  # cannot happen after recovery; be safe
+            next_offset = active.recover(
+                verify_crc=True, min_offset=active.base_offset, truncate=True
+            )
+        return next_offset if next_offset is not None else active.base_offset
+
+    # -- bookkeeping ---------------------------------------------------------------------
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        self._segments.append(segment)
+        self._base_offsets.append(segment.base_offset)
+
+    def _next_base(self, i: int) -> int | None:
+        return self._base_offsets[i + 1] if i + 1 < len(self._base_offsets) else None
+
+    def _indexed(self, i: int) -> LogSegment:
+        segment = self._segments[i]
+        if not segment.indexes_loaded:
+            segment.ensure_indexes(self._next_base(i))
+        return segment
+
+    def _delete_segment(self, segment: LogSegment) -> None:
+        """Unlink now, close the descriptor after file.delete.delay.ms (deletion rule)."""
+        segment.unlink_files()
+        if segment.is_open:
+            deadline = self._now_ms() + self.config.file_delete_delay_ms
+            self._deleted_segments.append((deadline, segment))
+
+    def close_deleted_segments(self, *, force: bool = False) -> int:
+        """Close descriptors of deleted segments whose delay has passed; return how many
+        are still waiting."""
+        if not self._deleted_segments:
+            return 0
+        now = self._now_ms()
+        waiting = []
+        for deadline, segment in self._deleted_segments:
+            if force or now >= deadline:
+                segment.close_fd()
+            else:
+                waiting.append((deadline, segment))
+        self._deleted_segments = waiting
+        return len(waiting)
+
+    @property
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._base_offsets)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    def update_config(self, config: LogConfig) -> None:
+        """New topic settings apply from now on (index sizes from the next segment)."""
+        self.config = config
+        for segment in self._segments:
+            segment.index_interval_bytes = config.index_interval_bytes
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.topic}-{self.partition}, log_start_offset="
+            f"{self.log_start_offset}, log_end_offset={self.log_end_offset}, "
+            f"segments={len(self._segments)})"
+        )
+
+    # -- append --------------------------------------------------------------------------
+
+    def append(
+        self,
+        buffer: bytearray,
+        headers: list[BatchHeader],
+        *,
+        assign_offsets: bool = True,
+        leader_epoch: int | None = None,
+    ) -> AppendResult:
+        """Append validated batches (``headers`` from ``scan_batches`` over ``buffer``)."""
+        if not headers:
+            raise ValueError("append needs at least one record batch")
+        now = self._now_ms()
+        if assign_offsets:
+            first_offset = self.log_end_offset
+            next_offset = record_batch.assign_offsets(buffer, headers, first_offset)
+        else:
+            first_offset = headers[0].base_offset
+            expected = self.log_end_offset
+            for header in headers:
+                if header.base_offset < expected:
+                    raise UnexpectedAppendOffset(
+                        f"{self.topic}-{self.partition}: batch at offset {header.base_offset} "
+                        f"is below the next expected offset {expected}"
+                    )
+                expected = header.next_offset
+            next_offset = expected
+        if leader_epoch is not None:
+            record_batch.set_partition_leader_epoch(buffer, headers, leader_epoch)
+        log_append_time = -1
+        if self.config.message_timestamp_type == "LogAppendTime":
+            log_append_time = now
+            record_batch.set_log_append_time(buffer, headers, now)
+
+        active = self._segments[-1]
+        if self._should_roll(active, len(buffer), next_offset - 1, now):
+            active = self._roll(first_offset)
+        if active.size == 0:
+            active.created_ms = now  # segment.ms counts from the segment's first batch
+        active.append(buffer, headers, first_offset, log_append_time)
+
+        self.log_end_offset = next_offset
+        if self.high_watermark_follows_log_end:
+            self.high_watermark = next_offset
+        cache = self.leader_epoch_cache
+        if leader_epoch is not None:
+            if leader_epoch > cache.latest_epoch():
+                cache.assign(leader_epoch, first_offset)
+        elif not assign_offsets:
+            # A follower learns epochs from the batches it copies.
+            for header in headers:
+                if header.partition_leader_epoch > cache.latest_epoch():
+                    cache.assign(header.partition_leader_epoch, header.base_offset)
+        if next_offset - self.recovery_point >= self.config.flush_messages:
+            self.flush()
+        return AppendResult(first_offset, next_offset - 1, log_append_time, self.log_start_offset)
+
+    def _should_roll(self, active: LogSegment, size: int, last_offset: int, now: int) -> bool:
+        if last_offset - active.base_offset > _MAX_RELATIVE_OFFSET:
+            return True
+        if active.size == 0:
+            return False
+        return (
+            active.size + size > self.config.segment_bytes
+            or now - active.created_ms > self.config.segment_ms
+            or active.offset_index.is_full
+            or active.time_index.is_full
+        )
+
+    def _roll(self, base_offset: int) -> LogSegment:
+        active = self._segments[-1]
+        if active.base_offset == base_offset:
+            return active
+        if active.size == 0:
+            # An empty active segment is replaced rather than kept behind the new one.
+            self._segments.pop()
+            self._base_offsets.pop()
+            self._delete_segment(active)
+        else:
+            active.seal()
+        segment = self._segment(base_offset)
+        self._add_segment(segment)
+        return segment
+
+    def maybe_roll(self) -> None:
+        """Roll the active segment if segment.ms has passed since its first batch."""
+        self.close_deleted_segments()
+        active = self._segments[-1]
+        if active.size > 0 and self._now_ms() - active.created_ms > self.config.segment_ms:
+            self._roll(self.log_end_offset)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def _check_in_range(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside {self.topic}-{self.partition}'s range "
+                f"[{self.log_start_offset}, {self.log_end_offset}]"
+            )
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FileSlice | None:
+        """Whole batches from the one holding ``fetch_offset``, within one segment."""
+        if fetch_offset < self.log_start_offset or fetch_offset > self.log_end_offset:
+            self._check_in_range(fetch_offset)
+        if fetch_offset == self.log_end_offset or (
+            max_offset is not None and fetch_offset >= max_offset
+        ):
+            # Matches Kafka: a fetch at the log end (or the high watermark) returns no
+            # records, not an error.
+            return None
+        i = bisect.bisect_right(self._base_offsets, fetch_offset) - 1
+        count = len(self._segments)
+        while 0 <= i < count:
+            segment = self._segments[i]
+            if not segment.indexes_loaded:
+                segment.ensure_indexes(self._next_base(i))
+            found = segment.read_range(fetch_offset, max_bytes, max_offset, min_one_batch)
+            if found is not None:
+                position, size = found
+                return FileSlice(segment.fd, position, size) if size > 0 else None
+            i += 1  # nothing at or after the offset here (a gap): try the next segment
+            if i < count and max_offset is not None and self._base_offsets[i] >= max_offset:
+                return None
+        return None
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record whose timestamp is >= ``timestamp_ms``."""
+        for i in range(len(self._segments)):
+            next_base = self._next_base(i)
+            if next_base is not None and next_base <= self.log_start_offset:
+                continue
+            segment = self._indexed(i)
+            if segment.max_timestamp < timestamp_ms:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp_ms, self.log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with the log's largest timestamp."""
+        best: LogSegment | None = None
+        for i in range(len(self._segments)):
+            segment = self._indexed(i)
+            if segment.max_timestamp >= 0 and (
+                best is None or segment.max_timestamp > best.max_timestamp
+            ):
+                best = segment
+        return best.max_timestamp_record() if best is not None else None
+
+    # -- removing data -------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch at or after ``offset`` (a batch holding it goes whole)."""
+        if offset >= self.log_end_offset:
+            return
+        if offset < self.log_start_offset:
+            for segment in self._segments:
+                self._delete_segment(segment)
+            self._segments, self._base_offsets = [], []
+            self._add_segment(self._segment(max(offset, 0)))
+            self.log_start_offset = self.log_end_offset = max(offset, 0)
+        else:
+            while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
+                self._base_offsets.pop()
+                self._delete_segment(self._segments.pop())
+            segment = self._indexed(len(self._segments) - 1)
+            next_offset = segment.truncate_to(offset)
+            self.log_end_offset = next_offset if next_offset is not None else segment.base_offset
+            self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start to ``offset`` and delete whole segments below."""
+        if offset < 0 or offset > self.high_watermark:
+            raise OffsetOutOfRange(
+                f"cannot delete records of {self.topic}-{self.partition} before offset "
+                f"{offset}: it must be between 0 and the high watermark {self.high_watermark}"
+            )
+        self.close_deleted_segments()
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self._delete_segments_below_log_start()
+            self.leader_epoch_cache.truncate_from_start(offset)
+        return self.log_start_offset
+
+    def _delete_segments_below_log_start(self) -> int:
+        deleted = 0
+        while len(self._segments) > 1 and self._base_offsets[1] <= self.log_start_offset:
+            self._base_offsets.pop(0)
+            self._delete_segment(self._segments.pop(0))
+            deleted += 1
+        return deleted
+
+    def apply_retention(self) -> int:
+        """Delete segments by retention.ms (segment's largest timestamp) and retention.bytes,
+        then any wholly below the log start; return how many were deleted."""
+        self.close_deleted_segments()
+        if not self.config.deletes_by_retention:
+            return 0
+        deleted = 0
+        now = self._now_ms()
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+
+            def breaches_time(i: int) -> bool:
+                segment = self._indexed(i)
+                largest = segment.max_timestamp
+                if largest < 0:
+                    largest = segment.last_modified_ms()
+                return now - largest > retention_ms
+
+            deleted += self._delete_old_segments(breaches_time)
+        retention_bytes = self.config.retention_bytes
+        if retention_bytes >= 0:
+            excess = self.size_bytes - retention_bytes
+
+            def breaches_size(i: int) -> bool:
+                nonlocal excess
+                size = self._segments[i].size
+                if excess - size >= 0:
+                    excess -= size
+                    return True
+                return False
+
+            deleted += self._delete_old_segments(breaches_size)
+        deleted += self._delete_segments_below_log_start()
+        return deleted
+
+    def _delete_old_segments(self, breaches: Callable[[int], bool]) -> int:
+        # Kafka's deletableSegments: oldest first, stop at the first segment that must
+        # stay; only segments wholly below the high watermark; never the last segment
+        # when it is empty.
+        count = 0
+        total = len(self._segments)
+        while count < total:
+            next_base = self._next_base(count)
+            upper = next_base if next_base is not None else self.log_end_offset
+            last_and_empty = next_base is None and self._segments[count].size == 0
+            if self.high_watermark >= upper and not last_and_empty and breaches(count):
+                count += 1
+            else:
+                break
+        if not count:
+            return 0
+        if count == total:
+            self._roll(self.log_end_offset)  # matches Kafka: roll, then delete the old active
+        doomed = self._segments[:count]
+        del self._segments[:count]
+        del self._base_offsets[:count]
+        for segment in doomed:
+            self._delete_segment(segment)
+        if self._base_offsets[0] > self.log_start_offset:
+            self.log_start_offset = self._base_offsets[0]
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        return count
+
+    # -- durability ----------------------------------------------------------------------
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync segments (and their indexes) holding offsets below ``up_to`` (default: the
+        log end) that were not flushed yet; advance the recovery point."""
+        end = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+        self._last_flush_ms = self._now_ms()
+        if end <= self.recovery_point:
+            return
+        first = max(bisect.bisect_right(self._base_offsets, self.recovery_point) - 1, 0)
+        for i in range(first, len(self._segments)):
+            if self._base_offsets[i] >= end and i > first:
+                break
+            segment = self._segments[i]
+            if segment.indexes_loaded:
+                segment.sync()
+            else:
+                os.fsync(segment.fd)
+        self.recovery_point = end
+
+    def flush_if_due(self) -> None:
+        """flush.ms, plus segments rolled since the last flush (Kafka flushes a rolled
+        segment in the background; here the periodic caller does)."""
+        self.close_deleted_segments()
+        if self.log_end_offset > self.recovery_point and (
+            self._now_ms() - self._last_flush_ms >= self.config.flush_ms
+        ):
+            self.flush()
+        elif self.recovery_point < self._base_offsets[-1]:
+            self.flush(self._base_offsets[-1])
+
+    def close(self) -> None:
+        """Flush everything and close descriptors (deleted segments' included)."""
+        if self._deleted:
+            self.close_deleted_segments(force=True)
+            return
+        if self._closed:
+            return
+        self._closed = True
+        if self._segments:
+            self._segments[-1].seal()
+            self.flush()
+        for segment in self._segments:
+            segment.close()
+        self.close_deleted_segments(force=True)
+
+    def delete(self) -> None:
+        """Remove the partition from disk (topic deletion): rename the directory to
+        ``<topic>-<partition>.<uuid>-delete`` (so a crash cannot resurrect it), then remove
+        it. Descriptors follow the deletion rule."""
+        if self._deleted:
+            return
+        self._deleted = True
+        renamed = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}-delete")
+        os.rename(self.directory, renamed)
+        shutil.rmtree(renamed, ignore_errors=True)
+        deadline = self._now_ms() + self.config.file_delete_delay_ms
+        for segment in self._segments:
+            if segment.is_open:
+                self._deleted_segments.append((deadline, segment))
+        self._segments, self._base_offsets = [], []
+        self._closed = True
+
+    @property
+    def is_deleted(self) -> bool:
+        return self._deleted
