@@ -175,8 +175,8 @@ def list_of(*allowed: str, non_empty: bool = False) -> Validator:
         for item in value:
             if item not in allowed:
                 raise ConfigError(
-                    f"Invalid value {item!r} for configuration {key}: "
-                    f"expected a list of {', '.join(allowed)}"
+                    f"Invalid value {','.join(value)!r} for configuration {key}: {item!r} is "
+                    f"not allowed, expected a list of {', '.join(allowed)}"
                 )
 
     check.__doc__ = f"[{', '.join(allowed)}]"
@@ -1030,17 +1030,17 @@ class ConfigEntry:
 
 
 def _broker_synonyms(broker: BrokerConfig, keys: Iterable[str]) -> list[ConfigSynonym]:
-    """Kafka's synonym order: explicitly set keys first, then the first default."""
-    set_keys: list[ConfigSynonym] = []
-    defaults: list[ConfigSynonym] = []
+    """Kafka's synonym order: for each key, most specific first, its static value (if the
+    broker config sets it) and then its default (if it has one)."""
+    synonyms: list[ConfigSynonym] = []
     for key in keys:
         definition = BROKER_CONFIG_KEYS[key]
         if broker.is_set(key):
             shown = broker.raw.get(key, display_value(getattr(broker, _attr(key))))
-            set_keys.append((key, shown, ConfigSource.STATIC_BROKER_CONFIG))
-        elif definition.default is not None:
-            defaults.append((key, display_value(definition.default), ConfigSource.DEFAULT_CONFIG))
-    return set_keys + defaults[:1]
+            synonyms.append((key, shown, ConfigSource.STATIC_BROKER_CONFIG))
+        if definition.default is not None:
+            synonyms.append((key, display_value(definition.default), ConfigSource.DEFAULT_CONFIG))
+    return synonyms
 
 
 def describe_topic_configs(broker: BrokerConfig, overrides: Mapping[str, str]) -> list[ConfigEntry]:
@@ -1108,3 +1108,44 @@ def describe_broker_configs(broker: BrokerConfig) -> list[ConfigEntry]:
             )
         )
     return entries
+
+
+# --- documentation ----------------------------------------------------------------------------
+
+
+def _md(value: str | None) -> str:
+    if value is None:
+        return "(unset)"
+    if value == "":
+        return '`""`'
+    return f"`{value}`"
+
+
+def render_config_tables() -> str:
+    """The Markdown tables of ``docs/configuration.md``, generated from the definitions."""
+    lines = [
+        "### Broker keys",
+        "",
+        "| key | type | default | environment variable | meaning |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, key in BROKER_CONFIG_KEYS.items():
+        default = "required" if key.required else _md(display_value(key.default))
+        doc = key.doc.replace("|", "\\|")
+        lines.append(f"| `{name}` | {key.config_type.name} | {default} | `{key.env_var}` | {doc} |")
+    lines += [
+        "",
+        "### Topic configs",
+        "",
+        "| config | type | Kafka default | default from broker key | valid values | meaning |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, definition in sorted(TOPIC_CONFIGS.items()):
+        synonyms = ", ".join(f"`{s}`" for s in definition.broker_synonyms) or "-"
+        valid = definition.validator.__doc__ if definition.validator else ""
+        valid = (valid or "").replace("|", "\\|")
+        lines.append(
+            f"| `{name}` | {definition.config_type.name} | {_md(definition.default)} | "
+            f"{synonyms} | {valid} | {definition.doc} |"
+        )
+    return "\n".join(lines) + "\n"
