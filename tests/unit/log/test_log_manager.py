@@ -1,0 +1,146 @@
+"""LogManager: loading log dirs, checkpoints, meta.properties, clean shutdown, deletion."""
+
+from __future__ import annotations
+
+import pytest
+from gregor_broker.log import InconsistentBrokerMetadata, LogConfig, LogManager
+from log_helpers import FakeClock, batch, consume_offsets, produce
+
+ONE = batch(1, value_size=100)
+CONFIG = LogConfig(segment_bytes=3 * len(ONE))
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def manager(tmp_path, clock, dirs=("d1",)) -> LogManager:
+    return LogManager([tmp_path / d for d in dirs], default_config=CONFIG, now_ms=clock)
+
+
+def test_new_logs_go_to_the_log_dir_with_fewest_partitions(tmp_path, clock):
+    logs = manager(tmp_path, clock, dirs=("d1", "d2"))
+    for partition in range(4):
+        logs.get_or_create("orders", partition, CONFIG)
+    assert sorted(p.name for p in (tmp_path / "d1").iterdir()) == ["orders-0", "orders-2"]
+    assert sorted(p.name for p in (tmp_path / "d2").iterdir()) == ["orders-1", "orders-3"]
+    assert logs.get_or_create("orders", 0, CONFIG) is logs.get("orders", 0)
+    assert logs.get("orders", 9) is None
+    assert set(logs.logs()) == {("orders", p) for p in range(4)}
+
+
+def test_checkpoint_writes_kafkas_three_files(tmp_path, clock):
+    logs = manager(tmp_path, clock)
+    log = logs.get_or_create("orders", 0, CONFIG)
+    for _ in range(5):
+        produce(log, ONE)
+    log.flush(3)
+    log.delete_records_before(1)
+    logs.checkpoint()
+    d1 = tmp_path / "d1"
+    assert (d1 / "recovery-point-offset-checkpoint").read_text() == "0\n1\norders 0 3\n"
+    assert (d1 / "log-start-offset-checkpoint").read_text() == "0\n1\norders 0 1\n"
+    assert (d1 / "replication-offset-checkpoint").read_text() == "0\n1\norders 0 5\n"
+
+
+def test_clean_close_writes_the_marker_and_restart_skips_recovery(tmp_path, clock):
+    logs = manager(tmp_path, clock)
+    log = logs.get_or_create("orders", 0, CONFIG)
+    for _ in range(7):
+        produce(log, ONE)
+    log.delete_records_before(4)
+    logs.close()
+    assert (tmp_path / "d1" / ".kafka_cleanshutdown").exists()
+
+    again = manager(tmp_path, clock)
+    again.load(lambda topic: CONFIG)
+    assert not (tmp_path / "d1" / ".kafka_cleanshutdown").exists()
+    reopened = again.get("orders", 0)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (4, 7)
+    assert reopened.recovery_point == 7
+    assert consume_offsets(reopened, 4) == [4, 5, 6]
+
+
+def test_load_after_a_crash_recovers_from_the_checkpointed_recovery_point(tmp_path, clock):
+    logs = manager(tmp_path, clock)
+    log = logs.get_or_create("orders", 0, CONFIG)
+    for _ in range(7):
+        produce(log, ONE)
+    log.flush()
+    logs.checkpoint()
+    with open(tmp_path / "d1" / "orders-0" / "00000000000000000006.log", "ab") as file:
+        file.write(ONE[:30])  # torn write, no clean marker
+    again = manager(tmp_path, clock)
+    again.load(lambda topic: CONFIG)
+    assert again.get("orders", 0).log_end_offset == 7
+    assert again.get("orders", 0).high_watermark == 7
+
+
+def test_load_ignores_foreign_directories_and_finishes_pending_deletes(tmp_path, clock):
+    (tmp_path / "d1" / "orders-0.4f1c-delete").mkdir(parents=True)
+    (tmp_path / "d1" / "lost+found").mkdir()
+    logs = manager(tmp_path, clock)
+    logs.load(lambda topic: CONFIG)
+    assert logs.logs() == {}
+    assert not (tmp_path / "d1" / "orders-0.4f1c-delete").exists()
+
+
+def test_load_uses_the_topic_config(tmp_path, clock):
+    (tmp_path / "d1" / "a-0").mkdir(parents=True)
+    logs = manager(tmp_path, clock)
+    special = LogConfig(retention_ms=5)
+    logs.load(lambda topic: special)
+    assert logs.get("a", 0).config is special
+
+
+def test_meta_properties_is_written_in_kafkas_format(tmp_path, clock):
+    logs = manager(tmp_path, clock, dirs=("d1", "d2"))
+    logs.write_meta_properties(3, "abcDEF123")
+    for d in ("d1", "d2"):
+        text = (tmp_path / d / "meta.properties").read_text()
+        lines = [line for line in text.splitlines() if not line.startswith("#")]
+        assert lines == ["version=0", "broker.id=3", "cluster.id=abcDEF123"]
+    logs.write_meta_properties(3, "abcDEF123")  # same identity: fine
+
+
+def test_meta_properties_of_another_cluster_or_broker_is_refused(tmp_path, clock):
+    manager(tmp_path, clock).write_meta_properties(3, "cluster-a")
+    with pytest.raises(InconsistentBrokerMetadata, match=r"cluster\.id=cluster-a"):
+        manager(tmp_path, clock).write_meta_properties(3, "cluster-b")
+    with pytest.raises(InconsistentBrokerMetadata, match=r"broker\.id=3"):
+        manager(tmp_path, clock).write_meta_properties(4, "cluster-a")
+
+
+def test_load_writes_meta_properties_into_new_log_dirs_once_identity_is_known(tmp_path, clock):
+    logs = manager(tmp_path, clock, dirs=("d1",))
+    logs.write_meta_properties(1, "c")
+    (tmp_path / "d1" / "meta.properties").unlink()
+    logs.load(lambda topic: CONFIG)
+    assert "broker.id=1" in (tmp_path / "d1" / "meta.properties").read_text()
+
+
+def test_delete_log_removes_the_partition_and_reaps_descriptors_later(tmp_path, clock):
+    logs = manager(tmp_path, clock)
+    log = logs.get_or_create("orders", 0, LogConfig(file_delete_delay_ms=1000))
+    produce(log, ONE)
+    log.read(0, 1000)
+    logs.delete_log("orders", 0)
+    assert logs.get("orders", 0) is None
+    assert [p.name for p in (tmp_path / "d1").iterdir()] == []
+    clock.advance(1000)
+    logs.run_retention()
+    assert logs._deleted == []
+
+
+def test_run_retention_and_flush_due_cover_every_log(tmp_path, clock):
+    logs = manager(tmp_path, clock)
+    config = LogConfig(segment_bytes=len(ONE), retention_ms=1000, flush_ms=10)
+    for partition in range(2):
+        log = logs.get_or_create("t", partition, config)
+        produce(log, batch(1, timestamp=clock.now - 10_000, value_size=100))
+        produce(log, batch(1, timestamp=clock.now, value_size=100))
+    assert logs.run_retention() == 2
+    clock.advance(10)
+    logs.flush_due()
+    assert all(log.recovery_point == 2 for log in logs.logs().values())
