@@ -278,6 +278,12 @@ class LogSegment:
         if truncate and valid_end < self.size:
             os.ftruncate(self.fd, valid_end)
             self.size = valid_end
+        if self.max_timestamp >= 0:
+            # As at roll or close: the last time index entry carries the segment's max
+            # timestamp, which is what a later start-up reads back.
+            self.time_index.maybe_append(
+                self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
+            )
         self.indexes_loaded = True
         self.write_indexes()
         return next_offset[0] if next_offset else None
