@@ -15,7 +15,9 @@ included). This module owns the entries and their files; it never reads the log.
 
 from __future__ import annotations
 
+import operator
 import os
+import struct
 import sys
 from array import array
 from bisect import bisect_left, bisect_right
@@ -24,6 +26,10 @@ from pathlib import Path
 _LITTLE_ENDIAN = sys.byteorder == "little"
 # Pending entries are written once this many have accumulated (or on roll/flush/close).
 _WRITE_BATCH = 64
+
+
+def _strictly_increasing(values: array) -> bool:
+    return all(map(operator.lt, values, values[1:]))
 
 
 def _to_big_endian(values: array) -> bytes:
@@ -137,11 +143,14 @@ class OffsetIndex(_IndexFile):
             return False
         pairs = _from_big_endian("i", data)
         offsets, positions = pairs[0::2], pairs[1::2]
-        for i in range(len(offsets)):
-            if offsets[i] < 0 or positions[i] < 0 or positions[i] >= max(log_size, 1):
-                return False
-            if i and (offsets[i] <= offsets[i - 1] or positions[i] <= positions[i - 1]):
-                return False
+        if offsets and (
+            offsets[0] < 0
+            or positions[0] < 0
+            or positions[-1] >= max(log_size, 1)
+            or not _strictly_increasing(offsets)
+            or not _strictly_increasing(positions)
+        ):
+            return False
         if offsets and next_offset is not None and self.base_offset + offsets[-1] >= next_offset:
             return False
         self._offsets, self._positions = offsets, positions
@@ -208,20 +217,15 @@ class TimeIndex(_IndexFile):
         if data is None:
             return False
         count = len(data) // 12
-        timestamps = array("q")
-        offsets = array("i")
-        view = memoryview(data)
-        for i in range(count):
-            timestamps.frombytes(view[12 * i : 12 * i + 8])
-            offsets.frombytes(view[12 * i + 8 : 12 * i + 12])
-        if _LITTLE_ENDIAN:
-            timestamps.byteswap()
-            offsets.byteswap()
-        for i in range(count):
-            if offsets[i] < 0:
-                return False
-            if i and (timestamps[i] <= timestamps[i - 1] or offsets[i] < offsets[i - 1]):
-                return False
+        entries = list(struct.iter_unpack(">qi", data))
+        timestamps = array("q", [entry[0] for entry in entries])
+        offsets = array("i", [entry[1] for entry in entries])
+        if count and (
+            offsets[0] < 0
+            or not _strictly_increasing(timestamps)
+            or not all(map(operator.le, offsets, offsets[1:]))
+        ):
+            return False
         if count and next_offset is not None and self.base_offset + offsets[-1] >= next_offset:
             return False
         self._timestamps, self._offsets = timestamps, offsets

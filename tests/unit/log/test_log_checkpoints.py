@@ -128,3 +128,22 @@ def test_time_index_file_is_big_endian_timestamp_and_relative_offset(tmp_path):
     loaded.truncate_to_offset(105)
     assert loaded.last_entry() == (1000, 103)
     assert path.stat().st_size == 12
+
+
+def test_index_files_with_entries_out_of_order_fail_the_sanity_check(tmp_path):
+    offsets = tmp_path / "00000000000000000000.index"
+    offsets.write_bytes(
+        (5).to_bytes(4, "big")
+        + (100).to_bytes(4, "big")
+        + (3).to_bytes(4, "big")
+        + (200).to_bytes(4, "big")
+    )
+    assert not OffsetIndex(offsets, 0, 1024).load(10_000, None)
+    times = tmp_path / "00000000000000000000.timeindex"
+    times.write_bytes(
+        (9).to_bytes(8, "big")
+        + (1).to_bytes(4, "big")
+        + (8).to_bytes(8, "big")
+        + (2).to_bytes(4, "big")
+    )
+    assert not TimeIndex(times, 0, 1024).load(None)
