@@ -75,11 +75,7 @@ class Controller:
         if self.active:
             # Resign so another broker can take over at once, not after our session ends.
             try:
-                data, _ = self.client.get(zk_paths.CONTROLLER)
-                if ControllerRegistration.from_json(data).broker_id == self.broker_id:
-                    self.client.delete(zk_paths.CONTROLLER)
-            except (NoNodeError, ValueError, ZkDataError):
-                pass
+                self.admin.resign_controller(self.broker_id)
             except Exception:  # the session may already be gone at shutdown
                 log.debug("could not resign as controller", exc_info=True)
             self.epoch = None

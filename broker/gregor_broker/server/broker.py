@@ -10,6 +10,7 @@ the logs with a clean-shutdown marker so the next start skips recovery.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import logging
 import os
@@ -17,7 +18,9 @@ import time
 from pathlib import Path
 
 from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NoNodeError
 
+from ..cluster import zk_paths
 from ..cluster.admin import ZkAdmin
 from ..cluster.controller import Controller
 from ..cluster.metadata_cache import MetadataCache, ZooKeeperMetadataWatcher
@@ -115,6 +118,7 @@ class Broker:
             backlog=1024,
         )
         bound_port = self.server.sockets[0].getsockname()[1]
+        await asyncio.to_thread(self._clear_stale_registrations)
         await asyncio.to_thread(self._register, bound_port)
         self.controller = Controller(
             self.zk,
@@ -139,6 +143,28 @@ class Broker:
 
     def _read_all_topic_configs(self) -> dict[str, dict[str, str]]:
         return {topic: self.zk_admin.get_topic_config(topic) for topic in self.zk_admin.list_topics()}
+
+    def _clear_stale_registrations(self) -> None:
+        """Remove ephemeral znodes a killed process of this broker left behind.
+
+        After a SIGKILL, ZooKeeper keeps the old session's ``/brokers/ids/<id>`` and
+        ``/controller`` until the session times out, and Kafka's broker waits that out.
+        We hold the ``.lock`` of this broker's log dirs, whose meta.properties name this
+        broker id, so the old owner is certainly dead: delete its nodes and restart
+        without the wait.
+        """
+        assert self.zk is not None
+        session_id = self.zk.client_id[0] if self.zk.client_id else None
+        stale = [zk_paths.broker_path(self.broker_id)]
+        controller = self.zk_admin.get_controller()
+        if controller is not None and controller.broker_id == self.broker_id:
+            stale.append(zk_paths.CONTROLLER)
+        for path in stale:
+            stat = self.zk.exists(path)
+            if stat is not None and stat.ephemeralOwner not in (0, session_id):
+                log.info("removing %s left by a previous run of broker %d", path, self.broker_id)
+                with contextlib.suppress(NoNodeError):
+                    self.zk.delete(path, version=stat.version)
 
     def _register(self, bound_port: int) -> None:
         config = self.config

@@ -31,6 +31,14 @@ if TYPE_CHECKING:
 _KEY_AND_VERSION = struct.Struct(">hh")
 
 
+class UnsupportedApiVersions(Exception):
+    """An ApiVersions version we do not know: answered in v0 with the supported list."""
+
+    def __init__(self, header: RequestHeader) -> None:
+        super().__init__(f"ApiVersions v{header.api_version}")
+        self.header = header
+
+
 @dataclass(frozen=True, slots=True)
 class ApiSpec:
     key: int
@@ -65,7 +73,8 @@ class RequestRouter:
         self.apis = apis
         self.requests_total: dict[int, int] = {}
 
-    def __call__(self, connection: Connection, frame_bytes: memoryview) -> Any:
+    def decode(self, frame_bytes: memoryview | bytes) -> tuple[ApiSpec, RequestHeader, Any]:
+        """Parse a frame into (api, header, kio request); MalformedRequest if it cannot be."""
         if len(frame_bytes) < 8:
             raise MalformedRequest(f"frame of {len(frame_bytes)} bytes has no request header")
         api_key, version = _KEY_AND_VERSION.unpack_from(frame_bytes, 0)
@@ -74,8 +83,7 @@ class RequestRouter:
             raise MalformedRequest(f"unknown api key {api_key}")
         if not spec.min_version <= version <= spec.max_version:
             if api_key == API_VERSIONS_KEY:
-                header = parse_request_header(frame_bytes, False)
-                return self._unsupported_api_versions(header)
+                raise UnsupportedApiVersions(parse_request_header(frame_bytes, False))
             raise MalformedRequest(
                 f"{spec.name} v{version} is not supported "
                 f"(v{spec.min_version}..v{spec.max_version})"
@@ -88,8 +96,15 @@ class RequestRouter:
             )
         except Exception as error:  # kio raises various errors on bad bytes
             raise MalformedRequest(f"cannot decode {spec.name} v{version}: {error}") from error
-        self.requests_total[api_key] = self.requests_total.get(api_key, 0) + 1
-        context = RequestContext(header, connection, flexible)
+        return spec, header, request
+
+    def __call__(self, connection: Connection, frame_bytes: memoryview) -> Any:
+        try:
+            spec, header, request = self.decode(frame_bytes)
+        except UnsupportedApiVersions as unsupported:
+            return self._unsupported_api_versions(unsupported.header)
+        self.requests_total[spec.key] = self.requests_total.get(spec.key, 0) + 1
+        context = RequestContext(header, connection, entities.is_flexible(spec.key, header.api_version))
         result = spec.handler(self.broker, context, request)
         if inspect.isawaitable(result):
             return self._finish_async(context, result)
