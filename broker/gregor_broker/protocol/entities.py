@@ -130,6 +130,8 @@ def _plan(cls: type) -> list[tuple[str, Callable[[Any], Any] | None, Any]]:
             fallback = ()
         elif type(None) in typing.get_args(hints[field.name]):
             fallback = None
+        elif field.metadata.get("kafka_type") == "error_code":
+            fallback = ErrorCode.none
         else:
             fallback = _REQUIRED
         plan.append((field.name, converter, fallback))

@@ -109,6 +109,7 @@ def _response(
     live = metadata.brokers
     return {
         "throttle_time": 0,
+        "error_code": ErrorCode.none,
         "brokers": [
             {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
             for b in sorted(live.values(), key=lambda b: b.broker_id)
