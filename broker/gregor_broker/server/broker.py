@@ -27,6 +27,7 @@ from ..cluster.metadata_cache import MetadataCache, ZooKeeperMetadataWatcher
 from ..cluster.models import BrokerRegistration
 from ..config import BrokerConfig, log_config_for
 from ..log.log_manager import LogManager
+from ..metrics import MetricsServer
 from .connection import Connection, SendfileCounter
 from .handlers import API_TABLE
 from .replica_manager import ReplicaManager
@@ -64,6 +65,7 @@ class Broker:
         self.zk: KazooClient | None = None
         self.server: asyncio.base_events.Server | None = None
         self.controller: Controller | None = None
+        self.metrics_server: MetricsServer | None = None
         self._lock_fds: list[int] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._reconcile_scheduled = False
@@ -135,6 +137,9 @@ class Broker:
             ),
             asyncio.create_task(self._every(1000, self._roll)),
         ]
+        if config.metrics_port:
+            self.metrics_server = MetricsServer(self, config.metrics_port)
+            await self.metrics_server.start()
         self.started.set()
         log.info(
             "broker %d serving on %s:%d (cluster %s)",
@@ -247,6 +252,8 @@ class Broker:
         started = time.monotonic()
         for task in self._tasks:
             task.cancel()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         if self.controller is not None:
             await asyncio.to_thread(self.controller.stop)
         if getattr(self, "watcher", None) is not None:
