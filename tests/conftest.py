@@ -32,3 +32,6 @@ def zk_connect(zookeeper: ZooKeeperServer) -> str:
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path
+
+
+from .cluster_fixtures import *  # noqa: E402, F403

@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -68,7 +69,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
         epilog="example: gregor local up --brokers 3 --racks a,b,c --detach",
     )
-    up.add_argument("--brokers", type=int, default=1, metavar="N", help="number (default: 1)")
+    up.add_argument(
+        "--brokers", type=int, default=1, metavar="N", help="how many brokers (default: 1)"
+    )
     up.add_argument(
         "--racks",
         default="",
@@ -217,7 +220,20 @@ def parse_properties(pairs: list[str]) -> dict[str, str]:
 
 
 def _data_dir_option(data_dir: Path) -> str:
-    return "" if data_dir == DEFAULT_DATA_DIR else f" --data-dir {data_dir}"
+    """`` --data-dir DIR`` for the hints we print, unless DIR is the default from here."""
+    if data_dir.resolve() == DEFAULT_DATA_DIR.resolve():
+        return ""
+    return f" --data-dir {data_dir}"
+
+
+def _command() -> str:
+    """How the user can run this command again: ``gregor`` if that is on PATH, else the
+    path they used (``.venv/bin/gregor`` after ``make run``)."""
+    script = Path(sys.argv[0])
+    on_path = shutil.which("gregor")
+    if script.name != "gregor" or (on_path and Path(on_path).resolve() == script.resolve()):
+        return "gregor"
+    return os.path.relpath(script)
 
 
 def print_connection_info(state: dict[str, Any], data_dir: Path) -> None:
@@ -234,8 +250,8 @@ def print_connection_info(state: dict[str, Any], data_dir: Path) -> None:
     print(f"  produce:           echo hello | kcat -b {first} -t test -P")
     print(f"  consume:           kcat -b {first} -t test -C -o beginning -e")
     print(f"  broker logs:       {Path(state['brokers'][0]['log']).parent.parent}/broker-*/")
-    print(f"  status:            gregor local status{option}")
-    print(f"  stop:              gregor local down{option}")
+    print(f"  status:            {_command()} local status{option}")
+    print(f"  stop:              {_command()} local down{option}")
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -257,7 +273,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 return 0
             return _error(
                 f"a local cluster is already running in {data_dir}: stop it with "
-                f"'gregor local down{_data_dir_option(data_dir)}' or use another --data-dir"
+                f"'{_command()} local down{_data_dir_option(data_dir)}' or use another --data-dir"
             )
         state_path(data_dir).unlink(missing_ok=True)  # left by a cluster that died
 
@@ -354,7 +370,7 @@ def supervise(cluster: LocalCluster, data_dir: Path) -> int:
 def _no_cluster(data_dir: Path) -> str:
     return (
         f"No local cluster in {data_dir} (no {STATE_FILE}). "
-        f"Start one with: gregor local up{_data_dir_option(data_dir)}"
+        f"Start one with: {_command()} local up{_data_dir_option(data_dir)}"
     )
 
 

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,7 +113,11 @@ def zookeeper_client(connect: str, timeout: float = 10.0):  # -> kazoo.client.Ka
     from kazoo.client import KazooClient  # kazoo is slow to import; only load it when needed
 
     client = KazooClient(hosts=connect, timeout=timeout)
-    client.start(timeout=timeout)
+    with warnings.catch_warnings():
+        # The broker creates its chroot when it first registers (as Kafka does); until then
+        # lookups simply find nothing.
+        warnings.filterwarnings("ignore", message="No chroot path exists")
+        client.start(timeout=timeout)
     return client
 
 

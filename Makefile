@@ -1,0 +1,61 @@
+# Gregor's build and test entry points. The README's two commands, 'make run' and
+# 'make test', work on a fresh Debian 12 machine: each installs what it needs first
+# ('make deps' for Debian packages, 'make venv' for Python ones) and skips what is there.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Rebuilt when pyproject.toml changes.
+VENV_STAMP := $(VENV)/.gregor-installed
+
+# make run
+BROKERS ?= 1
+DATA_DIR ?= $(CURDIR)/.gregor
+# make test: pytest-xdist workers; tests mostly wait on broker and ZooKeeper processes.
+PYTEST_WORKERS ?= auto
+PYTEST_ARGS ?=
+# Per-test limit, used only when pytest-timeout is installed.
+PYTEST_TIMEOUT ?= 300
+
+.PHONY: help deps venv run stop test lint format
+
+help:
+	@echo "make run     start a local Gregor cluster in the background (make stop stops it)"
+	@echo "make test    run the whole test suite"
+	@echo "make lint    ruff check + ruff format --check"
+	@echo "make format  ruff format + ruff check --fix"
+	@echo "make deps    install the Debian packages (zookeeper, kcat, Java) if missing"
+	@echo "make venv    create .venv with gregor and its test dependencies"
+
+deps:
+	@scripts/install-deps
+
+venv: $(VENV_STAMP)
+
+$(VENV_STAMP): pyproject.toml | deps
+	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+run: deps venv
+	$(BIN)/gregor local up --brokers $(BROKERS) --data-dir $(DATA_DIR) --detach
+
+stop:
+	@if [ -x $(BIN)/gregor ]; then $(BIN)/gregor local down --data-dir $(DATA_DIR); \
+	else echo "No .venv: nothing to stop."; fi
+
+test: deps venv
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) \
+		$$($(BIN)/python -c 'import pytest_timeout' 2>/dev/null && echo --timeout=$(PYTEST_TIMEOUT)) \
+		$(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: venv
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .

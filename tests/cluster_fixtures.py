@@ -1,0 +1,116 @@
+"""Fixtures that run real Gregor broker processes (imported by ``tests/conftest.py``).
+
+- ``broker_factory``: start brokers on demand, each a ``BrokerProcess`` with its own free
+  port and log dir, all in the test's ZooKeeper chroot (``zk_connect``), so brokers started
+  by one factory form one cluster. Stopped (SIGTERM, then SIGKILL) after the test.
+- ``broker``: one broker with default settings.
+- ``cluster_factory`` / ``cluster``: a ``LocalCluster`` of N brokers (3, racks a, b, c for
+  ``cluster``) on the test's chroot.
+
+Safe under pytest-xdist: ports come from the kernel, directories from ``tmp_path_factory``
+(per worker), chroots from ``zk_connect`` (per test). A broker that does not start fails
+the test with the tail of its log.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterator
+
+import pytest
+from gregor_broker.cluster.local_cluster import BrokerProcess, LocalCluster
+
+REGISTRATION_TIMEOUT = 30.0
+
+__all__ = ["broker", "broker_factory", "cluster", "cluster_factory"]
+
+
+@pytest.fixture
+def broker_factory(
+    zk_connect: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., BrokerProcess]]:
+    """``broker_factory(broker_id=None, *, rack=None, port=0, wait=True, **properties)``.
+
+    Starts a broker and, with ``wait``, returns once it is registered in ZooKeeper. Broker
+    ids count up from 1 when not given. Properties use Kafka's names, so pass them as
+    ``broker_factory(**{"auto.create.topics.enable": "false"})``.
+    """
+    started: list[BrokerProcess] = []
+    next_id = 1
+
+    def start(
+        broker_id: int | None = None,
+        *,
+        rack: str | None = None,
+        port: int = 0,
+        wait: bool = True,
+        timeout: float = REGISTRATION_TIMEOUT,
+        **properties: str,
+    ) -> BrokerProcess:
+        nonlocal next_id
+        if broker_id is None:
+            broker_id = next_id
+        next_id = max(next_id, broker_id + 1)
+        broker = BrokerProcess(
+            broker_id=broker_id,
+            directory=tmp_path_factory.mktemp(f"broker-{broker_id}-"),
+            zookeeper_connect=zk_connect,
+            port=port,
+            rack=rack,
+            properties={key: str(value) for key, value in properties.items()},
+        )
+        started.append(broker)
+        broker.start()
+        if wait:
+            broker.wait_registered(timeout)
+        return broker
+
+    yield start
+    for broker in started:
+        # SIGTERM all first, so that brokers shut down in parallel (SIGCONT: paused ones).
+        broker.signal(signal.SIGCONT)
+        broker.signal(signal.SIGTERM)
+    for broker in started:
+        broker.stop()
+
+
+@pytest.fixture
+def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
+    """One real broker (id 1) on a free port, registered in the test's chroot."""
+    return broker_factory()
+
+
+@pytest.fixture
+def cluster_factory(
+    zk_connect: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., LocalCluster]]:
+    """``cluster_factory(brokers=3, racks="a,b,c", **properties)``: a started LocalCluster
+    (ids 1..N, free ports) on the test's chroot; stopped after the test."""
+    clusters: list[LocalCluster] = []
+
+    def start(
+        brokers: int = 3,
+        racks: str | None = "a,b,c",
+        timeout: float = 60.0,
+        **properties: str,
+    ) -> LocalCluster:
+        local_cluster = LocalCluster(
+            tmp_path_factory.mktemp("cluster-"),
+            brokers,
+            racks=racks,
+            zookeeper_connect=zk_connect,
+            properties={key: str(value) for key, value in properties.items()},
+        )
+        clusters.append(local_cluster)
+        local_cluster.start(timeout)
+        return local_cluster
+
+    yield start
+    for local_cluster in clusters:
+        local_cluster.stop()
+
+
+@pytest.fixture
+def cluster(cluster_factory: Callable[..., LocalCluster]) -> LocalCluster:
+    """Three brokers (ids 1, 2, 3 on racks a, b, c) sharing the test's chroot."""
+    return cluster_factory()
