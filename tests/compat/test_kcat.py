@@ -18,6 +18,7 @@ import subprocess
 import threading
 from dataclasses import dataclass
 
+import confluent_kafka
 import pytest
 
 from .expectations import (
@@ -281,7 +282,6 @@ def test_metadata_listing_shows_the_broker_the_topic_its_partitions_and_leader(k
 
 def produce_with_explicit_timestamps(bootstrap: str, topic: str) -> list[Message]:
     """kcat cannot set timestamps, so confluent-kafka writes the message set."""
-    confluent_kafka = pytest.importorskip("confluent_kafka")
     messages = message_set()
     errors: list = []
 
