@@ -137,7 +137,9 @@ def first_offset_at_or_after(partition_messages: Sequence[Message], timestamp: i
 
 def _describe(record: Message | Received) -> str:
     headers = ", ".join(f"{name}={value!r}" for name, value in record.headers)
-    return f"key={record.key!r} ts={record.timestamp} headers=[{headers}] value={record.value!r}"
+    value = repr(record.value)
+    value = value if len(value) <= 60 else value[:57] + "..."
+    return f"key={record.key!r} ts={record.timestamp} headers=[{headers}] value={value}"
 
 
 def assert_partition_round_trip(
@@ -173,7 +175,12 @@ def assert_partition_round_trip(
             )
         if len(have) != len(want):
             problems.append(f"partition {partition}: {len(have)} records, expected {len(want)}")
-        for offset, (message, record) in enumerate(zip(want, have, strict=False), start):
+        at_offset = {record.offset: record for record in have}
+        for offset, message in enumerate(want, start):
+            record = at_offset.get(offset)
+            if record is None:
+                problems.append(f"partition {partition} offset {offset}: missing")
+                continue
             same_timestamp = (
                 timestamps(message, record)
                 if timestamps is not None

@@ -1,0 +1,242 @@
+"""kafka-python against Gregor.
+
+Topics come from ``KafkaAdminClient`` and from auto-creation; consumers have
+``group_id=None`` (Gregor has no group coordinator yet) and are positioned with assign and
+seek. API versions are negotiated (no ``api_version`` given). kafka-python 3 enables the
+idempotent producer by default, which needs InitProducerId; the data-path tests opt out
+with ``enable_idempotence=False`` and ``test_producer_with_default_settings_delivers``
+covers the default on its own.
+"""
+
+from __future__ import annotations
+
+import time
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+
+from .expectations import (
+    CODECS,
+    MESSAGES_PER_PARTITION,
+    PARTITIONS,
+    Message,
+    Received,
+    assert_partition_round_trip,
+    by_partition,
+    first_offset_at_or_after,
+    message_set,
+    unique_topic,
+)
+
+TIMEOUT = 20
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT * 1000)
+    try:
+        admin.create_topics(
+            [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+            timeout_ms=TIMEOUT * 1000,
+        )
+        described = admin.describe_topics([topic])
+    finally:
+        admin.close()
+    assert [
+        (t["name"], t["error_code"], sorted(p["partition_index"] for p in t["partitions"]))
+        for t in described
+    ] == [(topic, 0, list(range(partitions)))]
+
+
+def produce(bootstrap: str, topic: str, messages: list[Message], **config) -> list[tuple]:
+    """One producer per codec; returns (partition, offset) of every acknowledged message."""
+    acknowledged = []
+    for codec in CODECS:
+        batch = [message for message in messages if message.codec == codec]
+        if not batch:
+            continue
+        producer = KafkaProducer(
+            bootstrap_servers=bootstrap,
+            compression_type=None if codec == "none" else codec,
+            linger_ms=5,
+            **{"enable_idempotence": False, **config},
+        )
+        try:
+            futures = [
+                producer.send(
+                    topic,
+                    key=message.key,
+                    value=message.value,
+                    partition=message.partition,
+                    headers=list(message.headers),
+                    timestamp_ms=message.timestamp,
+                )
+                for message in batch
+            ]
+            producer.flush(TIMEOUT)
+            for future in futures:
+                metadata = future.get(TIMEOUT)
+                acknowledged.append((metadata.partition, metadata.offset))
+        finally:
+            producer.close(TIMEOUT)
+    return acknowledged
+
+
+def consumer(bootstrap: str) -> KafkaConsumer:
+    return KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=50,
+        request_timeout_ms=TIMEOUT * 1000 + 5000,
+    )
+
+
+def consume(client: KafkaConsumer, starts: dict[TopicPartition, int], count: int) -> list:
+    """Assign, seek every partition to its start offset, poll until ``count`` records."""
+    client.assign(list(starts))
+    for partition, offset in starts.items():
+        client.seek(partition, offset)
+    records: list[Received] = []
+    deadline = time.monotonic() + TIMEOUT
+    while len(records) < count and time.monotonic() < deadline:
+        for batch in client.poll(timeout_ms=500).values():
+            records += [to_received(record) for record in batch]
+    for batch in client.poll(timeout_ms=200).values():
+        records += [to_received(record) for record in batch]
+    return records
+
+
+def to_received(record) -> Received:
+    return Received(
+        partition=record.partition,
+        offset=record.offset,
+        key=record.key,
+        value=record.value,
+        headers=tuple(record.headers),
+        timestamp=record.timestamp,
+    )
+
+
+def test_keyed_messages_with_headers_round_trip_under_every_codec(broker):
+    topic = unique_topic("kp-codecs")
+    create_topic(broker.bootstrap, topic)
+    messages = message_set()
+
+    acknowledged = produce(broker.bootstrap, topic, messages)
+    client = consumer(broker.bootstrap)
+    try:
+        records = consume(
+            client,
+            {TopicPartition(topic, p): 0 for p in range(PARTITIONS)},
+            PARTITIONS * MESSAGES_PER_PARTITION,
+        )
+    finally:
+        client.close()
+
+    assert_partition_round_trip(by_partition(messages), records)
+    for partition in range(PARTITIONS):
+        offsets = [offset for p, offset in acknowledged if p == partition]
+        assert offsets == list(range(MESSAGES_PER_PARTITION))
+
+
+def test_seek_to_a_middle_offset_returns_the_rest_of_each_partition(broker):
+    topic = unique_topic("kp-seek")
+    create_topic(broker.bootstrap, topic)
+    messages = message_set()
+    produce(broker.bootstrap, topic, messages)
+    middle = MESSAGES_PER_PARTITION // 2
+
+    client = consumer(broker.bootstrap)
+    try:
+        records = consume(
+            client,
+            {TopicPartition(topic, p): middle for p in range(PARTITIONS)},
+            PARTITIONS * (MESSAGES_PER_PARTITION - middle),
+        )
+    finally:
+        client.close()
+
+    assert_partition_round_trip(
+        by_partition(messages), records, start_offsets=dict.fromkeys(range(PARTITIONS), middle)
+    )
+
+
+def test_offsets_for_times_and_beginning_and_end_offsets_match_the_log(broker):
+    topic = unique_topic("kp-times")
+    create_topic(broker.bootstrap, topic)
+    messages = message_set()
+    produce(broker.bootstrap, topic, messages)
+    expected = by_partition(messages)
+    middle = MESSAGES_PER_PARTITION // 2
+    partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    # Between two messages: the answer is the later one.
+    targets = {tp: expected[tp.partition][middle].timestamp - 1 for tp in partitions}
+    last = expected[0][-1].timestamp
+
+    client = consumer(broker.bootstrap)
+    try:
+        found = client.offsets_for_times(targets)
+        exact = client.offsets_for_times({partitions[0]: expected[0][3].timestamp})
+        too_late = client.offsets_for_times({partitions[0]: last + 1})
+        beginning = client.beginning_offsets(partitions)
+        end = client.end_offsets(partitions)
+        records = consume(
+            client,
+            {tp: found[tp].offset for tp in partitions},
+            PARTITIONS * (MESSAGES_PER_PARTITION - middle),
+        )
+    finally:
+        client.close()
+
+    assert {tp: (found[tp].offset, found[tp].timestamp) for tp in partitions} == {
+        tp: (
+            first_offset_at_or_after(expected[tp.partition], ts),
+            expected[tp.partition][middle].timestamp,
+        )
+        for tp, ts in targets.items()
+    }
+    assert exact[partitions[0]].offset == 3
+    assert too_late == {partitions[0]: None}  # nothing at or after the timestamp
+    assert beginning == dict.fromkeys(partitions, 0)
+    assert end == dict.fromkeys(partitions, MESSAGES_PER_PARTITION)
+    assert_partition_round_trip(
+        expected, records, start_offsets=dict.fromkeys(range(PARTITIONS), middle)
+    )
+
+
+def test_producing_to_a_new_topic_auto_creates_it(broker):
+    topic = unique_topic("kp-auto")
+    messages = [m for m in message_set() if m.partition == 0 and m.codec in ("gzip", "zstd")]
+
+    acknowledged = produce(broker.bootstrap, topic, messages)
+    client = consumer(broker.bootstrap)
+    try:
+        partitions = client.partitions_for_topic(topic)
+        records = consume(client, {TopicPartition(topic, 0): 0}, len(messages))
+    finally:
+        client.close()
+
+    assert partitions == {0}  # num.partitions defaults to 1
+    assert acknowledged == [(0, offset) for offset in range(len(messages))]
+    assert_partition_round_trip({0: messages}, records)
+
+
+def test_producer_with_default_settings_delivers(broker):
+    """kafka-python 3 enables idempotence by default (KIP-679), so its first request is
+    InitProducerId; a Kafka 3+ broker always serves it."""
+    topic = unique_topic("kp-defaults")
+    create_topic(broker.bootstrap, topic, partitions=1)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    try:
+        metadata = producer.send(topic, key=b"k", value=b"v").get(TIMEOUT)
+    finally:
+        producer.close(TIMEOUT)
+
+    client = consumer(broker.bootstrap)
+    try:
+        records = consume(client, {TopicPartition(topic, 0): 0}, 1)
+    finally:
+        client.close()
+
+    assert (metadata.partition, metadata.offset) == (0, 0)
+    assert [(r.offset, r.key, r.value) for r in records] == [(0, b"k", b"v")]
