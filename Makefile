@@ -14,8 +14,10 @@ VENV_STAMP := $(VENV)/.gregor-installed
 # make run
 BROKERS ?= 1
 DATA_DIR ?= $(CURDIR)/.gregor
-# make test: pytest-xdist workers; tests mostly wait on broker and ZooKeeper processes.
-PYTEST_WORKERS ?= auto
+# make test: pytest-xdist workers. Tests mostly wait on broker and ZooKeeper processes, so
+# more workers than cores pays: on 2 cores the suite took 198 s with -n 2, 116 s with -n 4
+# and 153 s with -n 6.
+PYTEST_WORKERS ?= 4
 PYTEST_ARGS ?=
 # Per-test limit, used only when pytest-timeout is installed.
 PYTEST_TIMEOUT ?= 300
@@ -31,7 +33,7 @@ help:
 	@echo "make venv    create .venv with gregor and its test dependencies"
 
 deps:
-	@scripts/install-deps
+	@bash scripts/install-deps
 
 venv: $(VENV_STAMP)
 
