@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import entities
+from ..protocol.frame_guard import check_request
 from ..protocol.wire import (
     API_VERSIONS_KEY,
     MalformedRequest,
@@ -90,6 +91,9 @@ class RequestRouter:
             )
         flexible = entities.is_flexible(api_key, version)
         header = parse_request_header(frame_bytes, flexible)
+        check_request(
+            entities.payload_class(api_key, version, "request"), frame_bytes, header.body_offset
+        )
         try:
             request, _size = entities.request_reader(api_key, version)(
                 frame_bytes, header.body_offset

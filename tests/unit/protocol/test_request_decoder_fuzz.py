@@ -61,3 +61,18 @@ def test_decoder_turns_fuzzed_frames_into_requests_or_malformed_errors() -> None
     assert TRIED["inputs"] >= 5000, TRIED
     assert TRIED["decoded"] > 0 and TRIED["refused"] > 0, TRIED
     print(f"decoder fuzz: {TRIED}")
+
+
+def test_an_array_length_beyond_the_frame_is_malformed_not_a_giant_allocation() -> None:
+    # Found by this fuzzer: a Fetch v13 whose topic array claims ~10^10 elements made
+    # kio's native decoder try to allocate 189 GB and abort the broker process.
+    frame = bytes.fromhex(
+        "0001000d000000010003636c690011e583b6280b95c636c2808be5b877a7ec4f4d792205b5736f"
+        "fdabac94586fb65ddb37c4fd4534ab7693e479d045fbaf9f6a48"
+    )
+    try:
+        ROUTER.decode(frame)
+    except MalformedRequest as error:
+        assert "array" in str(error) or "past the end" in str(error)
+    else:
+        raise AssertionError("a frame with an impossible array length was decoded")
