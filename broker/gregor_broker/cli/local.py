@@ -184,14 +184,24 @@ def save_state(data_dir: Path, state: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+def zookeeper_markers(zookeeper: dict[str, Any]) -> tuple[str, ...]:
+    """What ZooKeeper's command line contains: its main class and its zoo.cfg path."""
+    return (ZOOKEEPER_CMDLINE_MARKER, *([zookeeper["config"]] if "config" in zookeeper else []))
+
+
+def broker_markers(broker: dict[str, Any]) -> tuple[str, ...]:
+    """What a broker's command line contains: its module and its server.properties path."""
+    return (BROKER_CMDLINE_MARKER, *([broker["config"]] if "config" in broker else []))
+
+
 def live_pids(state: dict[str, Any]) -> list[int]:
     """Pids in ``state`` that still belong to this cluster's processes."""
     pids = []
-    zookeeper_pid = state.get("zookeeper", {}).get("pid")
-    if zookeeper_pid and pid_matches(zookeeper_pid, ZOOKEEPER_CMDLINE_MARKER):
-        pids.append(zookeeper_pid)
+    zookeeper = state.get("zookeeper", {})
+    if zookeeper.get("pid") and pid_matches(zookeeper["pid"], *zookeeper_markers(zookeeper)):
+        pids.append(zookeeper["pid"])
     for broker in state.get("brokers", []):
-        if broker.get("pid") and pid_matches(broker["pid"], BROKER_CMDLINE_MARKER):
+        if broker.get("pid") and pid_matches(broker["pid"], *broker_markers(broker)):
             pids.append(broker["pid"])
     return pids
 
@@ -384,7 +394,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     zookeeper = state["zookeeper"]
     rows = []
     if zookeeper.get("pid"):
-        running = pid_matches(zookeeper["pid"], ZOOKEEPER_CMDLINE_MARKER)
+        running = pid_matches(zookeeper["pid"], *zookeeper_markers(zookeeper))
         serving = False
         if running:
             with contextlib.suppress(OSError):
@@ -408,7 +418,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             client.close()
 
     for broker in state["brokers"]:
-        running = bool(broker.get("pid")) and pid_matches(broker["pid"], BROKER_CMDLINE_MARKER)
+        running = bool(broker.get("pid")) and pid_matches(broker["pid"], *broker_markers(broker))
         if registered is None:
             registration = "registration unknown (ZooKeeper unreachable)"
         elif broker["id"] in registered:
@@ -451,14 +461,15 @@ def cmd_down(args: argparse.Namespace) -> int:
         return 0
     broker_pids = {broker["id"]: broker.get("pid") for broker in state["brokers"]}
     killed = terminate_pids(
-        [pid for pid in broker_pids.values() if pid], BROKER_CMDLINE_MARKER, args.timeout
+        [(broker["pid"], broker_markers(broker)) for broker in state["brokers"] if broker["pid"]],
+        args.timeout,
     )
     for broker_id, pid in broker_pids.items():
         how = "killed (SIGKILL after timeout)" if pid in killed else "stopped"
         print(f"broker {broker_id} (pid {pid}) {how}")
     zookeeper_pid = state["zookeeper"].get("pid")
     if zookeeper_pid:
-        terminate_pids([zookeeper_pid], ZOOKEEPER_CMDLINE_MARKER, timeout=10)
+        terminate_pids([(zookeeper_pid, zookeeper_markers(state["zookeeper"]))], timeout=10)
         print(f"ZooKeeper (pid {zookeeper_pid}) stopped")
     supervisor = state.get("supervisor_pid")
     if supervisor:

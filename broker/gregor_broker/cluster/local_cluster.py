@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,9 @@ from gregor_broker.cluster.zookeeper_server import ZooKeeperServer, free_port
 
 HOST = "127.0.0.1"
 BROKER_MODULE = "gregor_broker.cli.broker"
-# Substrings of /proc/<pid>/cmdline that identify our processes, so that a stale pid in
-# cluster.json never makes ``gregor local down`` signal an unrelated process.
+# Substrings of /proc/<pid>/cmdline that identify our processes (together with the path of
+# the process's config file), so that a stale pid in cluster.json never makes
+# ``gregor local down`` signal an unrelated process.
 BROKER_CMDLINE_MARKER = BROKER_MODULE
 ZOOKEEPER_CMDLINE_MARKER = "org.apache.zookeeper.server.ZooKeeperServerMain"
 
@@ -72,24 +73,28 @@ def pid_running(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def pid_matches(pid: int, marker: str) -> bool:
-    """Whether ``pid`` is alive and its command line contains ``marker``."""
+def pid_matches(pid: int, *markers: str) -> bool:
+    """Whether ``pid`` is alive and its command line contains every one of ``markers``."""
     if not pid_running(pid):
         return False
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return False
-    return marker in cmdline
+    return all(marker in cmdline for marker in markers)
 
 
-def terminate_pids(pids: Iterable[int], marker: str, timeout: float = 30.0) -> list[int]:
-    """SIGTERM every pid whose command line contains ``marker``, wait up to ``timeout``
-    seconds for all of them, then SIGKILL the rest. Returns the pids that needed SIGKILL.
+def terminate_pids(
+    processes: Iterable[tuple[int, Sequence[str]]], timeout: float = 30.0
+) -> list[int]:
+    """SIGTERM every ``(pid, markers)`` whose command line still contains all its markers,
+    wait up to ``timeout`` seconds for all of them, then SIGKILL the rest. Returns the pids
+    that needed SIGKILL.
 
-    For processes that are not our children (started by another ``gregor`` invocation).
+    For processes that are not our children (started by another ``gregor`` invocation);
+    the markers (program and config file path) keep a reused pid from being signalled.
     """
-    targets = [pid for pid in pids if pid_matches(pid, marker)]
+    targets = [pid for pid, markers in processes if pid_matches(pid, *markers)]
     for pid in targets:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
@@ -428,6 +433,7 @@ class LocalCluster:
         if self.zookeeper is not None:
             zookeeper["pid"] = self.zookeeper.process.pid if self.zookeeper.process else None
             zookeeper["port"] = self.zookeeper.port
+            zookeeper["config"] = str(self.zookeeper.data_dir / "zoo.cfg")
             zookeeper["log"] = str(self.zookeeper.data_dir / "zookeeper.log")
         return {
             "version": 1,
@@ -442,6 +448,7 @@ class LocalCluster:
                     "rack": broker.rack,
                     "pid": broker.pid,
                     "directory": str(broker.directory),
+                    "config": str(broker.config_path),
                     "log": str(broker.log_path),
                 }
                 for broker in self.brokers
