@@ -18,6 +18,7 @@ import signal
 from collections.abc import Callable, Iterator
 
 import pytest
+
 from gregor_broker.cluster.local_cluster import BrokerProcess, LocalCluster
 
 REGISTRATION_TIMEOUT = 30.0

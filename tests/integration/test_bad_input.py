@@ -39,8 +39,12 @@ def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
 
 def _consume_all(bootstrap: str, topic: str, count: int) -> list[bytes]:
     consumer = confluent_kafka.Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-         "fetch.queue.backoff.ms": 1}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 1,
+        }
     )
     consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
     values: list[bytes] = []

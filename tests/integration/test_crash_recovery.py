@@ -22,8 +22,12 @@ TOPIC = "crashy"
 
 def _consume_from(bootstrap: str, topic: str, until_offset: int) -> dict[int, bytes]:
     consumer = confluent_kafka.Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-         "fetch.queue.backoff.ms": 1}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 1,
+        }
     )
     consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
     seen: dict[int, bytes] = {}
@@ -59,8 +63,13 @@ def test_every_acknowledged_message_survives_sigkill_mid_produce(broker_factory)
                 failed += 1
 
     producer = confluent_kafka.Producer(
-        {"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 2,
-         "message.timeout.ms": 3000, "retries": 0}
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": 1,
+            "linger.ms": 2,
+            "message.timeout.ms": 3000,
+            "retries": 0,
+        }
     )
     stop = threading.Event()
 
@@ -68,8 +77,9 @@ def test_every_acknowledged_message_survives_sigkill_mid_produce(broker_factory)
         number = 0
         while not stop.is_set():
             try:
-                producer.produce(TOPIC, f"message-{number:08d}".encode() + b"x" * 200,
-                                 on_delivery=on_delivery)
+                producer.produce(
+                    TOPIC, f"message-{number:08d}".encode() + b"x" * 200, on_delivery=on_delivery
+                )
                 number += 1
             except BufferError:
                 producer.poll(0.01)
@@ -94,12 +104,10 @@ def test_every_acknowledged_message_survives_sigkill_mid_produce(broker_factory)
     expected_end = max(acknowledged.values()) + 1
     served = _consume_from(bootstrap, TOPIC, expected_end)
     lost = [v for v, offset in acknowledged.items() if served.get(offset) != v]
-    print(
-        f"sent acked={len(acknowledged)} failed={failed} served={len(served)} lost={len(lost)}"
-    )
+    print(f"sent acked={len(acknowledged)} failed={failed} served={len(served)} lost={len(lost)}")
     assert lost == []
     # Offsets stay dense: nothing before the last acknowledged offset is missing.
-    assert sorted(served)[: expected_end] == list(range(expected_end))
+    assert sorted(served)[:expected_end] == list(range(expected_end))
 
 
 def _segment_files(log_dir: Path, topic: str) -> list[Path]:
@@ -127,7 +135,9 @@ def test_a_torn_last_batch_is_truncated_and_the_broker_serves_on(broker_factory)
     assert segment.stat().st_size == good_size
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": 1})
     delivered = []
-    producer.produce("torn", b"after-restart", on_delivery=lambda e, m: delivered.append(m.offset()))
+    producer.produce(
+        "torn", b"after-restart", on_delivery=lambda e, m: delivered.append(m.offset())
+    )
     producer.flush(10)
     assert delivered == [100]
     served = _consume_from(bootstrap, "torn", 101)

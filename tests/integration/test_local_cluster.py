@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from gregor_broker.cluster.local_cluster import pid_running
 from gregor_broker.cluster.zookeeper_server import free_port
 

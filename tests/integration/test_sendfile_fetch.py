@@ -23,8 +23,13 @@ def test_a_one_gib_partition_is_consumed_through_sendfile(broker_factory) -> Non
     broker = broker_factory(**{"metrics.port": str(metrics_port)})
     bootstrap = broker.bootstrap
     producer = confluent_kafka.Producer(
-        {"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
-         "batch.size": 1_000_000, "queue.buffering.max.kbytes": 262144}
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": 1,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.kbytes": 262144,
+        }
     )
     count = GIB // len(VALUE)
     for _ in range(count):
@@ -38,8 +43,13 @@ def test_a_one_gib_partition_is_consumed_through_sendfile(broker_factory) -> Non
 
     before = scrape(metrics_port)["gregor_sendfile_bytes_total"]
     consumer = confluent_kafka.Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-         "fetch.queue.backoff.ms": 1, "fetch.max.bytes": 52428800}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 1,
+            "fetch.max.bytes": 52428800,
+        }
     )
     consumer.assign([confluent_kafka.TopicPartition("big", 0, 0)])
     consumed_bytes = 0
@@ -60,4 +70,6 @@ def test_a_one_gib_partition_is_consumed_through_sendfile(broker_factory) -> Non
     # Every record byte the consumer received went through sendfile (batch bytes are
     # the records plus their headers, so the counter is at least the payload).
     assert after - before >= consumed_bytes
-    print(f"consumed {consumed_bytes / GIB:.2f} GiB; sendfile sent {(after - before) / GIB:.2f} GiB")
+    print(
+        f"consumed {consumed_bytes / GIB:.2f} GiB; sendfile sent {(after - before) / GIB:.2f} GiB"
+    )

@@ -7,6 +7,9 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError
+
 from gregor_broker.cluster import zk_paths
 from gregor_broker.cluster.admin import (
     BadVersion,
@@ -20,8 +23,6 @@ from gregor_broker.cluster.admin import (
 )
 from gregor_broker.cluster.models import BrokerRegistration, PartitionState, uuid_from_str
 from gregor_broker.config import InvalidConfig
-from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError
 
 
 def _client(zk_connect: str) -> KazooClient:

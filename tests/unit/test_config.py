@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 import pytest
+
 from gregor_broker.config import (
     BROKER_CONFIG_KEYS,
     LONG_MAX,

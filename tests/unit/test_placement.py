@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gregor_broker.cluster.placement import (
     InvalidPartitions,
     InvalidReplicationFactor,
@@ -12,8 +15,6 @@ from gregor_broker.cluster.placement import (
     assign_replicas,
     rack_alternated_brokers,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 KAFKA_RACKS = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from gregor_broker.cluster import zk_paths
 from gregor_broker.cluster.models import (
     BrokerRegistration,
@@ -25,8 +28,6 @@ from gregor_broker.cluster.models import (
     uuid_from_str,
     uuid_to_str,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 def test_paths_follow_kafkas_layout():

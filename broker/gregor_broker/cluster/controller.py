@@ -20,6 +20,7 @@ watching the partition state znodes (``metadata_cache``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -231,11 +232,7 @@ class Controller:
             return
         log.info("deleting topic %s", topic)
         self.client.delete(zk_paths.topic_path(topic), recursive=True)
-        try:
+        with contextlib.suppress(NoNodeError):
             self.client.delete(zk_paths.topic_config_path(topic))
-        except NoNodeError:
-            pass
-        try:
+        with contextlib.suppress(NoNodeError):
             self.client.delete(request)
-        except NoNodeError:
-            pass

@@ -129,8 +129,10 @@ class MetadataCache:
 
     def topic_has_leaders(self, name: str) -> bool:
         topic = self.topics.get(name)
-        return topic is not None and bool(topic.partitions) and all(
-            p.leader >= 0 for p in topic.partitions.values()
+        return (
+            topic is not None
+            and bool(topic.partitions)
+            and all(p.leader >= 0 for p in topic.partitions.values())
         )
 
     # updates (loop thread) ----------------------------------------------------------

@@ -34,9 +34,13 @@ def payload_class(api_key: int, version: int, kind: str) -> type:
     suffix = kind.capitalize()
     for name in dir(module):
         value = getattr(module, name)
-        if name.endswith(suffix) and isinstance(value, type) and is_dataclass(value):
-            if getattr(value, "__type__", None) == EntityType[kind]:
-                return value
+        if (
+            name.endswith(suffix)
+            and isinstance(value, type)
+            and is_dataclass(value)
+            and getattr(value, "__type__", None) == EntityType[kind]
+        ):
+            return value
     raise LookupError(f"no {kind} class for api {api_key} v{version}")
 
 
@@ -63,8 +67,8 @@ def encode(entity: Any) -> bytes:
 
 def _convert_scalar(kafka_type: str | None) -> Callable[[Any], Any] | None:
     if kafka_type in ("timedelta_i32", "timedelta_i64"):
-        return lambda v: v if isinstance(v, datetime.timedelta) else datetime.timedelta(
-            milliseconds=v
+        return lambda v: (
+            v if isinstance(v, datetime.timedelta) else datetime.timedelta(milliseconds=v)
         )
     if kafka_type == "datetime_i64":
         return lambda v: (
@@ -109,17 +113,29 @@ def _plan(cls: type) -> list[tuple[str, Callable[[Any], Any] | None, Any]]:
         converter: Callable[[Any], Any] | None
         if nested is not None:
             if sequence:
-                converter = (lambda c: lambda v: None if v is None else tuple(
-                    item if isinstance(item, c) else build(c, item) for item in v
-                ))(nested)
+                converter = (
+                    lambda c: (
+                        lambda v: (
+                            None
+                            if v is None
+                            else tuple(
+                                item if isinstance(item, c) else build(c, item) for item in v
+                            )
+                        )
+                    )
+                )(nested)
             else:
                 converter = (lambda c: lambda v: v if isinstance(v, c) else build(c, v))(nested)
         else:
             scalar = _convert_scalar(field.metadata.get("kafka_type"))
             if sequence:
-                converter = (lambda s: lambda v: None if v is None else tuple(
-                    s(item) for item in v
-                ) if s else tuple(v))(scalar)
+                converter = (
+                    lambda s: (
+                        lambda v: (
+                            None if v is None else tuple(s(item) for item in v) if s else tuple(v)
+                        )
+                    )
+                )(scalar)
             else:
                 converter = scalar
         # A field without a default may still be left out by a handler when an
@@ -144,7 +160,9 @@ def build(cls: type, data: Mapping[str, Any]) -> Any:
     for name, converter, fallback in _plan(cls):
         if name in data:
             value = data[name]
-            kwargs[name] = converter(value) if converter is not None and value is not None else value
+            kwargs[name] = (
+                converter(value) if converter is not None and value is not None else value
+            )
         elif fallback is _REQUIRED:
             raise KeyError(f"{cls.__qualname__} needs field {name!r}")
         elif fallback is not MISSING:

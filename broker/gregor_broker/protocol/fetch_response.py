@@ -153,7 +153,9 @@ def encode_fetch_response(
                 buffer += b"\x00" if flexible else b"\xff\xff\xff\xff"
             else:
                 buffer += (
-                    encode_unsigned_varint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+                    encode_unsigned_varint(len(aborted) + 1)
+                    if flexible
+                    else _I32.pack(len(aborted))
                 )
                 for producer_id, first_offset in aborted:
                     buffer += struct.pack(">qq", producer_id, first_offset)

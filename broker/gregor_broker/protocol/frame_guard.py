@@ -110,9 +110,7 @@ def _check_value(buffer: memoryview, position: int, end: int, kind: Any, flexibl
     return position
 
 
-def _check_step(
-    buffer: memoryview, position: int, end: int, step: _Step, flexible: bool
-) -> int:
+def _check_step(buffer: memoryview, position: int, end: int, step: _Step, flexible: bool) -> int:
     kind, sequence, _tag = step
     if not sequence:
         return _check_value(buffer, position, end, kind, flexible)
@@ -156,4 +154,3 @@ def check_request(cls: type, buffer: memoryview | bytes, position: int) -> None:
     """Raise MalformedRequest unless every length in the body fits in the frame."""
     view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
     _check_entity(view, position, len(view), cls)
-

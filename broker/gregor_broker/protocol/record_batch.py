@@ -117,7 +117,9 @@ def read_header(buffer: bytes | bytearray | memoryview, position: int = 0) -> Ba
     return BatchHeader(position, *_HEADER.unpack_from(buffer, position))
 
 
-def peek_offset_and_length(buffer: bytes | bytearray | memoryview, position: int) -> tuple[int, int]:
+def peek_offset_and_length(
+    buffer: bytes | bytearray | memoryview, position: int
+) -> tuple[int, int]:
     """Base offset and batch length at ``position`` (12 bytes needed)."""
     return _OFFSET_AND_LENGTH.unpack_from(buffer, position)
 
@@ -184,9 +186,7 @@ def scan_batches(
     return headers
 
 
-def assign_offsets(
-    buffer: bytearray, headers: list[BatchHeader], first_offset: int
-) -> int:
+def assign_offsets(buffer: bytearray, headers: list[BatchHeader], first_offset: int) -> int:
     """Rewrite each batch's base offset in place, from ``first_offset``; return the next offset.
 
     The base offset is outside the CRC, so no checksum changes.
@@ -235,19 +235,20 @@ def build_batch(
     """
     payload = records_payload if records_payload is not None else b"".join(records)
     count = len(records)
-    body = struct.pack(
-        ">hiqqqhii",
-        attributes,
-        max(count - 1, 0),
-        base_timestamp,
-        base_timestamp if max_timestamp is None else max_timestamp,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        count,
-    ) + payload
+    body = (
+        struct.pack(
+            ">hiqqqhii",
+            attributes,
+            max(count - 1, 0),
+            base_timestamp,
+            base_timestamp if max_timestamp is None else max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
+        )
+        + payload
+    )
     crc = crc32c(body)
     batch_length = 4 + 1 + 4 + len(body)  # leader epoch + magic + crc + body
-    return (
-        struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, 2, crc) + body
-    )
+    return struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, 2, crc) + body

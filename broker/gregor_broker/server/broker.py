@@ -111,7 +111,7 @@ class Broker:
         self.watcher = ZooKeeperMetadataWatcher(self.zk, self.metadata, loop)
         await asyncio.to_thread(self.watcher.start)
 
-        name, host, port = config.listener_list[0]
+        _name, host, port = config.listener_list[0]
         self.server = await loop.create_server(
             self._new_connection,
             host or None,
@@ -130,7 +130,9 @@ class Broker:
         )
         await asyncio.to_thread(self.controller.start)
         self._tasks = [
-            asyncio.create_task(self._every(config.log_retention_check_interval_ms, self._retention)),
+            asyncio.create_task(
+                self._every(config.log_retention_check_interval_ms, self._retention)
+            ),
             asyncio.create_task(self._every(config.log_flush_scheduler_interval_ms, self._flush)),
             asyncio.create_task(
                 self._every(config.log_flush_offset_checkpoint_interval_ms, self.logs.checkpoint)
@@ -143,11 +145,16 @@ class Broker:
         self.started.set()
         log.info(
             "broker %d serving on %s:%d (cluster %s)",
-            config.broker_id, host or "0.0.0.0", bound_port, self.metadata.cluster_id,
+            config.broker_id,
+            host or "0.0.0.0",
+            bound_port,
+            self.metadata.cluster_id,
         )
 
     def _read_all_topic_configs(self) -> dict[str, dict[str, str]]:
-        return {topic: self.zk_admin.get_topic_config(topic) for topic in self.zk_admin.list_topics()}
+        return {
+            topic: self.zk_admin.get_topic_config(topic) for topic in self.zk_admin.list_topics()
+        }
 
     def _clear_stale_registrations(self) -> None:
         """Remove ephemeral znodes a killed process of this broker left behind.

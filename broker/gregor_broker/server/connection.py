@@ -63,6 +63,7 @@ class Connection(asyncio.Protocol):
         self._closed = False
         self._drained: asyncio.Future[None] | None = None
         self._writing_paused = False
+        self._task: asyncio.Future[None] | None = None  # the request being finished
 
     # asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -98,8 +99,7 @@ class Connection(asyncio.Protocol):
             (size,) = _SIZE.unpack_from(buffer, position)
             if size < 0 or size > self.max_request_size:
                 self.close_for(
-                    f"frame size {size} outside 0..socket.request.max.bytes="
-                    f"{self.max_request_size}"
+                    f"frame size {size} outside 0..socket.request.max.bytes={self.max_request_size}"
                 )
                 return
             if end - position - 4 < size:
@@ -128,12 +128,12 @@ class Connection(asyncio.Protocol):
             return
         if inspect.isawaitable(result):
             self._busy = True
-            asyncio.ensure_future(self._finish(result))
+            self._task = asyncio.ensure_future(self._finish(result))
         elif isinstance(result, bytes):
             self.transport.write(result)  # type: ignore[union-attr]
         elif result is not None:
             self._busy = True
-            asyncio.ensure_future(self._finish(self._noop(result)))
+            self._task = asyncio.ensure_future(self._finish(self._noop(result)))
 
     @staticmethod
     async def _noop(value: Any) -> Any:

@@ -108,7 +108,9 @@ class RequestRouter:
         except UnsupportedApiVersions as unsupported:
             return self._unsupported_api_versions(unsupported.header)
         self.requests_total[spec.key] = self.requests_total.get(spec.key, 0) + 1
-        context = RequestContext(header, connection, entities.is_flexible(spec.key, header.api_version))
+        context = RequestContext(
+            header, connection, entities.is_flexible(spec.key, header.api_version)
+        )
         result = spec.handler(self.broker, context, request)
         if inspect.isawaitable(result):
             return self._finish_async(context, result)

@@ -66,10 +66,13 @@ class TopicAdmin:
                 )
             return self._check_assignment(assignments, brokers)
         partitions = config.num_partitions if num_partitions == -1 else num_partitions
-        replicas = config.default_replication_factor if replication_factor == -1 else replication_factor
+        replicas = (
+            config.default_replication_factor if replication_factor == -1 else replication_factor
+        )
         if partitions <= 0:
             raise TopicAdminError(
-                ErrorCode.invalid_partitions, f"number of partitions must be at least 1, got {partitions}"
+                ErrorCode.invalid_partitions,
+                f"number of partitions must be at least 1, got {partitions}",
             )
         if replicas <= 0:
             raise TopicAdminError(
@@ -131,7 +134,8 @@ class TopicAdmin:
     async def delete_topic(self, name: str) -> None:
         if not self.broker.config.delete_topic_enable:
             raise TopicAdminError(
-                ErrorCode.topic_deletion_disabled, "topic deletion is disabled (delete.topic.enable)"
+                ErrorCode.topic_deletion_disabled,
+                "topic deletion is disabled (delete.topic.enable)",
             )
         if name not in self.broker.metadata.topics:
             raise TopicAdminError(ErrorCode.unknown_topic_or_partition, f"unknown topic {name!r}")
@@ -163,9 +167,7 @@ class TopicAdmin:
                     ErrorCode.invalid_replica_assignment,
                     f"{len(assignments)} assignments given for {new_count} new partitions",
                 )
-            plan = self._check_assignment(
-                {i: list(a) for i, a in enumerate(assignments)}, brokers
-            )
+            plan = self._check_assignment({i: list(a) for i, a in enumerate(assignments)}, brokers)
             new = {current + i: replicas for i, replicas in plan.items()}
         else:
             try:

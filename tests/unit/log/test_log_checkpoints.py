@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from gregor_broker.log.checkpoints import (
     CorruptCheckpoint,
     LeaderEpochCache,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from gregor_broker.log import InconsistentBrokerMetadata, LogConfig, LogManager
 from log_helpers import FakeClock, batch, consume_offsets, produce
+
+from gregor_broker.log import InconsistentBrokerMetadata, LogConfig, LogManager
 
 ONE = batch(1, value_size=100)
 CONFIG = LogConfig(segment_bytes=3 * len(ONE))

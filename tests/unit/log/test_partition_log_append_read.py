@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gregor_broker.log import LogConfig, OffsetOutOfRange, PartitionLog, UnexpectedAppendOffset
-from gregor_broker.protocol.record_batch import HEADER_SIZE, scan_batches
 from log_helpers import (
     FakeClock,
     batch,
@@ -16,6 +14,9 @@ from log_helpers import (
     slice_bytes,
     slice_headers,
 )
+
+from gregor_broker.log import LogConfig, OffsetOutOfRange, PartitionLog, UnexpectedAppendOffset
+from gregor_broker.protocol.record_batch import HEADER_SIZE, scan_batches
 
 
 @pytest.fixture

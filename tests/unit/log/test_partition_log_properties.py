@@ -9,11 +9,12 @@ import tempfile
 from pathlib import Path
 
 import hypothesis.strategies as st
-from gregor_broker.log import LogConfig, PartitionLog
-from gregor_broker.protocol.records import Record, make_batch
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from log_helpers import FakeClock, produce, record_values, slice_bytes, slice_headers
+
+from gregor_broker.log import LogConfig, PartitionLog
+from gregor_broker.protocol.records import Record, make_batch
 
 
 def value_for(offset: int) -> bytes:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from gregor_broker.log import LogConfig, PartitionLog
 from log_helpers import FakeClock, batch, consume_offsets, produce, slice_headers
+
+from gregor_broker.log import LogConfig, PartitionLog
 
 ONE = batch(1, value_size=100)
 

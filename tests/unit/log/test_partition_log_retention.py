@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from gregor_broker.log import LogConfig, OffsetOutOfRange, PartitionLog
 from log_helpers import FakeClock, batch, consume_offsets, produce, slice_bytes, slice_headers
+
+from gregor_broker.log import LogConfig, OffsetOutOfRange, PartitionLog
 
 
 @pytest.fixture

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from gregor_broker.log import LogConfig, PartitionLog
 from log_helpers import FakeClock, batch, produce
+
+from gregor_broker.log import LogConfig, PartitionLog
 
 
 @pytest.fixture

@@ -44,17 +44,35 @@ def test_encoder_matches_kafka_schema_byte_for_byte(version: int) -> None:
     ours = b"".join(parts)
     assert size == len(ours)
     partitions = [
-        {"partition_index": 0, "error_code": 0, "high_watermark": 10, "last_stable_offset": 10,
-         "log_start_offset": 2, "aborted_transactions": None, "records": b"abc"},
-        {"partition_index": 1, "error_code": 6, "high_watermark": -1, "last_stable_offset": -1,
-         "log_start_offset": -1, "aborted_transactions": None, "records": None,
-         **({"current_leader": {"leader_id": 1, "leader_epoch": 5}} if version >= 12 else {})},
+        {
+            "partition_index": 0,
+            "error_code": 0,
+            "high_watermark": 10,
+            "last_stable_offset": 10,
+            "log_start_offset": 2,
+            "aborted_transactions": None,
+            "records": b"abc",
+        },
+        {
+            "partition_index": 1,
+            "error_code": 6,
+            "high_watermark": -1,
+            "last_stable_offset": -1,
+            "log_start_offset": -1,
+            "aborted_transactions": None,
+            "records": None,
+            **({"current_leader": {"leader_id": 1, "leader_epoch": 5}} if version >= 12 else {}),
+        },
     ]
     body = encode_response(
         1,
         version,
-        {"throttle_time": 3, "error_code": 0, "session_id": 0,
-         "responses": [{"topic": "orders", "topic_id": topic_id, "partitions": partitions}]},
+        {
+            "throttle_time": 3,
+            "error_code": 0,
+            "session_id": 0,
+            "responses": [{"topic": "orders", "topic_id": topic_id, "partitions": partitions}],
+        },
     )
     assert ours == frame(response_header(7, version >= 12), body)
 

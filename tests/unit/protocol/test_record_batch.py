@@ -16,7 +16,9 @@ from gregor_broker.protocol.records import Compression, Record, iter_batch_recor
 
 
 def _records(n: int) -> list[Record]:
-    return [Record(i, i, f"key-{i}".encode(), f"value-{i}".encode(), (("h", b"v"),)) for i in range(n)]
+    return [
+        Record(i, i, f"key-{i}".encode(), f"value-{i}".encode(), (("h", b"v"),)) for i in range(n)
+    ]
 
 
 @pytest.mark.parametrize("codec", list(Compression))
@@ -26,7 +28,9 @@ def test_batches_round_trip_under_every_codec(codec: Compression) -> None:
     assert header.records_count == 5
     assert header.compression is codec
     assert header.max_timestamp == 1_004
-    assert [r.key for r in iter_batch_records(batch, header)] == [f"key-{i}".encode() for i in range(5)]
+    assert [r.key for r in iter_batch_records(batch, header)] == [
+        f"key-{i}".encode() for i in range(5)
+    ]
 
 
 def test_offsets_are_assigned_by_rewriting_base_offsets_without_touching_crc() -> None:

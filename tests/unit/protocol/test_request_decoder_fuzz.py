@@ -31,15 +31,17 @@ def _decode(frame: bytes) -> None:
 
 
 api_and_version = st.sampled_from(
-    [(spec.key, v) for spec in API_TABLE.values() for v in range(spec.min_version, spec.max_version + 1)]
+    [
+        (spec.key, v)
+        for spec in API_TABLE.values()
+        for v in range(spec.min_version, spec.max_version + 1)
+    ]
 )
 
 
 @settings(max_examples=3000, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(api_and_version, st.integers(-(2**31), 2**31 - 1), st.binary(max_size=200))
-def _valid_header_then_any_body(
-    api: tuple[int, int], correlation_id: int, body: bytes
-) -> None:
+def _valid_header_then_any_body(api: tuple[int, int], correlation_id: int, body: bytes) -> None:
     key, version = api
     header = struct.pack(">hhih", key, version, correlation_id, 3) + b"cli"
     # Flexible versions carry a tagged-field section after the client id.

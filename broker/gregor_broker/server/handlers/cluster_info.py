@@ -40,8 +40,13 @@ def handle_describe_cluster(broker: Broker, context: RequestContext, request: An
         "controller_id": metadata.controller_id,
         "endpoint_type": 1,
         "brokers": [
-            {"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
-             "is_fenced": False}
+            {
+                "broker_id": b.broker_id,
+                "host": b.host,
+                "port": b.port,
+                "rack": b.rack,
+                "is_fenced": False,
+            }
             for b in sorted(metadata.brokers.values(), key=lambda b: b.broker_id)
         ],
         "cluster_authorized_operations": -(2**31),

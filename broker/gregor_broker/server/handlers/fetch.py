@@ -12,7 +12,6 @@ fetch encoder frames them; record bytes never enter Python. Matches Kafka:
 
 from __future__ import annotations
 
-
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -110,9 +109,7 @@ class _FetchReader:
             for requested in topic.partitions:
                 index = requested.partition
                 if name is None:
-                    result.partitions.append(
-                        PartitionResult(index, ErrorCode.unknown_topic_id)
-                    )
+                    result.partitions.append(PartitionResult(index, ErrorCode.unknown_topic_id))
                     self.had_error = True
                     continue
                 try:
@@ -168,6 +165,3 @@ def _check_leader_epoch(partition: Any, requested_epoch: int) -> None:
     if requested_epoch > partition.leader_epoch:
         raise PartitionError(ErrorCode.unknown_leader_epoch)
     raise PartitionError(ErrorCode.fenced_leader_epoch)
-
-
-

@@ -96,8 +96,12 @@ def _response_for(
             absent.append({"error_code": error, "name": name, "partitions": []})
     for topic_id in unknown_ids:
         absent.append(
-            {"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": topic_id,
-             "partitions": []}
+            {
+                "error_code": ErrorCode.unknown_topic_id,
+                "name": None,
+                "topic_id": topic_id,
+                "partitions": [],
+            }
         )
     return _response(broker, version, known, absent)
 
@@ -129,7 +133,8 @@ def _topic(topic: TopicInfo, live: dict[int, Any]) -> dict[str, Any]:
         partitions.append(
             {
                 "error_code": (
-                    ErrorCode.none if leader >= 0 and leader in live
+                    ErrorCode.none
+                    if leader >= 0 and leader in live
                     else ErrorCode.leader_not_available
                 ),
                 "partition_index": index,

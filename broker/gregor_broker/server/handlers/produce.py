@@ -59,8 +59,11 @@ def handle_produce(broker: Broker, context: RequestContext, request: Any) -> Any
                 }
             )
         responses.append(
-            {"name": name or "", "topic_id": getattr(topic_data, "topic_id", None),
-             "partition_responses": partition_responses}
+            {
+                "name": name or "",
+                "topic_id": getattr(topic_data, "topic_id", None),
+                "partition_responses": partition_responses,
+            }
         )
     if acks == 0:
         if any_error:
@@ -84,8 +87,13 @@ def _reject_all(request: Any, error_code: ErrorCode) -> dict[str, Any]:
                 "name": getattr(t, "name", ""),
                 "topic_id": getattr(t, "topic_id", None),
                 "partition_responses": [
-                    {"index": p.index, "error_code": error_code, "base_offset": -1,
-                     "log_append_time": -1, "log_start_offset": -1}
+                    {
+                        "index": p.index,
+                        "error_code": error_code,
+                        "base_offset": -1,
+                        "log_append_time": -1,
+                        "log_start_offset": -1,
+                    }
                     for p in t.partition_data
                 ],
             }

@@ -35,21 +35,30 @@ def handle_delete_records(broker: Broker, context: RequestContext, request: Any)
                 offset = partition_log.high_watermark
             if offset < 0 or offset > partition_log.high_watermark:
                 partitions.append(
-                    {"partition_index": index, "low_watermark": -1,
-                     "error_code": ErrorCode.offset_out_of_range}
+                    {
+                        "partition_index": index,
+                        "low_watermark": -1,
+                        "error_code": ErrorCode.offset_out_of_range,
+                    }
                 )
                 continue
             try:
                 low_watermark = partition_log.delete_records_before(offset)
             except OffsetOutOfRange:
                 partitions.append(
-                    {"partition_index": index, "low_watermark": -1,
-                     "error_code": ErrorCode.offset_out_of_range}
+                    {
+                        "partition_index": index,
+                        "low_watermark": -1,
+                        "error_code": ErrorCode.offset_out_of_range,
+                    }
                 )
                 continue
             partitions.append(
-                {"partition_index": index, "low_watermark": low_watermark,
-                 "error_code": ErrorCode.none}
+                {
+                    "partition_index": index,
+                    "low_watermark": low_watermark,
+                    "error_code": ErrorCode.none,
+                }
             )
         topics.append({"name": topic.name, "partitions": partitions})
     return {"topics": topics, "throttle_time": 0}

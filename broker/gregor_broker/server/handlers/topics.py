@@ -109,9 +109,7 @@ async def handle_create_partitions(broker: Broker, context: RequestContext, requ
     for topic in request.topics:
         result: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none}
         results.append(result)
-        assignments = (
-            [list(a.broker_ids) for a in topic.assignments] if topic.assignments else None
-        )
+        assignments = [list(a.broker_ids) for a in topic.assignments] if topic.assignments else None
         try:
             await broker.topic_admin.create_partitions(
                 topic.name, topic.count, assignments, request.validate_only
