@@ -52,6 +52,7 @@ class BrokerInfo:
 class PartitionInfo:
     replicas: tuple[int, ...]
     state: PartitionState | None = None
+    state_version: int = -1  # ZooKeeper version of the state znode, for conditional writes
 
     @property
     def leader(self) -> int:
@@ -168,14 +169,19 @@ class MetadataCache:
                 del topic.partitions[index]
         self.notify()
 
-    def set_partition_state(self, name: str, index: int, state: PartitionState | None) -> None:
+    def set_partition_state(
+        self, name: str, index: int, state: PartitionState | None, version: int = -1
+    ) -> None:
         topic = self.topics.get(name)
         if topic is None:
             return
         partition = topic.partitions.get(index)
         if partition is None:
             partition = topic.partitions[index] = PartitionInfo(())
+        if state is not None and version < partition.state_version:
+            return  # an older watch event arriving after a newer write we already applied
         partition.state = state
+        partition.state_version = version
         self.notify()
 
     def set_topic_config(self, name: str, config: dict[str, str]) -> None:
@@ -306,7 +312,7 @@ class ZooKeeperMetadataWatcher:
         self.cache.set_topic_config(topic, config)
 
     def _partition_watcher(self, topic: str, index: int) -> Callable[[bytes | None, Any], bool]:
-        def on_state(data: bytes | None, _stat: Any) -> bool:
+        def on_state(data: bytes | None, stat: Any) -> bool:
             if self._stopped:
                 return False
             with self._lock:
@@ -319,7 +325,8 @@ class ZooKeeperMetadataWatcher:
                 except (ValueError, ZkDataError) as error:
                     log.error("ignoring unreadable state of %s-%d: %s", topic, index, error)
                     return True
-            self._post(self.cache.set_partition_state, topic, index, state)
+            version = stat.version if stat is not None else -1
+            self._post(self.cache.set_partition_state, topic, index, state, version)
             return True
 
         return on_state

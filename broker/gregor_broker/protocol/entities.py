@@ -50,6 +50,11 @@ def request_reader(api_key: int, version: int) -> Callable[[Any, int], tuple[Any
 
 
 @cache
+def response_reader(api_key: int, version: int) -> Callable[[Any, int], tuple[Any, int]]:
+    return entity_reader(payload_class(api_key, version, "response"))
+
+
+@cache
 def is_flexible(api_key: int, version: int) -> bool:
     return bool(payload_class(api_key, version, "request").__flexible__)
 

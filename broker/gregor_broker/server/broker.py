@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -30,11 +31,29 @@ from ..log.log_manager import LogManager
 from ..metrics import MetricsServer
 from .connection import Connection, SendfileCounter
 from .handlers import API_TABLE
-from .replica_manager import ReplicaManager
+from .replica_manager import ReplicaManager, ReplicationConfig
 from .request_router import RequestRouter
 from .topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
+
+
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 30
+UNSAFE_TRUNCATE_TO_HIGH_WATERMARK = "gregor.unsafe.truncate.to.high.watermark"
+
+
+def replication_config_for(config: BrokerConfig) -> ReplicationConfig:
+    return ReplicationConfig(
+        replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+        fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
+        fetch_min_bytes=config.replica_fetch_min_bytes,
+        fetch_max_bytes=config.replica_fetch_max_bytes,
+        fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
+        truncate_to_high_watermark=str(
+            config.extra.get(UNSAFE_TRUNCATE_TO_HIGH_WATERMARK, "false")
+        ).lower()
+        == "true",
+    )
 
 
 class LogDirLocked(RuntimeError):
@@ -69,6 +88,8 @@ class Broker:
         self._lock_fds: list[int] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._reconcile_scheduled = False
+        self._session_lost = False
+        self._bound_port = 0
         self.started = asyncio.Event()
         self.stopping = False
 
@@ -105,6 +126,8 @@ class Broker:
             self.logs,
             self.metadata,
             lambda overrides: log_config_for(config, overrides),
+            zk_admin=self.zk_admin,
+            replication_config=replication_config_for(config),
         )
         self.topic_admin = TopicAdmin(self, self.zk_admin)
         self.metadata.listeners.append(self._schedule_reconcile)
@@ -119,7 +142,7 @@ class Broker:
             reuse_address=True,
             backlog=1024,
         )
-        bound_port = self.server.sockets[0].getsockname()[1]
+        bound_port = self._bound_port = self.server.sockets[0].getsockname()[1]
         await asyncio.to_thread(self._clear_stale_registrations)
         await asyncio.to_thread(self._register, bound_port)
         self.controller = Controller(
@@ -138,6 +161,9 @@ class Broker:
                 self._every(config.log_flush_offset_checkpoint_interval_ms, self.logs.checkpoint)
             ),
             asyncio.create_task(self._every(1000, self._roll)),
+            asyncio.create_task(
+                self._every(config.replica_lag_time_max_ms // 2, self.replicas.shrink_lagging_isrs)
+            ),
         ]
         if config.metrics_port:
             self.metrics_server = MetricsServer(self, config.metrics_port)
@@ -224,10 +250,26 @@ class Broker:
             log.exception("applying metadata to local partitions failed")
 
     def _on_zk_state(self, state: str) -> None:
+        """Kazoo's thread. After an expired session, register again under the new one.
+
+        The watches refresh themselves on reconnect (kazoo), and the metadata they bring
+        demotes this broker if another took its partitions meanwhile.
+        """
         if state == KazooState.LOST:
             log.error("ZooKeeper session lost; ephemeral registrations will be recreated")
+            self._session_lost = True
         elif state == KazooState.SUSPENDED:
             log.warning("ZooKeeper connection suspended")
+        elif state == KazooState.CONNECTED and self._session_lost and not self.stopping:
+            self._session_lost = False
+            threading.Thread(target=self._register_again, name="zk-reregister", daemon=True).start()
+
+    def _register_again(self) -> None:
+        try:
+            self._register(self._bound_port)
+            log.info("registered again in ZooKeeper after a session loss")
+        except Exception:
+            log.exception("registering again after a ZooKeeper session loss failed")
 
     # periodic work ------------------------------------------------------------------------
     async def _every(self, interval_ms: int, job: object) -> None:
@@ -257,12 +299,16 @@ class Broker:
             return
         self.stopping = True
         started = time.monotonic()
+        if self.controller is not None:
+            await asyncio.to_thread(self.controller.stop)
+        if self.zk is not None and self.zk.connected and getattr(self, "replicas", None):
+            await self._controlled_shutdown()
         for task in self._tasks:
             task.cancel()
         if self.metrics_server is not None:
             await self.metrics_server.stop()
-        if self.controller is not None:
-            await asyncio.to_thread(self.controller.stop)
+        if getattr(self, "replicas", None) is not None:
+            await self.replicas.stop()
         if getattr(self, "watcher", None) is not None:
             self.watcher.stop()
         if self.server is not None:
@@ -278,6 +324,41 @@ class Broker:
             os.close(fd)
         self._lock_fds = []
         log.info("broker %d stopped in %.2f s", self.broker_id, time.monotonic() - started)
+
+    async def _controlled_shutdown(self) -> None:
+        """Hand leadership over before exiting, so a rolling restart keeps every
+        partition available (Kafka's controlled shutdown).
+
+        Deregistering makes the controller treat this broker as gone: it moves each
+        partition led here to another in-sync replica. We keep serving until the
+        metadata shows that done (or the timeout passes), then exit.
+        """
+        assert self.zk is not None
+        try:
+            await asyncio.to_thread(self.zk.delete, zk_paths.broker_path(self.broker_id))
+        except NoNodeError:
+            pass
+        except Exception:
+            log.warning("controlled shutdown: could not deregister", exc_info=True)
+            return
+        metadata = self.metadata
+
+        def nothing_left_to_hand_over() -> bool:
+            others = set(metadata.brokers) - {self.broker_id}
+            for topic in metadata.topics.values():
+                for info in topic.partitions.values():
+                    if info.leader == self.broker_id and others.intersection(info.isr):
+                        return False
+            return True
+
+        handed_over = await metadata.wait_for(
+            nothing_left_to_hand_over, CONTROLLED_SHUTDOWN_TIMEOUT_S
+        )
+        if not handed_over:
+            log.warning(
+                "controlled shutdown: leadership not moved within %d s; exiting anyway",
+                CONTROLLED_SHUTDOWN_TIMEOUT_S,
+            )
 
     def _close_zk(self) -> None:
         assert self.zk is not None

@@ -1,9 +1,13 @@
-"""The partitions this broker hosts, and appends and reads against them.
+"""The partitions this broker hosts: appends, reads, and their replication roles.
 
-Kafka's ReplicaManager in miniature: it turns metadata (who leads which partition)
-into local logs, appends produced batches to the logs it leads, and answers reads.
-Handlers call it with whole batches and never see files. ``AppendWaiters`` lets
-long-polling fetches sleep until an append lands (Kafka's fetch purgatory).
+Kafka's ReplicaManager in miniature. It turns metadata (who leads which partition at
+which leader epoch) into local logs and roles: a leader appends produced batches and
+tracks its followers (ISR, high watermark); a follower copies its leader's log through
+the replica fetchers. Handlers call it with whole batches and never see files.
+
+Two kinds of waiters live here (Kafka's purgatories): fetches waiting for data
+(``append_waiters``, woken when data or the high watermark moves) and acks=all
+produces waiting for the high watermark to pass their last offset.
 """
 
 from __future__ import annotations
@@ -16,16 +20,23 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+from ..cluster.admin import BadVersion, ZkAdmin
 from ..cluster.metadata_cache import MetadataCache, PartitionInfo, TopicInfo
+from ..cluster.models import PartitionState
 from ..log.log_config import LogConfig
 from ..log.log_manager import LogManager
-from ..log.partition_log import AppendResult, PartitionLog
-from ..protocol.record_batch import InvalidBatch, scan_batches
+from ..log.partition_log import AppendResult
+from ..log.producer_state import ProducerStateError, ProducerStates
+from ..protocol.record_batch import BatchHeader, InvalidBatch, scan_batches
 from ..protocol.records import iter_batch_records
+from ..replication.fetcher import ReplicaFetcherManager
+from ..replication.partition import Partition
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+
+__all__ = ["Partition", "PartitionError", "ReplicaManager", "ReplicationConfig"]
 
 
 class PartitionError(Exception):
@@ -36,25 +47,19 @@ class PartitionError(Exception):
         self.error_code = error_code
 
 
-@dataclass(slots=True)
-class Partition:
-    """A partition hosted here: its log and what the controller says about it."""
-
-    topic: str
-    index: int
-    topic_id: str | None
-    log: PartitionLog
-    replicas: tuple[int, ...] = ()
-    leader: int = -1
-    leader_epoch: int = -1
-    isr: tuple[int, ...] = ()
-
-    def is_leader(self, broker_id: int) -> bool:
-        return self.leader == broker_id
+@dataclass(frozen=True, slots=True)
+class ReplicationConfig:
+    replica_lag_time_max_ms: int = 30000
+    fetch_wait_max_ms: int = 500
+    fetch_min_bytes: int = 1
+    fetch_max_bytes: int = 1048576
+    fetch_response_max_bytes: int = 10485760
+    # Pre-KIP-101 follower truncation, kept only to demonstrate the loss it causes.
+    truncate_to_high_watermark: bool = False
 
 
-class AppendWaiters:
-    """Futures of fetches waiting for data, per partition."""
+class Waiters:
+    """Futures waiting on something per partition; notify wakes them all."""
 
     def __init__(self) -> None:
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
@@ -84,6 +89,10 @@ class AppendWaiters:
                     future.set_result(None)
 
 
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -91,15 +100,29 @@ class ReplicaManager:
         logs: LogManager,
         metadata: MetadataCache,
         log_config_for: Callable[[dict[str, str]], LogConfig],
+        *,
+        zk_admin: ZkAdmin | None = None,
+        replication_config: ReplicationConfig | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.logs = logs
         self.metadata = metadata
         self.log_config_for = log_config_for
+        self.zk_admin = zk_admin
+        self.replication_config = replication_config or ReplicationConfig()
+        self.truncate_to_high_watermark = self.replication_config.truncate_to_high_watermark
         self.partitions: dict[TopicPartition, Partition] = {}
-        self.append_waiters = AppendWaiters()
+        self.append_waiters = Waiters()
+        self.high_watermark_waiters = Waiters()
+        self.fetchers = ReplicaFetcherManager(self)
         self.messages_in_total = 0
         self.bytes_in_total = 0
+        self.producer_states = ProducerStates()
+        # Called with a partition whenever its leader changes or it is dropped here
+        # (the group coordinator loads and unloads __consumer_offsets partitions).
+        self.leadership_listeners: list[Callable[[Partition], None]] = []
+        self.isr_shrinks_total = 0
+        self.isr_expands_total = 0
 
     # metadata -> local state ---------------------------------------------------------
     def reconcile(self) -> None:
@@ -130,23 +153,145 @@ class ReplicaManager:
 
     def _apply_state(self, partition: Partition, info: PartitionInfo) -> None:
         partition.replicas = info.replicas
+        if info.state is None:
+            return
+        if info.state_version < partition.state_version:
+            return
+        new_term = info.leader_epoch != partition.leader_epoch or info.leader != partition.leader
         partition.isr = info.isr
-        if info.leader_epoch != partition.leader_epoch or info.leader != partition.leader:
-            partition.leader = info.leader
-            partition.leader_epoch = info.leader_epoch
+        partition.state_version = info.state_version
+        partition.controller_epoch = info.state.controller_epoch
+        if not new_term:
             if partition.is_leader(self.broker_id):
-                # A single-replica leader's high watermark is its log end offset;
-                # replication (followers' fetches) moves it otherwise.
-                self._maybe_advance_high_watermark(partition)
+                self._after_high_watermark_inputs_changed(partition)
+            return
+        partition.leader = info.leader
+        partition.leader_epoch = info.leader_epoch
+        key = (partition.topic, partition.index)
+        if partition.is_leader(self.broker_id):
+            self.fetchers.unfollow(key)
+            partition.become_leader(self.broker_id, now_ms())
+            self._after_high_watermark_inputs_changed(partition)
+            log.info(
+                "leader of %s-%d at epoch %d (ISR %s)",
+                partition.topic,
+                partition.index,
+                partition.leader_epoch,
+                list(partition.isr),
+            )
+        else:
+            partition.followers = {}
+            partition.log.high_watermark_follows_log_end = False
+            if partition.leader >= 0:
+                self.fetchers.follow(partition)
+            else:
+                self.fetchers.unfollow(key)
+        # Anyone waiting on this partition must re-check who leads it.
+        self.append_waiters.notify(key)
+        self.high_watermark_waiters.notify(key)
+        self._notify_leadership(partition)
 
     def _drop(self, key: TopicPartition) -> None:
         partition = self.partitions.pop(key)
+        partition.leader = -1
+        self._notify_leadership(partition)
+        self.fetchers.unfollow(key)
         log.info("deleting local log of %s-%d (topic deleted or replica moved)", *key)
         self.logs.delete_log(partition.topic, partition.index)
 
-    def _maybe_advance_high_watermark(self, partition: Partition) -> None:
-        if set(partition.isr) <= {self.broker_id}:
-            partition.log.high_watermark = partition.log.log_end_offset
+    def _notify_leadership(self, partition: Partition) -> None:
+        for listener in self.leadership_listeners:
+            try:
+                listener(partition)
+            except Exception:
+                log.exception("leadership listener failed for %s-%d", partition.topic, partition.index)
+
+    # high watermark and ISR ------------------------------------------------------------
+    def _after_high_watermark_inputs_changed(self, partition: Partition) -> None:
+        if partition.maybe_advance_high_watermark(self.broker_id):
+            key = (partition.topic, partition.index)
+            self.high_watermark_waiters.notify(key)
+            self.append_waiters.notify(key)
+
+    def record_follower_fetch(self, partition: Partition, replica_id: int, offset: int) -> None:
+        """The leader side of a follower's fetch: its progress, the HW, ISR growth."""
+        partition.record_follower_fetch(replica_id, offset, now_ms())
+        self._after_high_watermark_inputs_changed(partition)
+        if partition.may_rejoin_isr(replica_id):
+            new_isr = tuple(r for r in partition.replicas if r in partition.isr or r == replica_id)
+            self._change_isr(partition, new_isr, expand=True)
+
+    def shrink_lagging_isrs(self) -> None:
+        """Kafka's periodic ISR shrink: drop followers lagging replica.lag.time.max.ms."""
+        lag = self.replication_config.replica_lag_time_max_ms
+        now = now_ms()
+        for partition in self.partitions.values():
+            if not partition.is_leader(self.broker_id):
+                continue
+            lagging = partition.out_of_sync_replicas(self.broker_id, now, lag)
+            if lagging:
+                new_isr = tuple(r for r in partition.isr if r not in lagging)
+                log.info(
+                    "shrinking ISR of %s-%d from %s to %s (lagging %s)",
+                    partition.topic,
+                    partition.index,
+                    list(partition.isr),
+                    list(new_isr),
+                    sorted(lagging),
+                )
+                self._change_isr(partition, new_isr, expand=False)
+
+    def _change_isr(self, partition: Partition, new_isr: tuple[int, ...], *, expand: bool) -> None:
+        if partition.isr_change_in_flight or self.zk_admin is None:
+            return
+        partition.isr_change_in_flight = True
+        asyncio.get_running_loop().create_task(self._write_isr(partition, new_isr, expand))
+
+    async def _write_isr(
+        self, partition: Partition, new_isr: tuple[int, ...], expand: bool
+    ) -> None:
+        """Persist an ISR change with a conditional write, then apply it.
+
+        Applying only after ZooKeeper accepted it is what fences a deposed leader: its
+        expected version is stale, the write fails, and it cannot commit alone.
+        """
+        assert self.zk_admin is not None
+        state = PartitionState(
+            partition.controller_epoch, self.broker_id, partition.leader_epoch, new_isr
+        )
+        expected = partition.state_version
+        try:
+            version = await asyncio.to_thread(
+                self.zk_admin.set_partition_state,
+                partition.topic,
+                partition.index,
+                state,
+                expected,
+            )
+        except BadVersion:
+            log.info(
+                "ISR change of %s-%d lost to a newer state (version %d); waiting for metadata",
+                partition.topic,
+                partition.index,
+                expected,
+            )
+            return
+        except Exception:
+            log.exception("writing the ISR of %s-%d failed", partition.topic, partition.index)
+            return
+        finally:
+            partition.isr_change_in_flight = False
+        if partition.leader_epoch != state.leader_epoch or not partition.is_leader(self.broker_id):
+            return
+        partition.isr = new_isr
+        partition.state_version = version
+        if expand:
+            self.isr_expands_total += 1
+        else:
+            self.isr_shrinks_total += 1
+        self._after_high_watermark_inputs_changed(partition)
+        # Shrinking may leave acks=all produces short of min.insync.replicas: wake them.
+        self.high_watermark_waiters.notify((partition.topic, partition.index))
 
     # lookups -----------------------------------------------------------------------
     def leader_partition(self, topic: str, index: int) -> Partition:
@@ -161,8 +306,15 @@ class ReplicaManager:
             raise PartitionError(ErrorCode.not_leader_or_follower)
         return partition
 
+    def hosted_partition(self, topic: str, index: int) -> Partition:
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            raise PartitionError(ErrorCode.unknown_topic_or_partition)
+        return partition
+
     # produce -----------------------------------------------------------------------
     def append(self, topic: str, index: int, records: bytes | None, acks: int) -> AppendResult:
+        """Append as leader. For acks=all, follow with ``wait_for_replication``."""
         partition = self.leader_partition(topic, index)
         if not records:
             raise PartitionError(ErrorCode.corrupt_message, "produce without records")
@@ -179,14 +331,64 @@ class ReplicaManager:
                 f"{len(partition.isr)} in-sync replicas, min.insync.replicas="
                 f"{config.min_insync_replicas}",
             )
-        result = partition.log.append(
-            bytearray(records), headers, leader_epoch=partition.leader_epoch
-        )
-        self._maybe_advance_high_watermark(partition)
+        buffer = bytearray(records)
+        try:
+            duplicate = self.producer_states.check(partition.log, headers)
+        except ProducerStateError as error:
+            raise PartitionError(error.error_code, str(error)) from error
+        if duplicate is not None:
+            # Matches Kafka: a retried idempotent batch is acknowledged with the offsets
+            # it was written at, and not written twice.
+            return AppendResult(
+                duplicate.first_offset, duplicate.last_offset, -1, partition.log.log_start_offset
+            )
+        result = partition.log.append(buffer, headers, leader_epoch=partition.leader_epoch)
+        self.producer_states.record_append(partition.log, buffer, headers)
         self.messages_in_total += result.last_offset - result.first_offset + 1
         self.bytes_in_total += len(records)
-        self.append_waiters.notify((topic, index))
+        key = (topic, index)
+        self.append_waiters.notify(key)  # followers long-polling for data
+        self._after_high_watermark_inputs_changed(partition)
         return result
+
+    def is_replicated(self, topic: str, index: int, last_offset: int) -> bool:
+        partition = self.partitions.get((topic, index))
+        return partition is not None and partition.log.high_watermark > last_offset
+
+    async def wait_for_replication(
+        self, topic: str, index: int, result: AppendResult, timeout_s: float
+    ) -> ErrorCode:
+        """acks=all: wait until the high watermark passes the append (Kafka's
+        DelayedProduce). NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR fell below
+        min.insync.replicas meanwhile, REQUEST_TIMED_OUT when the time ran out,
+        NOT_LEADER_OR_FOLLOWER when leadership moved."""
+        key = (topic, index)
+        deadline = time.monotonic() + timeout_s
+        epoch = self.partitions[key].leader_epoch if key in self.partitions else -1
+        while True:
+            partition = self.partitions.get(key)
+            if partition is None or not partition.is_leader(self.broker_id):
+                return ErrorCode.not_leader_or_follower
+            if partition.leader_epoch != epoch:
+                return ErrorCode.not_leader_or_follower
+            if partition.log.high_watermark > result.last_offset:
+                if len(partition.isr) < partition.log.config.min_insync_replicas:
+                    return ErrorCode.not_enough_replicas_after_append
+                return ErrorCode.none
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return ErrorCode.request_timed_out
+            await self.high_watermark_waiters.wait_any([key], remaining)
+
+    # follower side -----------------------------------------------------------------
+    def append_as_follower(
+        self, partition: Partition, buffer: bytearray, headers: list[BatchHeader]
+    ) -> None:
+        partition.log.append(buffer, headers, assign_offsets=False)
+        self.append_waiters.notify((partition.topic, partition.index))
+
+    async def stop(self) -> None:
+        await self.fetchers.stop()
 
 
 def _require_keys(records: bytes, headers: list) -> None:
@@ -201,7 +403,3 @@ def _require_keys(records: bytes, headers: list) -> None:
                     )
         except InvalidBatch as error:
             raise PartitionError(ErrorCode[error.error.lower()], str(error)) from error
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)

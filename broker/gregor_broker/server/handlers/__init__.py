@@ -18,6 +18,7 @@ from .list_offsets import handle_list_offsets
 from .metadata import handle_metadata
 from .produce import handle_produce
 from .records_admin import handle_delete_records
+from .replication import handle_offset_for_leader_epoch
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 
 API_TABLE: dict[int, ApiSpec] = {
@@ -31,6 +32,7 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(19, "CreateTopics", 2, 7, handle_create_topics),
         ApiSpec(20, "DeleteTopics", 1, 6, handle_delete_topics),
         ApiSpec(21, "DeleteRecords", 0, 2, handle_delete_records),
+        ApiSpec(23, "OffsetForLeaderEpoch", 2, 4, handle_offset_for_leader_epoch),
         ApiSpec(32, "DescribeConfigs", 1, 4, handle_describe_configs),
         ApiSpec(33, "AlterConfigs", 0, 2, handle_alter_configs),
         ApiSpec(37, "CreatePartitions", 0, 3, handle_create_partitions),

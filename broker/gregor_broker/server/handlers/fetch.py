@@ -85,6 +85,12 @@ class _FetchReader:
         self.keys: list[tuple[str, int]] = []
         self.had_error = False
         self.read_committed = getattr(request, "isolation_level", 0) == 1
+        replica_state = getattr(request, "replica_state", None)
+        self.replica_id = (
+            replica_state.replica_id
+            if replica_state is not None
+            else getattr(request, "replica_id", -1)
+        )
         self._names: list[str | None] = []
         for topic in request.topics:
             if version >= 13:
@@ -120,13 +126,19 @@ class _FetchReader:
                     self.had_error = True
                     continue
                 partition_log = partition.log
+                from_follower = self.replica_id >= 0
+                if from_follower:
+                    replicas.record_follower_fetch(
+                        partition, self.replica_id, requested.fetch_offset
+                    )
                 high_watermark = partition_log.high_watermark
                 limit = min(requested.partition_max_bytes, remaining)
                 try:
+                    # Followers copy up to the log end; consumers see committed data only.
                     region = partition_log.read(
                         requested.fetch_offset,
                         limit,
-                        max_offset=high_watermark,
+                        max_offset=None if from_follower else high_watermark,
                         min_one_batch=total == 0,
                     )
                 except OffsetOutOfRange:

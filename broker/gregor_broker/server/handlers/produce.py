@@ -1,12 +1,13 @@
 """Produce: validate whole batches, append them to the leader's log, acknowledge.
 
 acks=0 gets no response; as in Kafka, a failed acks=0 produce closes the connection
-so the producer notices. acks=1 and acks=all answer once the leader has appended
-(with a single in-sync replica the two are the same; replication extends acks=all).
+so the producer notices. acks=1 answers once the leader has appended; acks=all once
+the high watermark has passed the append, i.e. every in-sync replica has it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -27,6 +28,7 @@ def handle_produce(broker: Broker, context: RequestContext, request: Any) -> Any
     replicas = broker.replicas
     any_error = False
     responses = []
+    waiting: list[tuple[dict[str, Any], str, Any]] = []
     for topic_data in request.topic_data:
         name = _topic_name(broker, topic_data)
         partition_responses = []
@@ -38,26 +40,18 @@ def handle_produce(broker: Broker, context: RequestContext, request: Any) -> Any
                 result = replicas.append(name, index, partition_data.records, acks)
             except PartitionError as error:
                 any_error = True
-                partition_responses.append(
-                    {
-                        "index": index,
-                        "error_code": error.error_code,
-                        "base_offset": -1,
-                        "log_append_time": -1,
-                        "log_start_offset": -1,
-                        "error_message": str(error),
-                    }
-                )
+                partition_responses.append(_failed(index, error.error_code, str(error)))
                 continue
-            partition_responses.append(
-                {
-                    "index": index,
-                    "error_code": ErrorCode.none,
-                    "base_offset": result.first_offset,
-                    "log_append_time": result.log_append_time,
-                    "log_start_offset": result.log_start_offset,
-                }
-            )
+            response = {
+                "index": index,
+                "error_code": ErrorCode.none,
+                "base_offset": result.first_offset,
+                "log_append_time": result.log_append_time,
+                "log_start_offset": result.log_start_offset,
+            }
+            partition_responses.append(response)
+            if acks == -1 and not replicas.is_replicated(name, index, result.last_offset):
+                waiting.append((response, name, result))
         responses.append(
             {
                 "name": name or "",
@@ -69,7 +63,40 @@ def handle_produce(broker: Broker, context: RequestContext, request: Any) -> Any
         if any_error:
             context.connection.close_for("acks=0 produce failed")
         return None
-    return {"responses": responses, "throttle_time": 0}
+    body = {"responses": responses, "throttle_time": 0}
+    if waiting:
+        return _await_replication(broker, body, waiting, request.timeout.total_seconds())
+    return body
+
+
+async def _await_replication(
+    broker: Broker,
+    body: dict[str, Any],
+    waiting: list[tuple[dict[str, Any], str, Any]],
+    timeout_s: float,
+) -> dict[str, Any]:
+    """acks=all: answer once every partition's high watermark passed its append."""
+    outcomes = await asyncio.gather(
+        *(
+            broker.replicas.wait_for_replication(name, response["index"], result, timeout_s)
+            for response, name, result in waiting
+        )
+    )
+    for (response, _name, _result), error_code in zip(waiting, outcomes, strict=True):
+        if error_code != ErrorCode.none:
+            response.update(_failed(response["index"], error_code, error_code.name))
+    return body
+
+
+def _failed(index: int, error_code: ErrorCode, message: str) -> dict[str, Any]:
+    return {
+        "index": index,
+        "error_code": error_code,
+        "base_offset": -1,
+        "log_append_time": -1,
+        "log_start_offset": -1,
+        "error_message": message,
+    }
 
 
 def _topic_name(broker: Broker, topic_data: Any) -> str | None:

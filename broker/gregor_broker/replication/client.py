@@ -1,0 +1,84 @@
+"""A minimal asyncio Kafka client for broker-to-broker requests.
+
+Followers use it to fetch from leaders and to ask OffsetForLeaderEpoch. One request
+at a time per connection (Kafka's replica fetcher also has one in flight). Requests
+are built and responses parsed with the same kio classes the server uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+from typing import Any
+
+from ..protocol import entities
+from ..protocol.wire import encode_unsigned_varint
+
+_HEADER = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+
+
+class BrokerConnectionError(ConnectionError):
+    pass
+
+
+class BrokerClient:
+    def __init__(self, host: str, port: int, client_id: str, *, timeout: float = 30.0) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id.encode()
+        self.timeout = timeout
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation_id = 0
+
+    async def connect(self) -> None:
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port, limit=1 << 20), self.timeout
+            )
+        except (OSError, TimeoutError) as error:
+            raise BrokerConnectionError(f"cannot reach {self.host}:{self.port}: {error}") from error
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            with contextlib.suppress(OSError, ConnectionError):
+                await self._writer.wait_closed()
+        self._reader = self._writer = None
+
+    async def request(self, api_key: int, version: int, data: dict[str, Any]) -> Any:
+        """Send one request and return the decoded kio response."""
+        if self._writer is None:
+            await self.connect()
+        assert self._reader is not None and self._writer is not None
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        flexible = entities.is_flexible(api_key, version)
+        request = entities.build(entities.payload_class(api_key, version, "request"), data)
+        header = _HEADER.pack(api_key, version, self._correlation_id)
+        header += struct.pack(">h", len(self.client_id)) + self.client_id
+        if flexible:
+            header += encode_unsigned_varint(0)
+        body = header + entities.encode(request)
+        try:
+            self._writer.write(_SIZE.pack(len(body)) + body)
+            await self._writer.drain()
+            size_bytes = await asyncio.wait_for(self._reader.readexactly(4), self.timeout)
+            (size,) = _SIZE.unpack(size_bytes)
+            frame = await asyncio.wait_for(self._reader.readexactly(size), self.timeout)
+        except (OSError, asyncio.IncompleteReadError, TimeoutError) as error:
+            await self.close()
+            raise BrokerConnectionError(
+                f"request to {self.host}:{self.port} failed: {error!r}"
+            ) from error
+        (correlation_id,) = _SIZE.unpack_from(frame, 0)
+        if correlation_id != self._correlation_id:
+            await self.close()
+            raise BrokerConnectionError("response correlation id does not match the request")
+        offset = 4
+        if flexible and api_key != 18:
+            offset += 1  # empty tagged fields of response header v1
+        reader = entities.response_reader(api_key, version)
+        response, _ = reader(frame, offset)
+        return response

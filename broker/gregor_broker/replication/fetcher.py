@@ -1,0 +1,335 @@
+"""Follower fetchers: copy leaders' logs to this broker with the Fetch API.
+
+One fetcher task per leader broker, fetching all partitions this broker follows from
+it, as Kafka's ReplicaFetcherThread does. Before fetching a partition after a leader
+change, the follower asks the leader where its own latest leader epoch ends
+(OffsetForLeaderEpoch) and truncates any divergent tail there (KIP-101). Truncating to
+the high watermark instead loses acknowledged writes (seed 001); that legacy mode exists
+only behind ``gregor.unsafe.truncate.to.high.watermark`` to demonstrate the difference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from ..log.checkpoints import UNDEFINED_EPOCH
+from ..protocol.record_batch import InvalidBatch, peek_offset_and_length, scan_batches
+from .client import BrokerClient, BrokerConnectionError
+
+if TYPE_CHECKING:
+    from ..server.replica_manager import ReplicaManager
+    from .partition import Partition
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 11
+OFFSET_FOR_LEADER_EPOCH_VERSION = 3
+RETRY_BACKOFF_S = 0.2
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class FollowedPartition:
+    partition: Partition
+    leader_epoch: int
+    needs_truncation: bool = True
+
+
+def complete_batches(records: bytes) -> bytes:
+    """The prefix of ``records`` made of whole batches (a response may end mid-batch)."""
+    position = 0
+    total = len(records)
+    while total - position >= 12:
+        _offset, length = peek_offset_and_length(records, position)
+        end = position + 12 + length
+        if length < 0 or end > total:
+            break
+        position = end
+    return records[:position]
+
+
+def _latest_epoch(item: FollowedPartition) -> int:
+    return item.partition.log.leader_epoch_cache.latest_epoch()
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader."""
+
+    def __init__(
+        self,
+        manager: ReplicaManager,
+        leader_id: int,
+        address: Callable[[int], tuple[str, int] | None],
+    ) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.address = address
+        self.partitions: dict[TopicPartition, FollowedPartition] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._client: BrokerClient | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._client is not None:
+            await self._client.close()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def _connection(self) -> BrokerClient | None:
+        address = self.address(self.leader_id)
+        if address is None:
+            return None
+        if self._client is None or (self._client.host, self._client.port) != address:
+            if self._client is not None:
+                await self._client.close()
+            self._client = BrokerClient(
+                *address, f"gregor-replica-{self.manager.broker_id}", timeout=30.0
+            )
+        return self._client
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                if not self.partitions:
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                client = await self._connection()
+                if client is None:
+                    await asyncio.sleep(RETRY_BACKOFF_S)
+                    continue
+                truncating = [f for f in self.partitions.values() if f.needs_truncation]
+                if truncating:
+                    await self._truncate(client, truncating)
+                    continue
+                await self._fetch(client)
+            except asyncio.CancelledError:
+                raise
+            except BrokerConnectionError as error:
+                log.info("fetcher for leader %d: %s; retrying", self.leader_id, error)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+            except Exception:
+                log.exception("fetcher for leader %d failed; retrying", self.leader_id)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+
+    # truncation ---------------------------------------------------------------------------
+    async def _truncate(self, client: BrokerClient, followed: list[FollowedPartition]) -> None:
+        if self.manager.truncate_to_high_watermark:
+            for item in followed:
+                partition = item.partition
+                partition.log.truncate_to(
+                    min(partition.log.high_watermark, partition.log.log_end_offset)
+                )
+                item.needs_truncation = False
+            return
+        by_topic: dict[str, list[FollowedPartition]] = {}
+        for item in followed:
+            by_topic.setdefault(item.partition.topic, []).append(item)
+        response = await client.request(
+            23,
+            OFFSET_FOR_LEADER_EPOCH_VERSION,
+            {
+                "replica_id": self.manager.broker_id,
+                "topics": [
+                    {
+                        "topic": topic,
+                        "partitions": [
+                            {
+                                "partition": item.partition.index,
+                                "current_leader_epoch": item.leader_epoch,
+                                "leader_epoch": _latest_epoch(item),
+                            }
+                            for item in items
+                        ],
+                    }
+                    for topic, items in by_topic.items()
+                ],
+            },
+        )
+        for topic in response.topics:
+            for answer in topic.partitions:
+                item = self.partitions.get((topic.topic, answer.partition))
+                if item is None:
+                    continue
+                if answer.error_code != ErrorCode.none:
+                    log.info(
+                        "OffsetForLeaderEpoch for %s-%d from %d: %s; retrying",
+                        topic.topic,
+                        answer.partition,
+                        self.leader_id,
+                        answer.error_code.name,
+                    )
+                    continue
+                self._apply_epoch_end(item, answer.leader_epoch, answer.end_offset)
+        if any(item.needs_truncation for item in followed):
+            await asyncio.sleep(RETRY_BACKOFF_S)
+
+    def _apply_epoch_end(self, item: FollowedPartition, epoch: int, end_offset: int) -> None:
+        partition_log = item.partition.log
+        if epoch == UNDEFINED_EPOCH or end_offset < 0:
+            # The leader knows nothing of our epochs: fall back to the high watermark,
+            # Kafka's behaviour for this case.
+            target = min(partition_log.high_watermark, partition_log.log_end_offset)
+        else:
+            _, local_end = partition_log.leader_epoch_cache.end_offset_for(epoch)
+            if local_end < 0:
+                local_end = partition_log.log_end_offset
+            target = min(end_offset, local_end, partition_log.log_end_offset)
+        if target < partition_log.log_end_offset:
+            log.info(
+                "truncating %s-%d from %d to %d (leader %d, epoch %d ends at %d)",
+                item.partition.topic,
+                item.partition.index,
+                partition_log.log_end_offset,
+                target,
+                self.leader_id,
+                epoch,
+                end_offset,
+            )
+            partition_log.truncate_to(target)
+        partition_log.high_watermark = min(
+            partition_log.high_watermark, partition_log.log_end_offset
+        )
+        item.needs_truncation = False
+
+    # fetching -----------------------------------------------------------------------------
+    async def _fetch(self, client: BrokerClient) -> None:
+        manager = self.manager
+        config = manager.replication_config
+        by_topic: dict[str, list[FollowedPartition]] = {}
+        for item in self.partitions.values():
+            by_topic.setdefault(item.partition.topic, []).append(item)
+        response = await client.request(
+            1,
+            FETCH_VERSION,
+            {
+                "replica_id": manager.broker_id,
+                "max_wait": config.fetch_wait_max_ms,
+                "min_bytes": config.fetch_min_bytes,
+                "max_bytes": config.fetch_response_max_bytes,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic": topic,
+                        "partitions": [
+                            {
+                                "partition": item.partition.index,
+                                "current_leader_epoch": item.leader_epoch,
+                                "fetch_offset": item.partition.log.log_end_offset,
+                                "log_start_offset": item.partition.log.log_start_offset,
+                                "partition_max_bytes": config.fetch_max_bytes,
+                            }
+                            for item in items
+                        ],
+                    }
+                    for topic, items in by_topic.items()
+                ],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            },
+        )
+        if response.error_code != ErrorCode.none:
+            log.warning("fetch from leader %d: %s", self.leader_id, response.error_code.name)
+            await asyncio.sleep(RETRY_BACKOFF_S)
+            return
+        backoff = False
+        for topic in response.responses:
+            for data in topic.partitions:
+                item = self.partitions.get((topic.topic, data.partition_index))
+                if item is None:
+                    continue
+                backoff |= not self._apply_fetched(item, data)
+        if backoff:
+            await asyncio.sleep(RETRY_BACKOFF_S)
+
+    def _apply_fetched(self, item: FollowedPartition, data: object) -> bool:
+        """Append what the leader sent; False when the partition needs a pause."""
+        partition = item.partition
+        partition_log = partition.log
+        error = data.error_code  # type: ignore[attr-defined]
+        if error == ErrorCode.offset_out_of_range:
+            item.needs_truncation = True
+            return False
+        if error != ErrorCode.none:
+            # NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH: metadata will catch up.
+            return False
+        records = data.records  # type: ignore[attr-defined]
+        if records:
+            whole = complete_batches(records)
+            if whole:
+                buffer = bytearray(whole)
+                try:
+                    headers = scan_batches(buffer)
+                except InvalidBatch as invalid:
+                    log.error(
+                        "leader %d sent a corrupt batch for %s-%d: %s",
+                        self.leader_id,
+                        partition.topic,
+                        partition.index,
+                        invalid,
+                    )
+                    return False
+                headers = [h for h in headers if h.base_offset >= partition_log.log_end_offset]
+                if headers:
+                    self.manager.append_as_follower(partition, buffer, headers)
+        leader_high_watermark = data.high_watermark  # type: ignore[attr-defined]
+        new_high_watermark = min(leader_high_watermark, partition_log.log_end_offset)
+        if new_high_watermark > partition_log.high_watermark:
+            partition_log.high_watermark = new_high_watermark
+        return True
+
+
+class ReplicaFetcherManager:
+    """Keeps one fetcher per leader and the partitions each one follows."""
+
+    def __init__(self, manager: ReplicaManager) -> None:
+        self.manager = manager
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+
+    def _address(self, broker_id: int) -> tuple[str, int] | None:
+        info = self.manager.metadata.brokers.get(broker_id)
+        return (info.host, info.port) if info is not None else None
+
+    def follow(self, partition: Partition) -> None:
+        """Fetch ``partition`` from its current leader (after truncation)."""
+        key = (partition.topic, partition.index)
+        for leader_id, fetcher in self.fetchers.items():
+            if leader_id != partition.leader:
+                fetcher.partitions.pop(key, None)
+        fetcher = self.fetchers.get(partition.leader)
+        if fetcher is None:
+            fetcher = self.fetchers[partition.leader] = ReplicaFetcher(
+                self.manager, partition.leader, self._address
+            )
+            fetcher.start()
+        current = fetcher.partitions.get(key)
+        if current is None or current.leader_epoch != partition.leader_epoch:
+            fetcher.partitions[key] = FollowedPartition(partition, partition.leader_epoch)
+            fetcher.wake()
+
+    def unfollow(self, key: TopicPartition) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.partitions.pop(key, None)
+
+    async def stop(self) -> None:
+        for fetcher in self.fetchers.values():
+            await fetcher.stop()
+        self.fetchers.clear()

@@ -1,0 +1,127 @@
+"""A hosted partition and the leader's view of its followers: ISR and high watermark.
+
+The rules are Kafka's (seed 001, KIP-101/320):
+- the leader tracks each follower's log end offset from the offsets it fetches at, and
+  when the follower last caught up with the leader's log end offset;
+- a follower that has not caught up for ``replica.lag.time.max.ms`` leaves the ISR; one
+  whose log end offset reaches the high watermark (within the current leader epoch)
+  rejoins it;
+- the high watermark is the smallest log end offset in the ISR, and never moves back.
+
+Pure bookkeeping: no I/O here. The replica manager writes ISR changes to ZooKeeper and
+only then applies them, so a leader that lost its leadership cannot shrink the ISR to
+itself and commit alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..log.partition_log import PartitionLog
+
+
+@dataclass(slots=True)
+class FollowerState:
+    log_end_offset: int = -1  # unknown until the follower fetches
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    last_fetch_leader_log_end_offset: int = -1
+
+
+@dataclass(slots=True)
+class Partition:
+    """A partition with a log here, and what the controller says about it."""
+
+    topic: str
+    index: int
+    topic_id: str | None
+    log: PartitionLog
+    replicas: tuple[int, ...] = ()
+    leader: int = -1
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    controller_epoch: int = 0
+    state_version: int = -1
+    followers: dict[int, FollowerState] = field(default_factory=dict)
+    isr_change_in_flight: bool = False
+
+    def is_leader(self, broker_id: int) -> bool:
+        return self.leader == broker_id
+
+    # leader side -------------------------------------------------------------------------
+    def become_leader(self, broker_id: int, now_ms: int) -> None:
+        """Start tracking followers afresh, as a new leader does (their offsets unknown)."""
+        self.log.high_watermark_follows_log_end = False
+        # Matches Kafka: the new epoch starts at the leader's log end offset, recorded
+        # at election so OffsetForLeaderEpoch answers right before the first append.
+        if self.leader_epoch > self.log.leader_epoch_cache.latest_epoch():
+            self.log.leader_epoch_cache.assign(self.leader_epoch, self.log.log_end_offset)
+        self.followers = {
+            replica: FollowerState(last_caught_up_ms=now_ms if replica in self.isr else 0)
+            for replica in self.replicas
+            if replica != broker_id
+        }
+
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        """A follower fetched at ``fetch_offset``: that is its log end offset (Kafka)."""
+        follower = self.followers.get(replica_id)
+        if follower is None:
+            follower = self.followers[replica_id] = FollowerState()
+        leader_end = self.log.log_end_offset
+        if fetch_offset >= leader_end:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, now_ms)
+        elif fetch_offset >= follower.last_fetch_leader_log_end_offset >= 0:
+            # Caught up with where the leader was at the previous fetch.
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        follower.log_end_offset = fetch_offset
+        follower.last_fetch_leader_log_end_offset = leader_end
+        follower.last_fetch_ms = now_ms
+
+    def high_watermark_candidate(self, broker_id: int) -> int:
+        offsets = [self.log.log_end_offset]
+        for replica in self.isr:
+            if replica == broker_id:
+                continue
+            follower = self.followers.get(replica)
+            offsets.append(follower.log_end_offset if follower is not None else -1)
+        return min(offsets)
+
+    def maybe_advance_high_watermark(self, broker_id: int) -> bool:
+        """Move the high watermark to the ISR's minimum log end offset; True if it moved."""
+        candidate = self.high_watermark_candidate(broker_id)
+        if candidate > self.log.high_watermark:
+            self.log.high_watermark = candidate
+            return True
+        return False
+
+    def out_of_sync_replicas(self, broker_id: int, now_ms: int, lag_ms: int) -> set[int]:
+        lagging = set()
+        for replica in self.isr:
+            if replica == broker_id:
+                continue
+            follower = self.followers.get(replica)
+            caught_up = follower.last_caught_up_ms if follower is not None else 0
+            if now_ms - caught_up > lag_ms:
+                lagging.add(replica)
+        return lagging
+
+    def may_rejoin_isr(self, replica_id: int) -> bool:
+        """Kafka: a follower rejoins once it reached the high watermark and holds the
+        current leader epoch's first offset, so it has no stale divergent tail."""
+        if replica_id in self.isr or replica_id not in self.replicas:
+            return False
+        follower = self.followers.get(replica_id)
+        if follower is None:
+            return False
+        epoch_start = next(
+            (
+                start
+                for epoch, start in self.log.leader_epoch_cache.entries()
+                if epoch == self.leader_epoch
+            ),
+            self.log.log_end_offset,
+        )
+        return (
+            follower.log_end_offset >= self.log.high_watermark
+            and follower.log_end_offset >= epoch_start
+        )

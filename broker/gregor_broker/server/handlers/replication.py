@@ -1,0 +1,53 @@
+"""OffsetForLeaderEpoch: where a leader epoch ends in this leader's log (KIP-101).
+
+A follower (or a KIP-320 consumer) sends the latest epoch it has; the answer is the
+largest epoch at or below it that this log knows and the offset where that epoch ends,
+so the asker truncates any tail written under a leadership that did not last.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from ..replica_manager import PartitionError
+from .fetch import _check_leader_epoch
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..request_router import RequestContext
+
+
+def handle_offset_for_leader_epoch(broker: Broker, context: RequestContext, request: Any) -> Any:
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for requested in topic.partitions:
+            index = requested.partition
+            try:
+                partition = broker.replicas.leader_partition(topic.topic, index)
+                _check_leader_epoch(partition, requested.current_leader_epoch)
+            except PartitionError as error:
+                partitions.append(
+                    {
+                        "error_code": error.error_code,
+                        "partition": index,
+                        "leader_epoch": -1,
+                        "end_offset": -1,
+                    }
+                )
+                continue
+            epoch, end_offset = partition.log.leader_epoch_cache.end_offset_for(
+                requested.leader_epoch
+            )
+            partitions.append(
+                {
+                    "error_code": ErrorCode.none,
+                    "partition": index,
+                    "leader_epoch": epoch,
+                    "end_offset": end_offset,
+                }
+            )
+        topics.append({"topic": topic.topic, "partitions": partitions})
+    return {"topics": topics, "throttle_time": 0}
