@@ -56,3 +56,88 @@ def host_port(bootstrap: str) -> tuple[str, int]:
     match = re.fullmatch(r"(.+):(\d+)", bootstrap)
     assert match is not None
     return match.group(1), int(match.group(2))
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.2) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout`` seconds pass."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return True
+        except Exception:  # noqa: BLE001 - transient client errors while a cluster settles
+            pass
+        time.sleep(interval)
+    return bool(predicate())
+
+
+def create_topic(
+    bootstrap: str,
+    name: str,
+    *,
+    partitions: int = 1,
+    replication_factor: int = 1,
+    config: dict[str, str] | None = None,
+) -> None:
+    import confluent_kafka.admin
+
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    topic = confluent_kafka.admin.NewTopic(
+        name, partitions, replication_factor, config=config or {}
+    )
+    for future in admin.create_topics([topic], operation_timeout=30).values():
+        future.result(60)
+
+
+def produce_values(bootstrap: str, topic: str, values: list[bytes], *, acks="all") -> list[int]:
+    """Produce and return the offsets the broker acknowledged (fails on any error)."""
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "acks": str(acks), "linger.ms": 2}
+    )
+    offsets: list[int] = []
+    errors = []
+
+    def delivered(error, message) -> None:
+        if error is not None:
+            errors.append(error)
+        else:
+            offsets.append(message.offset())
+
+    for value in values:
+        producer.produce(topic, value, on_delivery=delivered)
+    assert producer.flush(60) == 0
+    assert errors == [], errors
+    return offsets
+
+
+def consume_values(
+    bootstrap: str, topic: str, count: int, *, partitions: int = 1, timeout: float = 60
+) -> list[bytes]:
+    """Read ``count`` values from offset 0 of every partition (assign, no group)."""
+    import time
+
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 1,
+        }
+    )
+    consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            for message in consumer.consume(10_000, 0.5):
+                if message.error() is None:
+                    values.append(message.value())
+    finally:
+        consumer.close()
+    return values

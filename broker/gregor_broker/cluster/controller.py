@@ -200,6 +200,17 @@ class Controller:
             return
         state, version = current
         if state.leader in self._live_brokers:
+            dead_in_sync = [r for r in state.isr if r not in self._live_brokers]
+            if dead_in_sync:
+                # Matches Kafka: a replica on a dead broker leaves the ISR at once, so
+                # acks=all does not wait replica.lag.time.max.ms for it.
+                isr = tuple(r for r in state.isr if r in self._live_brokers)
+                self._write_state(
+                    topic,
+                    index,
+                    PartitionState(self.epoch, state.leader, state.leader_epoch, isr),
+                    version,
+                )
             return
         in_sync_live = [r for r in replicas if r in state.isr and r in self._live_brokers]
         if in_sync_live:
@@ -217,12 +228,17 @@ class Controller:
             leader = -1
             isr = state.isr
         new_state = PartitionState(self.epoch, leader, state.leader_epoch + 1, isr)
-        try:
-            self.admin.set_partition_state(topic, index, new_state, version)
+        if self._write_state(topic, index, new_state, version):
             self.elections_total += 1
+
+    def _write_state(self, topic: str, index: int, state: PartitionState, version: int) -> bool:
+        try:
+            self.admin.set_partition_state(topic, index, state, version)
+            return True
         except BadVersionError:
             log.info("partition state of %s-%d changed meanwhile; re-reading", topic, index)
             self._events.put(("topic", topic))
+            return False
 
     def _delete_topic(self, topic: str) -> None:
         request = zk_paths.delete_topic_path(topic)
