@@ -536,6 +536,13 @@ class BrokerConfig:
     offsets_commit_timeout_ms: int = _key(
         5000, _T.INT, "Offset commit waits this long for replication.", validator=at_least(1)
     )
+    offsets_retention_check_interval_ms: int = _key(
+        600000, _T.LONG, "How often the group coordinator removes expired offsets.",
+        validator=at_least(1),
+    )
+    offset_metadata_max_bytes: int = _key(
+        4096, _T.INT, "Largest metadata string an offset commit may carry."
+    )
     group_initial_rebalance_delay_ms: int = _key(
         3000, _T.INT, "Wait for more members before the first rebalance of a new group."
     )

@@ -27,6 +27,7 @@ from ..cluster.controller import Controller
 from ..cluster.metadata_cache import MetadataCache, ZooKeeperMetadataWatcher
 from ..cluster.models import BrokerRegistration
 from ..config import BrokerConfig, log_config_for
+from ..coordinator.service import CoordinatorService
 from ..log.log_manager import LogManager
 from ..metrics import MetricsServer
 from .connection import Connection, SendfileCounter
@@ -130,6 +131,8 @@ class Broker:
             replication_config=replication_config_for(config),
         )
         self.topic_admin = TopicAdmin(self, self.zk_admin)
+        # Before metadata arrives: it listens for __consumer_offsets leadership.
+        self.coordinator = CoordinatorService(self)
         self.metadata.listeners.append(self._schedule_reconcile)
         self.watcher = ZooKeeperMetadataWatcher(self.zk, self.metadata, loop)
         await asyncio.to_thread(self.watcher.start)
@@ -152,6 +155,7 @@ class Broker:
             unclean_leader_election_for=self._unclean_election_enabled,
         )
         await asyncio.to_thread(self.controller.start)
+        self.coordinator.start()
         self._tasks = [
             asyncio.create_task(
                 self._every(config.log_retention_check_interval_ms, self._retention)
@@ -305,6 +309,8 @@ class Broker:
             await self._controlled_shutdown()
         for task in self._tasks:
             task.cancel()
+        if getattr(self, "coordinator", None) is not None:
+            await self.coordinator.stop()
         if self.metrics_server is not None:
             await self.metrics_server.stop()
         if getattr(self, "replicas", None) is not None:

@@ -204,7 +204,9 @@ class ReplicaManager:
             try:
                 listener(partition)
             except Exception:
-                log.exception("leadership listener failed for %s-%d", partition.topic, partition.index)
+                log.exception(
+                    "leadership listener failed for %s-%d", partition.topic, partition.index
+                )
 
     # high watermark and ISR ------------------------------------------------------------
     def _after_high_watermark_inputs_changed(self, partition: Partition) -> None:

@@ -14,9 +14,23 @@ from .configs import (
     handle_incremental_alter_configs,
 )
 from .fetch import handle_fetch
+from .groups import (
+    handle_delete_groups,
+    handle_describe_groups,
+    handle_find_coordinator,
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_list_groups,
+    handle_offset_commit,
+    handle_offset_delete,
+    handle_offset_fetch,
+    handle_sync_group,
+)
 from .list_offsets import handle_list_offsets
 from .metadata import handle_metadata
 from .produce import handle_produce
+from .producer_ids import handle_init_producer_id
 from .records_admin import handle_delete_records
 from .replication import handle_offset_for_leader_epoch
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
@@ -28,15 +42,27 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(1, "Fetch", 4, 16, handle_fetch),
         ApiSpec(2, "ListOffsets", 1, 10, handle_list_offsets),
         ApiSpec(3, "Metadata", 0, 13, handle_metadata),
+        ApiSpec(8, "OffsetCommit", 2, 8, handle_offset_commit),
+        ApiSpec(9, "OffsetFetch", 1, 8, handle_offset_fetch),
+        ApiSpec(10, "FindCoordinator", 0, 6, handle_find_coordinator),
+        ApiSpec(11, "JoinGroup", 0, 9, handle_join_group),
+        ApiSpec(12, "Heartbeat", 0, 4, handle_heartbeat),
+        ApiSpec(13, "LeaveGroup", 0, 5, handle_leave_group),
+        ApiSpec(14, "SyncGroup", 0, 5, handle_sync_group),
+        ApiSpec(15, "DescribeGroups", 0, 5, handle_describe_groups),
+        ApiSpec(16, "ListGroups", 0, 5, handle_list_groups),
         ApiSpec(18, "ApiVersions", 0, 4, handle_api_versions),
         ApiSpec(19, "CreateTopics", 2, 7, handle_create_topics),
         ApiSpec(20, "DeleteTopics", 1, 6, handle_delete_topics),
         ApiSpec(21, "DeleteRecords", 0, 2, handle_delete_records),
+        ApiSpec(22, "InitProducerId", 0, 5, handle_init_producer_id),
         ApiSpec(23, "OffsetForLeaderEpoch", 2, 4, handle_offset_for_leader_epoch),
         ApiSpec(32, "DescribeConfigs", 1, 4, handle_describe_configs),
         ApiSpec(33, "AlterConfigs", 0, 2, handle_alter_configs),
         ApiSpec(37, "CreatePartitions", 0, 3, handle_create_partitions),
+        ApiSpec(42, "DeleteGroups", 0, 2, handle_delete_groups),
         ApiSpec(44, "IncrementalAlterConfigs", 0, 1, handle_incremental_alter_configs),
+        ApiSpec(47, "OffsetDelete", 0, 0, handle_offset_delete),
         ApiSpec(60, "DescribeCluster", 0, 2, handle_describe_cluster),
     ]
 }

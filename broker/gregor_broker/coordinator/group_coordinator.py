@@ -1,0 +1,941 @@
+"""The group coordinator's rules: Kafka's classic ``GroupCoordinator`` as a state machine.
+
+Everything here is synchronous and free of I/O. Time comes in as ``now_ms``; the
+caller calls ``tick(now_ms)`` regularly so that session timeouts, rebalance timeouts
+and ``group.initial.rebalance.delay.ms`` fire. JoinGroup and SyncGroup responses that
+must wait for other members are delivered later through the ``respond`` callback given
+with the request. Writes to ``__consumer_offsets`` go through the injected ``Store``
+(records already encoded in Kafka's format), which answers with an error code.
+
+Which groups this coordinator owns follows the ``__consumer_offsets`` partitions this
+broker leads: ``load_partition`` adopts the groups replayed from one partition,
+``unload_partition`` drops them (their members get NOT_COORDINATOR and find the new
+coordinator).
+
+The flow, as in Kafka: members JoinGroup → the group prepares a rebalance and waits
+until every known member has rejoined (or the rebalance timeout passes, dropping the
+ones that did not) → the next generation starts, the leader receives every member's
+subscription → the leader's SyncGroup carries the assignment → every member receives
+its own and the group is Stable. Heartbeats keep members alive and tell them (with
+REBALANCE_IN_PROGRESS) when to rejoin.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kio.schema.errors import ErrorCode
+
+from .group import Group, GroupState, Member
+from .records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    LoadedPartition,
+    MemberRecord,
+    OffsetAndMetadata,
+    OffsetCommitKey,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+    partition_for,
+)
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_MEMBER_ID = ""
+# Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a new member that never completes
+# its first join is dropped after this long.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+
+Records = list[tuple[bytes, bytes | None]]
+TopicPartition = tuple[str, int]
+
+
+class Store(Protocol):
+    def append(self, group_id: str, records: Records) -> ErrorCode:
+        """Append records to the group's ``__consumer_offsets`` partition."""
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    num_partitions: int = 50
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_initial_rebalance_delay_ms: int = 3000
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offset_metadata_max_bytes: int = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    client_id: str = ""
+    client_host: str = ""
+    # JoinGroup v4+: a new member first gets MEMBER_ID_REQUIRED and its member id.
+    require_known_member_id: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class JoinResult:
+    error: ErrorCode
+    member_id: str = UNKNOWN_MEMBER_ID
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    # (member id, group instance id, metadata); only the leader gets them
+    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+    skip_assignment: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    error: ErrorCode
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    group_id: str
+    state: GroupState
+    protocol_type: str
+    protocol_name: str
+    # (member id, instance id, client id, client host, metadata, assignment)
+    members: list[tuple[str, str | None, str, str, bytes, bytes]]
+
+
+JoinCallback = Callable[[JoinResult], None]
+SyncCallback = Callable[[SyncResult], None]
+
+
+class GroupCoordinator:
+    def __init__(self, config: CoordinatorConfig, store: Store) -> None:
+        self.config = config
+        self.store = store
+        self.groups: dict[str, Group] = {}
+        # The real partition count of __consumer_offsets once it exists (Kafka too uses
+        # the topic's count, not the config, when they differ).
+        self.num_partitions = config.num_partitions
+        self.owned_partitions: set[int] = set()
+        self.loading_partitions: set[int] = set()
+
+    # -- ownership ----------------------------------------------------------------------
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def ownership_error(self, group_id: str) -> ErrorCode | None:
+        """NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when this broker cannot
+        serve the group now, None when it can."""
+        partition = self.partition_for(group_id)
+        if partition in self.loading_partitions:
+            return ErrorCode.coordinator_load_in_progress
+        if partition not in self.owned_partitions:
+            return ErrorCode.not_coordinator
+        return None
+
+    def begin_loading(self, partition: int) -> None:
+        self.loading_partitions.add(partition)
+
+    def load_partition(self, partition: int, loaded: LoadedPartition, now_ms: int) -> None:
+        """Adopt the groups replayed from ``partition`` (Kafka's loadGroupsAndOffsets):
+        a group with members comes back Stable, its members with fresh session timers."""
+        for group_id in set(loaded.groups) | set(loaded.offsets):
+            if self.partition_for(group_id) != partition:
+                continue
+            value = loaded.groups.get(group_id)
+            group = Group(group_id)
+            group.offsets = dict(loaded.offsets.get(group_id, {}))
+            if value is not None:
+                group.generation_id = value.generation
+                group.protocol_type = value.protocol_type or None
+                group.protocol_name = value.protocol
+                group.state_timestamp_ms = value.current_state_timestamp
+                for record in value.members:
+                    member = Member(
+                        record.member_id,
+                        record.group_instance_id,
+                        record.client_id,
+                        record.client_host,
+                        record.rebalance_timeout_ms,
+                        record.session_timeout_ms,
+                        value.protocol_type,
+                        [(value.protocol or "", record.subscription)],
+                        assignment=record.assignment,
+                        heartbeat_deadline_ms=now_ms + record.session_timeout_ms,
+                    )
+                    group.add(member)
+                group.leader_id = value.leader if value.leader in group.members else None
+                if group.members and group.leader_id is None:
+                    group.leader_id = next(iter(group.members))
+                group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+            self.groups[group_id] = group
+        self.loading_partitions.discard(partition)
+        self.owned_partitions.add(partition)
+
+    def unload_partition(self, partition: int) -> None:
+        """Leadership of the partition moved: forget its groups; waiting members get
+        NOT_COORDINATOR and look the coordinator up again."""
+        self.owned_partitions.discard(partition)
+        self.loading_partitions.discard(partition)
+        for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
+            group = self.groups.pop(group_id)
+            for member in group.members.values():
+                self._respond_join(member, JoinResult(ErrorCode.not_coordinator, member.member_id))
+                self._respond_sync(member, SyncResult(ErrorCode.not_coordinator))
+            group.state = GroupState.DEAD
+
+    # -- JoinGroup ----------------------------------------------------------------------
+    def join(self, request: JoinRequest, now_ms: int, respond: JoinCallback) -> None:
+        error = self.ownership_error(request.group_id)
+        if error is not None:
+            respond(JoinResult(error, request.member_id))
+            return
+        config = self.config
+        if not (
+            config.group_min_session_timeout_ms
+            <= request.session_timeout_ms
+            <= config.group_max_session_timeout_ms
+        ):
+            respond(JoinResult(ErrorCode.invalid_session_timeout, request.member_id))
+            return
+        group = self.groups.get(request.group_id)
+        if group is None:
+            if request.member_id != UNKNOWN_MEMBER_ID:
+                respond(JoinResult(ErrorCode.unknown_member_id, request.member_id))
+                return
+            group = Group(request.group_id, state_timestamp_ms=now_ms)
+            self.groups[request.group_id] = group
+        if group.state is GroupState.DEAD:
+            # The group was deleted meanwhile; the member retries and recreates it.
+            respond(JoinResult(ErrorCode.coordinator_not_available, request.member_id))
+            return
+        if not group.supports_protocols(request.protocol_type, request.protocols):
+            respond(JoinResult(ErrorCode.inconsistent_group_protocol, request.member_id))
+            return
+        if request.member_id == UNKNOWN_MEMBER_ID:
+            self._join_new_member(group, request, now_ms, respond)
+        else:
+            self._join_current_member(group, request, now_ms, respond)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self._try_complete_join(group, now_ms)
+
+    def _new_member_id(self, request: JoinRequest) -> str:
+        prefix = request.group_instance_id or request.client_id
+        return f"{prefix}-{uuid.uuid4()}"
+
+    def _join_new_member(
+        self, group: Group, request: JoinRequest, now_ms: int, respond: JoinCallback
+    ) -> None:
+        member_id = self._new_member_id(request)
+        if request.group_instance_id is not None:
+            old_id = group.static_members.get(request.group_instance_id)
+            if old_id is None:
+                self._add_member_and_rebalance(group, member_id, request, now_ms, respond)
+            else:
+                self._update_static_member(group, old_id, member_id, request, now_ms, respond)
+        elif request.require_known_member_id:
+            # KIP-394: the member must come back with this id, so that a client retrying
+            # a timed-out join does not leave orphan members behind.
+            group.pending_members[member_id] = now_ms + request.session_timeout_ms
+            respond(JoinResult(ErrorCode.member_id_required, member_id))
+        else:
+            self._add_member_and_rebalance(group, member_id, request, now_ms, respond)
+
+    def _join_current_member(
+        self, group: Group, request: JoinRequest, now_ms: int, respond: JoinCallback
+    ) -> None:
+        member_id = request.member_id
+        if member_id in group.pending_members:
+            if request.group_instance_id is not None:
+                respond(JoinResult(ErrorCode.unknown_member_id, member_id))
+                return
+            self._add_member_and_rebalance(group, member_id, request, now_ms, respond)
+            return
+        if group.is_static_member_fenced(member_id, request.group_instance_id):
+            respond(JoinResult(ErrorCode.fenced_instance_id, member_id))
+            return
+        member = group.members.get(member_id)
+        if member is None or group.is_in(GroupState.EMPTY, GroupState.DEAD):
+            respond(JoinResult(ErrorCode.unknown_member_id, member_id))
+            return
+        state = group.state
+        if state is GroupState.PREPARING_REBALANCE:
+            self._update_member_and_rebalance(group, member, request, now_ms, respond)
+        elif state is GroupState.COMPLETING_REBALANCE:
+            if member.matches(request.protocols):
+                # A retry of a join that completed: answer with the current generation.
+                respond(self._join_result(group, member))
+            else:
+                self._update_member_and_rebalance(group, member, request, now_ms, respond)
+        elif state is GroupState.STABLE:
+            if member_id == group.leader_id or not member.matches(request.protocols):
+                # The leader rejoins to force a rebalance (e.g. metadata changed), or a
+                # member changed its subscription.
+                self._update_member_and_rebalance(group, member, request, now_ms, respond)
+            else:
+                member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+                respond(self._join_result(group, member, with_members=False))
+
+    def _add_member_and_rebalance(
+        self,
+        group: Group,
+        member_id: str,
+        request: JoinRequest,
+        now_ms: int,
+        respond: JoinCallback,
+    ) -> None:
+        member = Member(
+            member_id,
+            request.group_instance_id,
+            request.client_id,
+            request.client_host,
+            request.rebalance_timeout_ms,
+            request.session_timeout_ms,
+            request.protocol_type,
+            list(request.protocols),
+            awaiting_join=respond,
+            is_new=True,
+            heartbeat_deadline_ms=now_ms + NEW_MEMBER_JOIN_TIMEOUT_MS,
+        )
+        if group.state is GroupState.PREPARING_REBALANCE and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member)
+        self._maybe_prepare_rebalance(group, now_ms, f"member {member_id} joined")
+
+    def _update_member_and_rebalance(
+        self,
+        group: Group,
+        member: Member,
+        request: JoinRequest,
+        now_ms: int,
+        respond: JoinCallback,
+    ) -> None:
+        member.protocols = list(request.protocols)
+        member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        member.session_timeout_ms = request.session_timeout_ms
+        member.awaiting_join = respond
+        self._maybe_prepare_rebalance(group, now_ms, f"member {member.member_id} rejoined")
+
+    def _update_static_member(
+        self,
+        group: Group,
+        old_id: str,
+        new_id: str,
+        request: JoinRequest,
+        now_ms: int,
+        respond: JoinCallback,
+    ) -> None:
+        """KIP-345: a static member restarted under the same group.instance.id takes over
+        its old member id and assignment; a Stable group does not rebalance unless the
+        group's protocol would change."""
+        current_leader = group.leader_id or ""
+        old = group.members[old_id]
+        # Whoever still waits under the old id has been replaced.
+        self._respond_join(old, JoinResult(ErrorCode.fenced_instance_id, old_id))
+        self._respond_sync(old, SyncResult(ErrorCode.fenced_instance_id))
+        assert request.group_instance_id is not None
+        member = group.replace_static_member(request.group_instance_id, old_id, new_id)
+        member.heartbeat_deadline_ms = now_ms + request.session_timeout_ms
+        member.protocols = list(request.protocols)
+        member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        member.session_timeout_ms = request.session_timeout_ms
+        member.client_id = request.client_id
+        member.client_host = request.client_host
+        member.awaiting_join = respond
+        if group.state is GroupState.STABLE:
+            if group.protocol_name == group.select_protocol():
+                error = self._store_group(group)
+                if error is not ErrorCode.none:
+                    # Undo, as Kafka does, so that the old member id stays valid.
+                    member.awaiting_join = None
+                    group.replace_static_member(request.group_instance_id, new_id, old_id)
+                    respond(JoinResult(error, UNKNOWN_MEMBER_ID))
+                    return
+                # Kafka answers with the old leader id so that this member does not run
+                # an assignment a Stable group would not broadcast.
+                member.awaiting_join = None
+                member.is_new = False
+                respond(
+                    JoinResult(
+                        ErrorCode.none,
+                        new_id,
+                        group.generation_id,
+                        group.protocol_type,
+                        group.protocol_name,
+                        current_leader,
+                    )
+                )
+            else:
+                self._maybe_prepare_rebalance(group, now_ms, "static member changed protocol")
+        elif group.state is GroupState.COMPLETING_REBALANCE:
+            # The leader may already be assigning to the old member id.
+            self._prepare_rebalance(group, now_ms, "static member rejoined during sync")
+
+    def _join_result(
+        self, group: Group, member: Member, *, with_members: bool = True
+    ) -> JoinResult:
+        members: list[tuple[str, str | None, bytes]] = []
+        if with_members and member.member_id == group.leader_id and group.protocol_name:
+            members = [
+                (m.member_id, m.group_instance_id, m.metadata(group.protocol_name))
+                for m in group.members.values()
+            ]
+        return JoinResult(
+            ErrorCode.none,
+            member.member_id,
+            group.generation_id,
+            group.protocol_type,
+            group.protocol_name,
+            group.leader_id or "",
+            members,
+        )
+
+    # -- rebalance ----------------------------------------------------------------------
+    def _maybe_prepare_rebalance(self, group: Group, now_ms: int, reason: str) -> None:
+        if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY):
+            self._prepare_rebalance(group, now_ms, reason)
+
+    def _prepare_rebalance(self, group: Group, now_ms: int, reason: str) -> None:
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            for member in group.members.values():
+                member.assignment = b""
+                self._respond_sync(member, SyncResult(ErrorCode.rebalance_in_progress))
+        if group.state is GroupState.EMPTY:
+            # group.initial.rebalance.delay.ms: a new group waits for more members to
+            # arrive, extending the delay while they keep coming, within the rebalance
+            # timeout (Kafka's InitialDelayedJoin).
+            delay = self.config.group_initial_rebalance_delay_ms
+            group.initial_delay_active = True
+            group.initial_delay_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
+            group.new_member_added = False
+            group.rebalance_deadline_ms = now_ms + delay
+        else:
+            group.initial_delay_active = False
+            group.rebalance_deadline_ms = now_ms + group.rebalance_timeout_ms()
+        log.info(
+            "preparing to rebalance group %s in state %s with old generation %d (%s)",
+            group.group_id,
+            group.state.value,
+            group.generation_id,
+            reason,
+        )
+        group.transition_to(GroupState.PREPARING_REBALANCE, now_ms)
+
+    def _try_complete_join(self, group: Group, now_ms: int) -> None:
+        if group.initial_delay_active:
+            return  # the initial delay runs to its end (ticks)
+        if group.has_all_members_joined():
+            self._complete_join(group, now_ms)
+
+    def _complete_join(self, group: Group, now_ms: int) -> None:
+        group.rebalance_deadline_ms = None
+        group.initial_delay_active = False
+        for member in [m for m in group.members.values() if m.awaiting_join is None]:
+            log.info(
+                "group %s: member %s did not rejoin in time; removing it",
+                group.group_id,
+                member.member_id,
+            )
+            group.remove(member.member_id)
+        group.pending_members.clear()
+        if group.state is GroupState.DEAD:
+            return
+        group.generation_id += 1
+        if group.members:
+            group.protocol_name = group.select_protocol()
+            group.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
+        else:
+            group.protocol_name = None
+            group.transition_to(GroupState.EMPTY, now_ms)
+        log.info(
+            "group %s: generation %d (%s) with %d members",
+            group.group_id,
+            group.generation_id,
+            group.protocol_name,
+            len(group.members),
+        )
+        if group.state is GroupState.EMPTY:
+            self._store_group(group)
+            return
+        for member in group.members.values():
+            result = self._join_result(group, member)
+            member.is_new = False
+            member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+            self._respond_join(member, result)
+
+    # -- SyncGroup ----------------------------------------------------------------------
+    def sync(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+        now_ms: int,
+        respond: SyncCallback,
+    ) -> None:
+        error = self.ownership_error(group_id)
+        group = self.groups.get(group_id)
+        if error is None and group is None:
+            error = ErrorCode.unknown_member_id
+        if error is not None:
+            respond(SyncResult(error))
+            return
+        assert group is not None
+        error = self._validate_member(group, member_id, group_instance_id)
+        if error is None and generation_id != group.generation_id:
+            error = ErrorCode.illegal_generation
+        if error is None and (
+            (protocol_type is not None and protocol_type != group.protocol_type)
+            or (protocol_name is not None and protocol_name != group.protocol_name)
+        ):
+            error = ErrorCode.inconsistent_group_protocol
+        if error is not None:
+            respond(SyncResult(error))
+            return
+        member = group.members[member_id]
+        if group.state is GroupState.EMPTY:
+            respond(SyncResult(ErrorCode.unknown_member_id))
+        elif group.state is GroupState.PREPARING_REBALANCE:
+            respond(SyncResult(ErrorCode.rebalance_in_progress))
+        elif group.state is GroupState.COMPLETING_REBALANCE:
+            member.awaiting_sync = respond
+            member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+            if member_id == group.leader_id:
+                for other in group.members.values():
+                    other.assignment = assignments.get(other.member_id, b"")
+                store_error = self._store_group(group)
+                if store_error is not ErrorCode.none:
+                    for other in group.members.values():
+                        other.assignment = b""
+                        self._respond_sync(other, SyncResult(store_error))
+                    self._prepare_rebalance(group, now_ms, "storing the assignment failed")
+                    return
+                group.transition_to(GroupState.STABLE, now_ms)
+                for other in group.members.values():
+                    self._respond_sync(
+                        other,
+                        SyncResult(
+                            ErrorCode.none,
+                            other.assignment,
+                            group.protocol_type,
+                            group.protocol_name,
+                        ),
+                    )
+        elif group.state is GroupState.STABLE:
+            member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+            respond(
+                SyncResult(
+                    ErrorCode.none, member.assignment, group.protocol_type, group.protocol_name
+                )
+            )
+        else:
+            respond(SyncResult(ErrorCode.coordinator_not_available))
+
+    # -- Heartbeat / LeaveGroup -----------------------------------------------------------
+    def heartbeat(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        now_ms: int,
+    ) -> ErrorCode:
+        error = self.ownership_error(group_id)
+        if error is not None:
+            return error
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.unknown_member_id
+        error = self._validate_member(group, member_id, group_instance_id)
+        if error is not None:
+            return error
+        if generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
+        member = group.members[member_id]
+        if group.state is GroupState.EMPTY:
+            return ErrorCode.unknown_member_id
+        member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def leave(
+        self, group_id: str, members: list[tuple[str, str | None]], now_ms: int
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        """LeaveGroup for (member id, group instance id) pairs: the top-level error and
+        one error per member (v3+ batches members; older versions send one)."""
+        error = self.ownership_error(group_id)
+        if error is not None:
+            return error, [error] * len(members)
+        group = self.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return ErrorCode.none, [ErrorCode.unknown_member_id] * len(members)
+        results = []
+        for member_id, instance_id in members:
+            if instance_id is not None:
+                registered = group.static_members.get(instance_id)
+                if registered is None:
+                    results.append(ErrorCode.unknown_member_id)
+                    continue
+                if member_id != UNKNOWN_MEMBER_ID and member_id != registered:
+                    results.append(ErrorCode.fenced_instance_id)
+                    continue
+                member_id = registered
+            if member_id in group.pending_members:
+                del group.pending_members[member_id]
+                results.append(ErrorCode.none)
+                if group.state is GroupState.PREPARING_REBALANCE:
+                    self._try_complete_join(group, now_ms)
+                continue
+            if member_id not in group.members:
+                results.append(ErrorCode.unknown_member_id)
+                continue
+            self._remove_member_and_update_group(group, member_id, now_ms, "left the group")
+            results.append(ErrorCode.none)
+        return ErrorCode.none, results
+
+    def _remove_member_and_update_group(
+        self, group: Group, member_id: str, now_ms: int, reason: str
+    ) -> None:
+        member = group.remove(member_id)
+        if member is not None:
+            self._respond_join(member, JoinResult(ErrorCode.unknown_member_id, member_id))
+            self._respond_sync(member, SyncResult(ErrorCode.unknown_member_id))
+        if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, now_ms, f"member {member_id} {reason}")
+        elif group.state is GroupState.PREPARING_REBALANCE:
+            self._try_complete_join(group, now_ms)
+
+    def _validate_member(
+        self, group: Group, member_id: str, instance_id: str | None
+    ) -> ErrorCode | None:
+        if group.state is GroupState.DEAD:
+            return ErrorCode.coordinator_not_available
+        if group.is_static_member_fenced(member_id, instance_id):
+            return ErrorCode.fenced_instance_id
+        if member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        return None
+
+    # -- timers ---------------------------------------------------------------------------
+    def tick(self, now_ms: int) -> None:
+        """Expire sessions, pending members and rebalance deadlines."""
+        for group in list(self.groups.values()):
+            for member_id, deadline in list(group.pending_members.items()):
+                if now_ms >= deadline:
+                    del group.pending_members[member_id]
+                    if group.state is GroupState.PREPARING_REBALANCE:
+                        self._try_complete_join(group, now_ms)
+            for member in list(group.members.values()):
+                if self._keep_alive(member, now_ms):
+                    continue
+                log.info(
+                    "group %s: member %s session expired (%d ms); removing it",
+                    group.group_id,
+                    member.member_id,
+                    member.session_timeout_ms,
+                )
+                self._remove_member_and_update_group(
+                    group, member.member_id, now_ms, "session expired"
+                )
+            if (
+                group.state is GroupState.PREPARING_REBALANCE
+                and group.rebalance_deadline_ms is not None
+                and now_ms >= group.rebalance_deadline_ms
+            ):
+                if (
+                    group.initial_delay_active
+                    and group.new_member_added
+                    and group.initial_delay_remaining_ms > 0
+                ):
+                    delay = min(
+                        self.config.group_initial_rebalance_delay_ms,
+                        group.initial_delay_remaining_ms,
+                    )
+                    group.initial_delay_remaining_ms -= delay
+                    group.new_member_added = False
+                    group.rebalance_deadline_ms = now_ms + delay
+                else:
+                    self._complete_join(group, now_ms)
+
+    @staticmethod
+    def _keep_alive(member: Member, now_ms: int) -> bool:
+        """Kafka's MemberMetadata.shouldKeepAlive: a member waiting in a join or sync is
+        alive (the rebalance timeout governs it), except a new member that never
+        completed a join, which gets NEW_MEMBER_JOIN_TIMEOUT_MS."""
+        if member.awaiting_join is not None:
+            return not member.is_new or now_ms < member.heartbeat_deadline_ms
+        if member.awaiting_sync is not None:
+            return True
+        return now_ms < member.heartbeat_deadline_ms
+
+    # -- offsets --------------------------------------------------------------------------
+    def commit_offsets(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        now_ms: int,
+    ) -> dict[TopicPartition, ErrorCode]:
+        def all_fail(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+            return dict.fromkeys(offsets, code)
+
+        error = self.ownership_error(group_id)
+        if error is not None:
+            return all_fail(error)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return all_fail(ErrorCode.illegal_generation)
+            # A group that does not use Kafka's group management (assign() + commit).
+            group = Group(group_id, state_timestamp_ms=now_ms)
+            self.groups[group_id] = group
+        if group.state is GroupState.DEAD:
+            return all_fail(ErrorCode.coordinator_not_available)
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            error = self._validate_member(group, member_id, group_instance_id)
+            if error is None and generation_id != group.generation_id:
+                error = ErrorCode.illegal_generation
+            if error is not None:
+                return all_fail(error)
+        elif group.state is not GroupState.EMPTY:
+            # Matches Kafka: while the group has members, only members may commit.
+            return all_fail(ErrorCode.unknown_member_id)
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            return all_fail(ErrorCode.rebalance_in_progress)
+        member = group.members.get(member_id)
+        if member is not None:
+            member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+        results: dict[TopicPartition, ErrorCode] = {}
+        records: Records = []
+        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
+        for key, value in offsets.items():
+            if len(value.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+                results[key] = ErrorCode.offset_metadata_too_large
+                continue
+            accepted[key] = value
+            records.append(
+                (
+                    encode_offset_commit_key(OffsetCommitKey(group_id, key[0], key[1])),
+                    encode_offset_commit_value(value),
+                )
+            )
+        if records:
+            store_error = self.store.append(group_id, records)
+            for key, value in accepted.items():
+                results[key] = store_error
+                if store_error is ErrorCode.none:
+                    group.offsets[key] = value
+        return results
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None
+    ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """Committed offsets (None where there is none); all of them when
+        ``partitions`` is None."""
+        error = self.ownership_error(group_id)
+        if error is not None:
+            return error, {}
+        group = self.groups.get(group_id)
+        offsets = group.offsets if group is not None else {}
+        if partitions is None:
+            return ErrorCode.none, dict(offsets)
+        return ErrorCode.none, {key: offsets.get(key) for key in partitions}
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete: only for partitions of topics the group does not consume."""
+        error = self.ownership_error(group_id)
+        if error is not None:
+            return error, {}
+        group = self.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return ErrorCode.group_id_not_found, {}
+        if group.state is not GroupState.EMPTY and group.protocol_type != "consumer":
+            return ErrorCode.non_empty_group, {}
+        subscribed = group.subscribed_topics() if group.state is not GroupState.EMPTY else set()
+        results: dict[TopicPartition, ErrorCode] = {}
+        records: Records = []
+        for key in partitions:
+            if subscribed is None or key[0] in subscribed:
+                results[key] = ErrorCode.group_subscribed_to_topic
+                continue
+            results[key] = ErrorCode.none
+            if key in group.offsets:
+                records.append(
+                    (encode_offset_commit_key(OffsetCommitKey(group_id, key[0], key[1])), None)
+                )
+        if records:
+            store_error = self.store.append(group_id, records)
+            if store_error is not ErrorCode.none:
+                return store_error, {}
+            for key, code in results.items():
+                if code is ErrorCode.none:
+                    group.offsets.pop(key, None)
+        return ErrorCode.none, results
+
+    def expire_offsets(self, now_ms: int) -> int:
+        """Offset retention (``offsets.retention.minutes``, KIP-211): offsets of a group
+        without members expire this long after the group became empty (or after the
+        commit, for groups that never had members); an explicit expiry from
+        OffsetCommit v2..v4 wins. An empty group left without offsets is deleted."""
+        retention = self.config.offsets_retention_ms
+        expired_total = 0
+        for group in list(self.groups.values()):
+            if group.state is not GroupState.EMPTY:
+                continue
+            expired = []
+            for key, value in group.offsets.items():
+                if value.expire_timestamp >= 0:
+                    due = now_ms >= value.expire_timestamp
+                else:
+                    base = (
+                        group.state_timestamp_ms
+                        if group.protocol_type is not None and group.state_timestamp_ms >= 0
+                        else value.commit_timestamp
+                    )
+                    due = now_ms - base >= retention
+                if due:
+                    expired.append(key)
+            records: Records = [
+                (encode_offset_commit_key(OffsetCommitKey(group.group_id, t, p)), None)
+                for t, p in expired
+            ]
+            delete_group = len(expired) == len(group.offsets)
+            if delete_group:
+                records.append((encode_group_metadata_key(GroupMetadataKey(group.group_id)), None))
+            if not records or self.store.append(group.group_id, records) is not ErrorCode.none:
+                continue
+            for key in expired:
+                del group.offsets[key]
+            expired_total += len(expired)
+            if delete_group:
+                group.transition_to(GroupState.DEAD, now_ms)
+                del self.groups[group.group_id]
+        return expired_total
+
+    # -- groups ---------------------------------------------------------------------------
+    def list_groups(self) -> list[Group]:
+        return [
+            g
+            for g in self.groups.values()
+            if g.state is not GroupState.DEAD
+            and self.partition_for(g.group_id) in self.owned_partitions
+        ]
+
+    def describe(self, group_id: str) -> tuple[ErrorCode, GroupSummary | None]:
+        """Matches Kafka: an unknown group is described as Dead without an error, and
+        member metadata and assignments are shown only while the group is Stable."""
+        error = self.ownership_error(group_id)
+        if error is not None:
+            return error, None
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.none, GroupSummary(group_id, GroupState.DEAD, "", "", [])
+        stable = group.state is GroupState.STABLE
+        protocol = group.protocol_name or ""
+        members = [
+            (
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(protocol) if stable and protocol in m.protocol_names() else b"",
+                m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        ]
+        return ErrorCode.none, GroupSummary(
+            group_id,
+            group.state,
+            group.protocol_type or "",
+            protocol if stable else "",
+            members,
+        )
+
+    def delete_group(self, group_id: str, now_ms: int) -> ErrorCode:
+        error = self.ownership_error(group_id)
+        if error is not None:
+            return error
+        group = self.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return ErrorCode.group_id_not_found
+        if group.state is not GroupState.EMPTY:
+            return ErrorCode.non_empty_group
+        records: Records = [
+            (encode_offset_commit_key(OffsetCommitKey(group_id, t, p)), None)
+            for t, p in group.offsets
+        ]
+        records.append((encode_group_metadata_key(GroupMetadataKey(group_id)), None))
+        store_error = self.store.append(group_id, records)
+        if store_error is not ErrorCode.none:
+            return store_error
+        group.transition_to(GroupState.DEAD, now_ms)
+        del self.groups[group_id]
+        return ErrorCode.none
+
+    # -- helpers --------------------------------------------------------------------------
+    def _store_group(self, group: Group) -> ErrorCode:
+        """Write the group's metadata (members, subscriptions, assignments) so that a new
+        coordinator can take over the generation."""
+        protocol = group.protocol_name
+        value = GroupMetadataValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id,
+            protocol=protocol,
+            leader=group.leader_id if group.members else None,
+            current_state_timestamp=group.state_timestamp_ms,
+            members=tuple(
+                MemberRecord(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.session_timeout_ms,
+                    m.metadata(protocol) if protocol and protocol in m.protocol_names() else b"",
+                    m.assignment,
+                )
+                for m in group.members.values()
+            ),
+        )
+        return self.store.append(
+            group.group_id,
+            [
+                (
+                    encode_group_metadata_key(GroupMetadataKey(group.group_id)),
+                    encode_group_metadata_value(value),
+                )
+            ],
+        )
+
+    @staticmethod
+    def _respond_join(member: Member, result: JoinResult) -> None:
+        callback, member.awaiting_join = member.awaiting_join, None
+        if callback is not None:
+            callback(result)
+
+    @staticmethod
+    def _respond_sync(member: Member, result: SyncResult) -> None:
+        callback, member.awaiting_sync = member.awaiting_sync, None
+        if callback is not None:
+            callback(result)

@@ -1,0 +1,285 @@
+"""The coordinator inside a broker: ``__consumer_offsets``, timers, producer ids.
+
+This is the I/O side of the group coordinator; the rules are in
+``group_coordinator.py``. It owns:
+
+- creating ``__consumer_offsets`` on the first FindCoordinator for a group
+  (``offsets.topic.num.partitions`` partitions, replication factor
+  min(``offsets.topic.replication.factor``, live brokers), ``cleanup.policy=compact``);
+- finding a group's coordinator: the leader of partition
+  ``abs(java_hashcode(group_id)) % partitions``;
+- appending the coordinator's records to the group's partition through the replica
+  manager, as a leader appends any produced batch;
+- loading a partition's groups and offsets when this broker becomes its leader (the
+  replica manager's leadership listener), by replaying the log in offset order so the
+  latest value of each key wins (the log does not compact yet), and unloading them when
+  leadership moves away;
+- the timer that drives sessions and rebalances, and offset retention;
+- producer ids for InitProducerId (``producer_ids.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from ..cluster.metadata_cache import BrokerInfo
+from ..log.partition_log import AppendResult
+from ..protocol.record_batch import InvalidBatch, scan_batches
+from ..protocol.records import Record, iter_batch_records, make_batch
+from .group_coordinator import CoordinatorConfig, GroupCoordinator, Records
+from .producer_ids import ProducerIdManager
+from .records import OFFSETS_TOPIC, LoadedPartition, replay
+
+if TYPE_CHECKING:
+    from ..log.partition_log import PartitionLog
+    from ..server.broker import Broker
+    from ..server.replica_manager import Partition
+
+log = logging.getLogger(__name__)
+
+TICK_INTERVAL_S = 0.1
+_READ_CHUNK = 4 * 1024 * 1024
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class CoordinatorUnavailable(Exception):
+    """FindCoordinator cannot name a coordinator yet (COORDINATOR_NOT_AVAILABLE)."""
+
+
+class CoordinatorService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        config = broker.config
+        self.groups = GroupCoordinator(
+            CoordinatorConfig(
+                num_partitions=config.offsets_topic_num_partitions,
+                group_min_session_timeout_ms=config.group_min_session_timeout_ms,
+                group_max_session_timeout_ms=config.group_max_session_timeout_ms,
+                group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                offsets_retention_ms=config.offsets_retention_minutes * 60 * 1000,
+                offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+            ),
+            self,
+        )
+        self.producer_ids: ProducerIdManager | None = None
+        self.last_append: dict[int, AppendResult] = {}
+        self._create_lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+        broker.replicas.leadership_listeners.append(self.on_leadership_change)
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self) -> None:
+        assert self.broker.zk is not None
+        self.producer_ids = ProducerIdManager(self.broker.zk, self.broker.broker_id)
+        self._tasks = [
+            asyncio.create_task(self._tick_forever()),
+            asyncio.create_task(self._expire_offsets_forever()),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_INTERVAL_S)
+            try:
+                self.groups.tick(now_ms())
+            except Exception:
+                log.exception("group coordinator timer failed")
+
+    async def _expire_offsets_forever(self) -> None:
+        interval = max(self.broker.config.offsets_retention_check_interval_ms, 100) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                expired = self.groups.expire_offsets(now_ms())
+                if expired:
+                    log.info("removed %d expired offsets", expired)
+            except Exception:
+                log.exception("offset expiration failed")
+
+    # -- __consumer_offsets ---------------------------------------------------------------
+    async def ensure_offsets_topic(self, timeout_s: float = 10.0) -> bool:
+        """Create ``__consumer_offsets`` if needed; True once every partition has a leader."""
+        metadata = self.broker.metadata
+        if OFFSETS_TOPIC not in metadata.topics:
+            async with self._create_lock:
+                if OFFSETS_TOPIC not in metadata.topics:
+                    await self._create_offsets_topic()
+        return await self.broker.topic_admin.wait_for_leaders([OFFSETS_TOPIC], timeout_s)
+
+    async def _create_offsets_topic(self) -> None:
+        from ..server.topic_admin import TopicAdminError
+
+        config = self.broker.config
+        live = max(len(self.broker.metadata.brokers), 1)
+        replication_factor = min(config.offsets_topic_replication_factor, live)
+        configs = {
+            "cleanup.policy": "compact",
+            "compression.type": "producer",
+            "segment.bytes": str(config.offsets_topic_segment_bytes),
+        }
+        admin = self.broker.topic_admin
+        try:
+            plan = admin.plan_topic(
+                OFFSETS_TOPIC,
+                config.offsets_topic_num_partitions,
+                replication_factor,
+                None,
+                configs,
+            )
+            await admin.create_topic(OFFSETS_TOPIC, plan, configs)
+            log.info(
+                "created %s with %d partitions, replication factor %d",
+                OFFSETS_TOPIC,
+                len(plan),
+                replication_factor,
+            )
+        except TopicAdminError as error:
+            if error.error_code is not ErrorCode.topic_already_exists:
+                raise CoordinatorUnavailable(str(error)) from error
+
+    def coordinator_for_group(self, group_id: str) -> BrokerInfo:
+        metadata = self.broker.metadata
+        topic = metadata.topics.get(OFFSETS_TOPIC)
+        if topic is None or not topic.partitions:
+            raise CoordinatorUnavailable(f"{OFFSETS_TOPIC} does not exist yet")
+        self.groups.num_partitions = len(topic.partitions)
+        partition = topic.partitions.get(self.groups.partition_for(group_id))
+        if partition is None or partition.leader < 0:
+            raise CoordinatorUnavailable(
+                f"the {OFFSETS_TOPIC} partition of {group_id} has no leader"
+            )
+        broker = metadata.brokers.get(partition.leader)
+        if broker is None:
+            raise CoordinatorUnavailable(f"coordinator broker {partition.leader} is not registered")
+        return broker
+
+    # -- the Store the coordinator writes through -----------------------------------------
+    def append(self, group_id: str, records: Records) -> ErrorCode:
+        from ..server.replica_manager import PartitionError
+
+        partition = self.groups.partition_for(group_id)
+        batch = make_batch(
+            [Record(i, 0, key, value) for i, (key, value) in enumerate(records)],
+            base_timestamp=now_ms(),
+        )
+        try:
+            result = self.broker.replicas.append(OFFSETS_TOPIC, partition, batch, 1)
+        except PartitionError as error:
+            log.warning(
+                "cannot write to %s-%d for group %s: %s", OFFSETS_TOPIC, partition, group_id, error
+            )
+            # Matches Kafka's mapping of append errors for the coordinator's writes.
+            if error.error_code in (
+                ErrorCode.not_leader_or_follower,
+                ErrorCode.unknown_topic_or_partition,
+                ErrorCode.not_enough_replicas,
+                ErrorCode.not_enough_replicas_after_append,
+            ):
+                return ErrorCode.not_coordinator
+            if error.error_code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
+                return ErrorCode.unknown_server_error
+            return ErrorCode.unknown_server_error
+        self.last_append[partition] = result
+        return ErrorCode.none
+
+    async def wait_for_replication(self, group_id: str) -> ErrorCode:
+        """Kafka acknowledges commits once the offsets partition's ISR has them
+        (acks=all, ``offsets.commit.timeout.ms``)."""
+        replicas = self.broker.replicas
+        wait = getattr(replicas, "wait_for_replication", None)
+        partition = self.groups.partition_for(group_id)
+        result = self.last_append.get(partition)
+        if wait is None or result is None:
+            return ErrorCode.none
+        error = await wait(
+            OFFSETS_TOPIC, partition, result, self.broker.config.offsets_commit_timeout_ms / 1000
+        )
+        if error in (ErrorCode.not_leader_or_follower, ErrorCode.not_enough_replicas_after_append):
+            return ErrorCode.not_coordinator
+        if error is ErrorCode.request_timed_out:
+            return ErrorCode.request_timed_out
+        return ErrorCode(error)
+
+    # -- loading --------------------------------------------------------------------------
+    def on_leadership_change(self, partition: Partition) -> None:
+        if partition.topic != OFFSETS_TOPIC:
+            return
+        topic = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        if topic is not None and topic.partitions:
+            self.groups.num_partitions = len(topic.partitions)
+        index = partition.index
+        if partition.leader == self.broker.broker_id:
+            if index in self.groups.owned_partitions or index in self.groups.loading_partitions:
+                return
+            self.groups.begin_loading(index)
+            asyncio.get_running_loop().call_soon(self._load, partition)
+        elif index in self.groups.owned_partitions or index in self.groups.loading_partitions:
+            log.info("no longer coordinator for %s-%d; unloading its groups", OFFSETS_TOPIC, index)
+            self.groups.unload_partition(index)
+
+    def _load(self, partition: Partition) -> None:
+        index = partition.index
+        if index not in self.groups.loading_partitions:
+            return  # leadership moved away again before loading started
+        started = time.monotonic()
+        try:
+            loaded = replay(read_records(partition.log))
+        except Exception:
+            log.exception("loading %s-%d failed", OFFSETS_TOPIC, index)
+            loaded = LoadedPartition()
+        self.groups.load_partition(index, loaded, now_ms())
+        if loaded.records:
+            log.info(
+                "loaded %d groups and offsets of %d groups from %s-%d (%d records) in %.3f s",
+                len(loaded.groups),
+                len(loaded.offsets),
+                OFFSETS_TOPIC,
+                index,
+                loaded.records,
+                time.monotonic() - started,
+            )
+
+
+def read_records(partition_log: PartitionLog) -> list[tuple[bytes | None, bytes | None]]:
+    """Every (key, value) in the log, in offset order."""
+    records: list[tuple[bytes | None, bytes | None]] = []
+    offset = partition_log.log_start_offset
+    end = partition_log.log_end_offset
+    while offset < end:
+        found = partition_log.read(offset, _READ_CHUNK)
+        if found is None:
+            break
+        data = os.pread(found.fd, found.size, found.position)
+        try:
+            headers = scan_batches(data, verify_crc=False)
+        except InvalidBatch:
+            log.warning(
+                "stopping the load of %r at a bad batch near offset %d", partition_log, offset
+            )
+            break
+        if not headers:
+            break
+        for header in headers:
+            if header.is_control or header.next_offset <= offset:
+                continue
+            for record in iter_batch_records(data, header):
+                records.append((record.key, record.value))
+        offset = headers[-1].next_offset
+    return records

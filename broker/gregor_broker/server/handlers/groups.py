@@ -1,0 +1,397 @@
+"""Consumer group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete.
+
+Thin translations between kio requests and ``coordinator.group_coordinator``; the
+rules live there. JoinGroup and SyncGroup wait (as Kafka's purgatory does) until the
+coordinator calls back with the outcome of the rebalance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from ...coordinator.group_coordinator import JoinRequest, JoinResult, SyncResult
+from ...coordinator.records import OffsetAndMetadata
+from ...coordinator.service import CoordinatorUnavailable, now_ms
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..request_router import RequestContext
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+# Group operations a client may ask about (READ, DELETE, DESCRIBE); no authorizer runs.
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+NOT_REQUESTED_OPERATIONS = -(2**31)
+
+
+def _ms(value: Any) -> int:
+    return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
+
+
+def _client_host(context: RequestContext) -> str:
+    peer = getattr(context.connection, "peer", "")
+    host = peer.rsplit(":", 1)[0] if ":" in peer else peer
+    return f"/{host}" if host else ""
+
+
+# -- FindCoordinator -------------------------------------------------------------------
+
+
+async def handle_find_coordinator(broker: Broker, context: RequestContext, request: Any) -> Any:
+    if context.version >= 4:
+        key_type = request.key_type
+        coordinators = [
+            {"key": key, **(await _find_one(broker, key_type, key))}
+            for key in request.coordinator_keys
+        ]
+        return {"throttle_time": 0, "coordinators": coordinators}
+    key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
+    return {"throttle_time": 0, **(await _find_one(broker, key_type, request.key))}
+
+
+async def _find_one(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
+    def failed(code: ErrorCode, message: str) -> dict[str, Any]:
+        return {"error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}
+
+    if key_type == TRANSACTION_KEY_TYPE:
+        return failed(
+            ErrorCode.coordinator_not_available,
+            "transactions are not implemented by Gregor yet; no transaction coordinator",
+        )
+    if key_type != GROUP_KEY_TYPE:
+        return failed(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
+    if not key:
+        return failed(ErrorCode.invalid_group_id, "the group id is empty")
+    service = broker.coordinator
+    try:
+        if not await service.ensure_offsets_topic():
+            return failed(
+                ErrorCode.coordinator_not_available, "__consumer_offsets has no leaders yet"
+            )
+        node = service.coordinator_for_group(key)
+    except CoordinatorUnavailable as error:
+        return failed(ErrorCode.coordinator_not_available, str(error))
+    return {
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "node_id": node.broker_id,
+        "host": node.host,
+        "port": node.port,
+    }
+
+
+# -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup --------------------------------------------
+
+
+async def handle_join_group(broker: Broker, context: RequestContext, request: Any) -> Any:
+    version = context.version
+    session_timeout_ms = _ms(request.session_timeout)
+    rebalance = getattr(request, "rebalance_timeout", None)
+    rebalance_timeout_ms = _ms(rebalance) if rebalance is not None and version >= 1 else -1
+    if rebalance_timeout_ms < 0:
+        rebalance_timeout_ms = session_timeout_ms
+    if not request.group_id:
+        result = JoinResult(ErrorCode.invalid_group_id, request.member_id)
+    else:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[JoinResult] = loop.create_future()
+
+        def respond(outcome: JoinResult) -> None:
+            if not future.done():
+                future.set_result(outcome)
+
+        broker.coordinator.groups.join(
+            JoinRequest(
+                group_id=request.group_id,
+                member_id=request.member_id,
+                group_instance_id=getattr(request, "group_instance_id", None),
+                protocol_type=request.protocol_type,
+                protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+                session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                client_id=context.header.client_id or "",
+                client_host=_client_host(context),
+                require_known_member_id=version >= 4,
+            ),
+            now_ms(),
+            respond,
+        )
+        result = await future
+    protocol_name = result.protocol_name
+    if protocol_name is None and version < 7:
+        protocol_name = ""
+    return {
+        "throttle_time": 0,
+        "error_code": result.error,
+        "generation_id": result.generation_id,
+        "protocol_type": result.protocol_type,
+        "protocol_name": protocol_name,
+        "leader": result.leader_id,
+        "skip_assignment": result.skip_assignment,
+        "member_id": result.member_id,
+        "members": [
+            {"member_id": member_id, "group_instance_id": instance_id, "metadata": metadata}
+            for member_id, instance_id, metadata in result.members
+        ],
+    }
+
+
+async def handle_sync_group(broker: Broker, context: RequestContext, request: Any) -> Any:
+    if not request.group_id:
+        result = SyncResult(ErrorCode.invalid_group_id)
+    else:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[SyncResult] = loop.create_future()
+
+        def respond(outcome: SyncResult) -> None:
+            if not future.done():
+                future.set_result(outcome)
+
+        broker.coordinator.groups.sync(
+            request.group_id,
+            request.generation_id,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            getattr(request, "protocol_type", None),
+            getattr(request, "protocol_name", None),
+            {a.member_id: bytes(a.assignment) for a in request.assignments},
+            now_ms(),
+            respond,
+        )
+        result = await future
+    return {
+        "throttle_time": 0,
+        "error_code": result.error,
+        "protocol_type": result.protocol_type,
+        "protocol_name": result.protocol_name,
+        "assignment": result.assignment,
+    }
+
+
+def handle_heartbeat(broker: Broker, context: RequestContext, request: Any) -> Any:
+    if not request.group_id:
+        error = ErrorCode.invalid_group_id
+    else:
+        error = broker.coordinator.groups.heartbeat(
+            request.group_id,
+            request.generation_id,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            now_ms(),
+        )
+    return {"throttle_time": 0, "error_code": error}
+
+
+def handle_leave_group(broker: Broker, context: RequestContext, request: Any) -> Any:
+    if context.version >= 3:
+        identities = [(m.member_id, m.group_instance_id) for m in request.members]
+    else:
+        identities = [(request.member_id, None)]
+    if not request.group_id:
+        top, errors = ErrorCode.invalid_group_id, [ErrorCode.invalid_group_id] * len(identities)
+    else:
+        top, errors = broker.coordinator.groups.leave(request.group_id, identities, now_ms())
+    if context.version < 3:
+        return {"throttle_time": 0, "error_code": errors[0] if top is ErrorCode.none else top}
+    return {
+        "throttle_time": 0,
+        "error_code": top,
+        "members": [
+            {"member_id": member_id, "group_instance_id": instance_id, "error_code": error}
+            for (member_id, instance_id), error in zip(identities, errors, strict=True)
+        ],
+    }
+
+
+# -- offsets ---------------------------------------------------------------------------
+
+
+async def handle_offset_commit(broker: Broker, context: RequestContext, request: Any) -> Any:
+    now = now_ms()
+    retention = getattr(request, "retention_time", None)
+    retention_ms = _ms(retention) if retention is not None else -1
+    expire = now + retention_ms if retention_ms >= 0 else -1
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for topic in request.topics:
+        known = broker.metadata.topics.get(topic.name)
+        for partition in topic.partitions:
+            key = (topic.name, partition.partition_index)
+            if known is None or partition.partition_index not in known.partitions:
+                errors[key] = ErrorCode.unknown_topic_or_partition
+                continue
+            offsets[key] = OffsetAndMetadata(
+                offset=partition.committed_offset,
+                leader_epoch=getattr(partition, "committed_leader_epoch", -1),
+                metadata=partition.committed_metadata or "",
+                commit_timestamp=now,
+                expire_timestamp=expire,
+            )
+    if not request.group_id:
+        errors.update(dict.fromkeys(offsets, ErrorCode.invalid_group_id))
+    elif offsets:
+        service = broker.coordinator
+        results = service.groups.commit_offsets(
+            request.group_id,
+            request.generation_id_or_member_epoch,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            offsets,
+            now,
+        )
+        if any(code is ErrorCode.none for code in results.values()):
+            replicated = await service.wait_for_replication(request.group_id)
+            if replicated is not ErrorCode.none:
+                results = {
+                    k: (replicated if v is ErrorCode.none else v) for k, v in results.items()
+                }
+        errors.update(results)
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (name, index), code in errors.items():
+        topics.setdefault(name, []).append({"partition_index": index, "error_code": code})
+    return {
+        "throttle_time": 0,
+        "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+    }
+
+
+def handle_offset_fetch(broker: Broker, context: RequestContext, request: Any) -> Any:
+    version = context.version
+    if version >= 8:
+        groups = [
+            _fetch_group(broker, version, group.group_id, group.topics) for group in request.groups
+        ]
+        return {"throttle_time": 0, "groups": groups}
+    result = _fetch_group(broker, version, request.group_id, request.topics)
+    return {"throttle_time": 0, "error_code": result["error_code"], "topics": result["topics"]}
+
+
+def _fetch_group(broker: Broker, version: int, group_id: str, topics: Any) -> dict[str, Any]:
+    requested = (
+        None
+        if topics is None
+        else [(t.name, index) for t in topics for index in t.partition_indexes]
+    )
+    error, offsets = broker.coordinator.groups.fetch_offsets(group_id, requested)
+    if error is not ErrorCode.none and version < 2:
+        # v1 has no top-level error: every partition carries it.
+        offsets = dict.fromkeys(requested or [], None)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (name, index), value in offsets.items():
+        by_topic.setdefault(name, []).append(
+            {
+                "partition_index": index,
+                "committed_offset": value.offset if value is not None else -1,
+                "committed_leader_epoch": value.leader_epoch if value is not None else -1,
+                "metadata": value.metadata if value is not None else "",
+                "error_code": error if version < 2 else ErrorCode.none,
+            }
+        )
+    return {
+        "group_id": group_id,
+        "error_code": error,
+        "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+    }
+
+
+def handle_offset_delete(broker: Broker, context: RequestContext, request: Any) -> Any:
+    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    unknown = {
+        key
+        for key in partitions
+        if key[0] not in broker.metadata.topics
+        or key[1] not in broker.metadata.topics[key[0]].partitions
+    }
+    error, results = broker.coordinator.groups.delete_offsets(
+        request.group_id, [key for key in partitions if key not in unknown]
+    )
+    results.update(dict.fromkeys(unknown, ErrorCode.unknown_topic_or_partition))
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    if error is ErrorCode.none:
+        for (name, index), code in results.items():
+            by_topic.setdefault(name, []).append({"partition_index": index, "error_code": code})
+    return {
+        "throttle_time": 0,
+        "error_code": error,
+        "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+    }
+
+
+# -- group administration ------------------------------------------------------------------
+
+
+def handle_list_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
+    states = {s.lower() for s in getattr(request, "states_filter", ())}
+    types = {t.lower() for t in getattr(request, "types_filter", ())}
+    groups = []
+    for group in broker.coordinator.groups.list_groups():
+        if states and group.state.value.lower() not in states:
+            continue
+        if types and "classic" not in types:
+            continue
+        groups.append(
+            {
+                "group_id": group.group_id,
+                "protocol_type": group.protocol_type or "",
+                "group_state": group.state.value,
+                "group_type": "classic",
+            }
+        )
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}
+
+
+def handle_describe_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
+    include_operations = getattr(request, "include_authorized_operations", False)
+    described = []
+    for group_id in request.groups:
+        error, summary = broker.coordinator.groups.describe(group_id)
+        entry: dict[str, Any] = {
+            "error_code": error,
+            "group_id": group_id,
+            "group_state": "",
+            "protocol_type": "",
+            "protocol_data": "",
+            "members": [],
+            "authorized_operations": (
+                GROUP_AUTHORIZED_OPERATIONS if include_operations else NOT_REQUESTED_OPERATIONS
+            ),
+        }
+        if summary is not None:
+            entry.update(
+                group_state=summary.state.value,
+                protocol_type=summary.protocol_type,
+                protocol_data=summary.protocol_name,
+                members=[
+                    {
+                        "member_id": member_id,
+                        "group_instance_id": instance_id,
+                        "client_id": client_id,
+                        "client_host": client_host,
+                        "member_metadata": metadata,
+                        "member_assignment": assignment,
+                    }
+                    for member_id, instance_id, client_id, client_host, metadata, assignment in (
+                        summary.members
+                    )
+                ],
+            )
+        described.append(entry)
+    return {"throttle_time": 0, "groups": described}
+
+
+def handle_delete_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
+    now = now_ms()
+    return {
+        "throttle_time": 0,
+        "results": [
+            {
+                "group_id": group_id,
+                "error_code": broker.coordinator.groups.delete_group(group_id, now),
+            }
+            for group_id in request.groups_names
+        ],
+    }
