@@ -105,10 +105,12 @@ class LogManager:
                     now_ms=self._now_ms,
                     had_clean_shutdown=clean,
                 )
-                if key in high_watermarks:
-                    log.high_watermark = max(
-                        min(high_watermarks[key], log.log_end_offset), log.log_start_offset
-                    )
+                # Matches Kafka: without a checkpointed high watermark, assume nothing
+                # is committed; the leader (or, alone, this broker) moves it forward.
+                log.high_watermark = max(
+                    min(high_watermarks.get(key, log.log_start_offset), log.log_end_offset),
+                    log.log_start_offset,
+                )
                 self._logs[key] = log
                 self._dir_of[key] = log_dir
             # A crash from now on must not look clean (Kafka deletes the marker too).

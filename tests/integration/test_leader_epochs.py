@@ -1,0 +1,86 @@
+"""Seed 001's data-loss scenario: truncating to the high watermark loses committed data.
+
+KIP-101: a follower learns the high watermark one fetch after the leader advanced it.
+If the follower restarts in that window and truncates its log to its (stale) high
+watermark, then the leader dies and the follower is elected, messages that were
+acknowledged with acks=all are gone. With leader epochs the follower asks the leader
+where its epoch ends instead, and truncates nothing it should keep.
+
+The test runs the scenario twice: with Gregor's leader epochs (no loss), and with the
+pre-KIP-101 behaviour switched on (``gregor.unsafe.truncate.to.high.watermark``), which
+must lose the tail. The second half proves the scenario really exercises the window.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import confluent_kafka
+import confluent_kafka.admin
+import pytest
+
+from .broker_helpers import consume_values, produce_values, wait_for
+
+
+def _state(bootstrap: str, topic: str) -> tuple[int, list[int]]:
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    partition = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
+    return partition.leader, list(partition.isrs)
+
+
+def _end_offset(bootstrap: str, topic: str) -> int:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
+    try:
+        _low, high = consumer.get_watermark_offsets(
+            confluent_kafka.TopicPartition(topic, 0), timeout=10
+        )
+    finally:
+        consumer.close()
+    return high
+
+
+@pytest.mark.parametrize("truncate_to_high_watermark", [False, True], ids=["epochs", "legacy"])
+def test_a_restarted_follower_elected_leader_keeps_acknowledged_writes(
+    broker_factory, truncate_to_high_watermark: bool
+) -> None:
+    settings = {
+        "zookeeper.session.timeout.ms": "4000",
+        # The follower hears of the new high watermark only with its next fetch
+        # response; a long poll keeps that window open while the test acts.
+        "replica.fetch.wait.max.ms": "8000",
+        "gregor.unsafe.truncate.to.high.watermark": str(truncate_to_high_watermark).lower(),
+    }
+    leader = broker_factory(1, **settings)
+    follower = broker_factory(2, **settings)
+    bootstrap = f"{leader.bootstrap},{follower.bootstrap}"
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    topic = confluent_kafka.admin.NewTopic(
+        "epochs", 1, replica_assignment=[[1, 2]], config={"min.insync.replicas": "1"}
+    )
+    admin.create_topics([topic])["epochs"].result(30)
+    assert wait_for(lambda: _state(bootstrap, "epochs") == (1, [1, 2]), 30)
+
+    first = [f"first-{i}".encode() for i in range(50)]
+    produce_values(bootstrap, "epochs", first, acks="all")
+    time.sleep(9)  # the follower's high watermark (and checkpoint) catch up with these
+    tail = [f"tail-{i}".encode() for i in range(50)]
+    produce_values(bootstrap, "epochs", tail, acks="all")  # committed: both replicas have it
+
+    # Within the window: freeze the leader, crash and restart the follower.
+    leader.signal(signal.SIGSTOP)
+    follower.kill()
+    follower.start()
+    follower.wait_registered(30)
+    # The frozen leader's session expires; the follower is the only live ISR member.
+    assert wait_for(lambda: _state(follower.bootstrap, "epochs")[0] == 2, 30)
+    leader.signal(signal.SIGCONT)
+
+    end = _end_offset(follower.bootstrap, "epochs")
+    values = consume_values(follower.bootstrap, "epochs", 100, timeout=15)
+    if truncate_to_high_watermark:
+        # Pre-KIP-101 behaviour: acknowledged messages are gone.
+        assert end < 100 and len(values) < 100, (end, len(values))
+    else:
+        assert end == 100
+        assert values == first + tail
