@@ -24,6 +24,7 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,11 +32,27 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from . import zk_paths
-from .admin import ZkAdmin
-from .models import ControllerRegistration, PartitionState, TopicAssignment, ZkDataError
+from . import reassignment, zk_paths
+from .admin import BadVersion, ZkAdmin
+from .models import (
+    ControllerRegistration,
+    PartitionReassignment,
+    PartitionState,
+    PreferredReplicaElection,
+    TopicAssignment,
+    ZkDataError,
+)
 
 log = logging.getLogger(__name__)
+
+TICK_S = 0.5
+
+
+def _set_or_drop(mapping: dict[int, tuple[int, ...]], index: int, value: tuple[int, ...]) -> None:
+    if value:
+        mapping[index] = value
+    else:
+        mapping.pop(index, None)
 
 
 class Controller:
@@ -46,6 +63,9 @@ class Controller:
         *,
         delete_topic_enable: bool = True,
         unclean_leader_election_for: Callable[[str], bool] = lambda topic: False,
+        auto_leader_rebalance_enable: bool = True,
+        leader_imbalance_per_broker_percentage: int = 10,
+        leader_imbalance_check_interval_s: float = 300.0,
     ) -> None:
         self.client = client
         self.admin = ZkAdmin(client)
@@ -60,6 +80,13 @@ class Controller:
         self._live_brokers: set[int] = set()
         self._stopped = False
         self.elections_total = 0
+        self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
+        self.leader_imbalance_per_broker_percentage = leader_imbalance_per_broker_percentage
+        self.leader_imbalance_check_interval_s = leader_imbalance_check_interval_s
+        # Reassignments in flight: (topic, partition) -> target replicas.
+        self.reassignments: dict[tuple[str, int], tuple[int, ...]] = {}
+        self._timer: threading.Timer | None = None
+        self._last_balance_check = time.monotonic()
 
     @property
     def active(self) -> bool:
@@ -71,6 +98,8 @@ class Controller:
 
     def stop(self) -> None:
         self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
         self._events.put(("stop", None))
         self._thread.join(timeout=5)
         if self.active:
@@ -138,6 +167,12 @@ class Controller:
         elif kind == "delete_topics":
             for topic in payload:
                 self._delete_topic(topic)
+        elif kind == "reassign_request":
+            self._start_requested_reassignments()
+        elif kind == "preferred_election":
+            self._run_requested_preferred_election()
+        elif kind == "tick":
+            self._tick()
 
     def _topic_changed(self, topic: str) -> Callable[[bytes | None, Any], bool]:
         def callback(data: bytes | None, _stat: Any) -> bool:
@@ -163,7 +198,19 @@ class Controller:
             ChildrenWatch(self.client, zk_paths.BROKER_IDS, self._enqueue("brokers"))
             ChildrenWatch(self.client, zk_paths.BROKER_TOPICS, self._enqueue("topics"))
             ChildrenWatch(self.client, zk_paths.ADMIN_DELETE_TOPICS, self._enqueue("delete_topics"))
+            DataWatch(
+                self.client,
+                zk_paths.ADMIN_REASSIGN_PARTITIONS,
+                self._on_admin_node("reassign_request"),
+            )
+            DataWatch(
+                self.client,
+                zk_paths.ADMIN_PREFERRED_REPLICA_ELECTION,
+                self._on_admin_node("preferred_election"),
+            )
         self._reconcile_all()
+        self._load_reassignments_in_flight()
+        self._schedule_tick()
 
     # decisions ------------------------------------------------------------------------
     def _reconcile_all(self) -> None:
@@ -239,6 +286,250 @@ class Controller:
             log.info("partition state of %s-%d changed meanwhile; re-reading", topic, index)
             self._events.put(("topic", topic))
             return False
+
+    def _on_admin_node(self, kind: str) -> Callable[[bytes | None, Any], bool]:
+        def callback(data: bytes | None, _stat: Any) -> bool:
+            if self._stopped:
+                return False
+            if data is not None:
+                self._events.put((kind, None))
+            return True
+
+        return callback
+
+    def _schedule_tick(self) -> None:
+        """Re-check reassignments twice a second and leader balance now and then."""
+        if self._stopped:
+            return
+        self._timer = threading.Timer(TICK_S, lambda: self._events.put(("tick", None)))
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _tick(self) -> None:
+        try:
+            if self.reassignments:
+                self._advance_reassignments()
+            now = time.monotonic()
+            if (
+                self.auto_leader_rebalance_enable
+                and now - self._last_balance_check >= self.leader_imbalance_check_interval_s
+            ):
+                self._last_balance_check = now
+                self._rebalance_leaders()
+        finally:
+            self._schedule_tick()
+
+    # preferred leaders --------------------------------------------------------------------
+    def _run_requested_preferred_election(self) -> None:
+        try:
+            data, _ = self.client.get(zk_paths.ADMIN_PREFERRED_REPLICA_ELECTION)
+            requested = PreferredReplicaElection.from_json(data).partitions
+        except NoNodeError:
+            return
+        except (ValueError, ZkDataError) as error:
+            log.error("ignoring unreadable preferred replica election request: %s", error)
+            requested = ()
+        for topic, index in requested:
+            self.elect_preferred_leader(topic, index)
+        with contextlib.suppress(NoNodeError):
+            self.client.delete(zk_paths.ADMIN_PREFERRED_REPLICA_ELECTION)
+
+    def elect_preferred_leader(self, topic: str, index: int) -> bool:
+        """Move leadership to the first replica if it is live and in sync."""
+        assert self.epoch is not None
+        assignment = self.admin.get_topic(topic)
+        current = self.admin.get_partition_state(topic, index)
+        if assignment is None or current is None or index not in assignment.partitions:
+            return False
+        state, version = current
+        replicas = tuple(assignment.partitions[index])
+        preferred = reassignment.preferred_leader(replicas)
+        if state.leader == preferred:
+            return False
+        if not reassignment.can_elect_preferred(replicas, state.isr, self._live_brokers):
+            log.info(
+                "preferred leader %d of %s-%d is not live and in sync", preferred, topic, index
+            )
+            return False
+        new_state = PartitionState(self.epoch, preferred, state.leader_epoch + 1, state.isr)
+        if self._write_state(topic, index, new_state, version):
+            self.elections_total += 1
+            return True
+        return False
+
+    def _rebalance_leaders(self) -> None:
+        """``auto.leader.rebalance.enable``: give brokers back the partitions they are
+        preferred leader of, when more than ``leader.imbalance.per.broker.percentage``
+        of them are led elsewhere."""
+        assignments: dict[tuple[str, int], tuple[tuple[int, ...], int]] = {}
+        for topic in self.client.get_children(zk_paths.BROKER_TOPICS):
+            assignment = self.admin.get_topic(topic)
+            if assignment is None:
+                continue
+            for index, replicas in assignment.partitions.items():
+                current = self.admin.get_partition_state(topic, index)
+                if current is not None:
+                    assignments[(topic, index)] = (tuple(replicas), current[0].leader)
+        brokers = reassignment.imbalanced_brokers(
+            assignments, self.leader_imbalance_per_broker_percentage
+        )
+        for (topic, index), (replicas, leader) in assignments.items():
+            preferred = reassignment.preferred_leader(replicas)
+            if (
+                preferred in brokers
+                and leader != preferred
+                and (topic, index) not in (self.reassignments)
+            ):
+                self.elect_preferred_leader(topic, index)
+
+    # reassignment -------------------------------------------------------------------------
+    def _load_reassignments_in_flight(self) -> None:
+        """After a controller change, the topic znodes say what is in flight (KIP-455)."""
+        self.reassignments.clear()
+        for topic in self.client.get_children(zk_paths.BROKER_TOPICS):
+            assignment = self.admin.get_topic(topic)
+            if assignment is None:
+                continue
+            for index, adding in assignment.adding_replicas.items():
+                removing = assignment.removing_replicas.get(index, ())
+                replicas = tuple(assignment.partitions.get(index, ()))
+                target = tuple(r for r in replicas if r not in removing)
+                if adding or removing:
+                    self.reassignments[(topic, index)] = target
+            for index, removing in assignment.removing_replicas.items():
+                if (topic, index) not in self.reassignments and removing:
+                    replicas = tuple(assignment.partitions.get(index, ()))
+                    self.reassignments[(topic, index)] = tuple(
+                        r for r in replicas if r not in removing
+                    )
+        if self.reassignments:
+            log.info("resuming %d reassignments in flight", len(self.reassignments))
+        self._start_requested_reassignments()
+
+    def _start_requested_reassignments(self) -> None:
+        try:
+            data, _ = self.client.get(zk_paths.ADMIN_REASSIGN_PARTITIONS)
+            requested = PartitionReassignment.from_json(data).partitions
+        except NoNodeError:
+            return
+        except (ValueError, ZkDataError) as error:
+            log.error("deleting unreadable /admin/reassign_partitions: %s", error)
+            self.client.delete(zk_paths.ADMIN_REASSIGN_PARTITIONS)
+            return
+        for (topic, index), target in requested.items():
+            if self.reassignments.get((topic, index)) == tuple(target):
+                continue
+            self._start_reassignment(topic, index, tuple(target))
+        self._advance_reassignments()
+
+    def _start_reassignment(self, topic: str, index: int, target: tuple[int, ...]) -> None:
+        found = self.admin.get_topic_with_version(topic)
+        if found is None or index not in found[0].partitions or not target:
+            log.warning("dropping reassignment of unknown partition %s-%d", topic, index)
+            self._forget_request(topic, index)
+            return
+        if len(set(target)) != len(target):
+            log.warning(
+                "dropping reassignment of %s-%d: duplicate replicas %s", topic, index, list(target)
+            )
+            self._forget_request(topic, index)
+            return
+        assignment, version = found
+        current = tuple(assignment.partitions[index])
+        adding_now = tuple(assignment.adding_replicas.get(index, ()))
+        original = reassignment.original_replicas(current, adding_now)
+        plan = reassignment.start(original, target)
+        partitions = dict(assignment.partitions)
+        adding = dict(assignment.adding_replicas)
+        removing = dict(assignment.removing_replicas)
+        partitions[index] = plan.replicas
+        _set_or_drop(adding, index, plan.adding)
+        _set_or_drop(removing, index, plan.removing)
+        updated = TopicAssignment(partitions, assignment.topic_id, adding, removing)
+        try:
+            self.admin.set_topic_assignment(topic, updated, version)
+        except BadVersion:
+            self._events.put(("reassign_request", None))  # try again with fresh data
+            return
+        log.info("reassigning %s-%d from %s to %s", topic, index, list(original), list(target))
+        self.reassignments[(topic, index)] = target
+        # Replicas dropped from an earlier target must leave the ISR too.
+        current_state = self.admin.get_partition_state(topic, index)
+        if current_state is not None:
+            state, state_version = current_state
+            isr = tuple(r for r in state.isr if r in plan.replicas)
+            if isr != state.isr and state.leader in isr:
+                self._write_state(
+                    topic,
+                    index,
+                    PartitionState(self.epoch or 0, state.leader, state.leader_epoch, isr),
+                    state_version,
+                )
+
+    def _advance_reassignments(self) -> None:
+        for (topic, index), target in list(self.reassignments.items()):
+            try:
+                self._advance_reassignment(topic, index, target)
+            except Exception:
+                log.exception("reassignment of %s-%d failed a step", topic, index)
+
+    def _advance_reassignment(self, topic: str, index: int, target: tuple[int, ...]) -> None:
+        assert self.epoch is not None
+        found = self.admin.get_topic_with_version(topic)
+        current = self.admin.get_partition_state(topic, index)
+        if found is None or current is None:
+            self.reassignments.pop((topic, index), None)
+            return
+        state, state_version = current
+        if not reassignment.target_in_sync(target, state.isr):
+            return
+        completion = reassignment.complete(target, state.leader, state.isr)
+        if completion is None:
+            return
+        if completion.leader_changes or completion.isr != state.isr:
+            epoch = state.leader_epoch + (1 if completion.leader_changes else 0)
+            new_state = PartitionState(self.epoch, completion.leader, epoch, completion.isr)
+            if not self._write_state(topic, index, new_state, state_version):
+                return
+        assignment, version = found
+        partitions = dict(assignment.partitions)
+        adding = dict(assignment.adding_replicas)
+        removing = dict(assignment.removing_replicas)
+        partitions[index] = target
+        adding.pop(index, None)
+        removing.pop(index, None)
+        updated = TopicAssignment(partitions, assignment.topic_id, adding, removing)
+        try:
+            self.admin.set_topic_assignment(topic, updated, version)
+        except BadVersion:
+            return  # next tick retries with fresh data
+        log.info("reassignment of %s-%d to %s complete", topic, index, list(target))
+        del self.reassignments[(topic, index)]
+        self._forget_request(topic, index)
+
+    def _forget_request(self, topic: str, index: int) -> None:
+        """Remove a finished partition from /admin/reassign_partitions (and the node
+        once it is empty), as Kafka's controller does for kafka-reassign-partitions."""
+        try:
+            data, stat = self.client.get(zk_paths.ADMIN_REASSIGN_PARTITIONS)
+        except NoNodeError:
+            return
+        try:
+            requested = dict(PartitionReassignment.from_json(data).partitions)
+        except (ValueError, ZkDataError):
+            requested = {}
+        requested.pop((topic, index), None)
+        try:
+            if requested:
+                self.client.set(
+                    zk_paths.ADMIN_REASSIGN_PARTITIONS,
+                    PartitionReassignment(requested).to_json(),
+                    version=stat.version,
+                )
+            else:
+                self.client.delete(zk_paths.ADMIN_REASSIGN_PARTITIONS, version=stat.version)
+        except (BadVersionError, NoNodeError):
+            self._events.put(("reassign_request", None))
 
     def _delete_topic(self, topic: str) -> None:
         request = zk_paths.delete_topic_path(topic)

@@ -97,6 +97,8 @@ class MetadataCache:
         self.listeners: list[Callable[[], None]] = []
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
         self.topics_by_id: dict[str, TopicInfo] = {}
+        # Dynamic broker configs, by entity name ("<id>" or "<default>").
+        self.broker_configs: dict[str, dict[str, str]] = {}
 
     def notify(self) -> None:
         for listener in self.listeners:
@@ -184,6 +186,18 @@ class MetadataCache:
         partition.state_version = version
         self.notify()
 
+    def set_broker_config(self, entity: str, config: dict[str, str]) -> None:
+        self.broker_configs[entity] = config
+        self.notify()
+
+    def dynamic_broker_config(self, broker_id: int, key: str) -> str | None:
+        """A dynamic broker config, this broker's own value before the cluster default."""
+        for entity in (str(broker_id), zk_paths.DEFAULT_ENTITY):
+            value = self.broker_configs.get(entity, {}).get(key)
+            if value is not None:
+                return value
+        return None
+
     def set_topic_config(self, name: str, config: dict[str, str]) -> None:
         topic = self.topics.get(name)
         if topic is not None:
@@ -223,6 +237,9 @@ class ZooKeeperMetadataWatcher:
             self._last_config_change = max((_sequence(n) for n in existing), default=-1)
         except NoNodeError:
             pass
+        for entity in self._broker_config_entities():
+            self._post(self.cache.set_broker_config, entity, self._read_entity_config(
+                zk_paths.broker_config_path(entity)))
         ChildrenWatch(self.client, zk_paths.CONFIG_CHANGES, self._on_config_changes)
 
     def stop(self) -> None:
@@ -331,6 +348,23 @@ class ZooKeeperMetadataWatcher:
 
         return on_state
 
+    def _broker_config_entities(self) -> list[str]:
+        try:
+            return list(self.client.get_children(zk_paths.CONFIG_BROKERS))
+        except NoNodeError:
+            return []
+
+    def _read_entity_config(self, path: str) -> dict[str, str]:
+        try:
+            data, _ = self.client.get(path)
+        except NoNodeError:
+            return {}
+        try:
+            return dict(EntityConfig.from_json(data).config)
+        except (ValueError, ZkDataError) as error:
+            log.error("ignoring unreadable config %s: %s", path, error)
+            return {}
+
     def _read_topic_config(self, topic: str) -> dict[str, str]:
         try:
             data, _ = self.client.get(zk_paths.topic_config_path(topic))
@@ -359,6 +393,9 @@ class ZooKeeperMetadataWatcher:
             if entity_type == "topics":
                 config = self._read_topic_config(name)
                 self._post(self.cache.set_topic_config, name, config)
+            elif entity_type == "brokers":
+                config = self._read_entity_config(zk_paths.broker_config_path(name))
+                self._post(self.cache.set_broker_config, name, config)
         return True
 
 

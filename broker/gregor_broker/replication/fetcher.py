@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from ..log.checkpoints import UNDEFINED_EPOCH
 from ..protocol.record_batch import InvalidBatch, peek_offset_and_length, scan_batches
 from .client import BrokerClient, BrokerConnectionError
+from .throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, RateMeter, is_throttled
 
 if TYPE_CHECKING:
     from ..server.replica_manager import ReplicaManager
@@ -76,6 +77,7 @@ class ReplicaFetcher:
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._client: BrokerClient | None = None
+        self.throttled_bytes = RateMeter()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
@@ -209,12 +211,37 @@ class ReplicaFetcher:
         item.needs_truncation = False
 
     # fetching -----------------------------------------------------------------------------
+    def _throttle(self) -> tuple[set[TopicPartition], float | None]:
+        """Partitions under a follower throttle, and the rate (None: no throttle)."""
+        manager = self.manager
+        value = manager.metadata.dynamic_broker_config(manager.broker_id, FOLLOWER_RATE)
+        if value is None:
+            return set(), None
+        throttled = set()
+        for key in self.partitions:
+            topic = manager.metadata.topics.get(key[0])
+            config = topic.config if topic is not None else {}
+            if is_throttled(config, FOLLOWER_REPLICAS, key[1], manager.broker_id):
+                throttled.add(key)
+        return throttled, float(value)
+
     async def _fetch(self, client: BrokerClient) -> None:
         manager = self.manager
         config = manager.replication_config
+        throttled, rate = self._throttle()
+        skip: set[TopicPartition] = set()
+        if rate is not None and throttled and self.throttled_bytes.over(rate):
+            skip = throttled
+            if len(skip) == len(self.partitions):
+                await asyncio.sleep(max(self.throttled_bytes.wait_time(rate), 0.01))
+                return
         by_topic: dict[str, list[FollowedPartition]] = {}
-        for item in self.partitions.values():
-            by_topic.setdefault(item.partition.topic, []).append(item)
+        for key, item in self.partitions.items():
+            if key not in skip:
+                by_topic.setdefault(item.partition.topic, []).append(item)
+        throttled_max_bytes = (
+            max(int(rate / 10), 1) if rate is not None else config.fetch_max_bytes
+        )
         response = await client.request(
             1,
             FETCH_VERSION,
@@ -235,7 +262,11 @@ class ReplicaFetcher:
                                 "current_leader_epoch": item.leader_epoch,
                                 "fetch_offset": item.partition.log.log_end_offset,
                                 "log_start_offset": item.partition.log.log_start_offset,
-                                "partition_max_bytes": config.fetch_max_bytes,
+                                "partition_max_bytes": (
+                                    min(config.fetch_max_bytes, throttled_max_bytes)
+                                    if (topic, item.partition.index) in throttled
+                                    else config.fetch_max_bytes
+                                ),
                             }
                             for item in items
                         ],
@@ -256,7 +287,11 @@ class ReplicaFetcher:
                 item = self.partitions.get((topic.topic, data.partition_index))
                 if item is None:
                     continue
+                before = item.partition.log.log_end_offset
                 backoff |= not self._apply_fetched(item, data)
+                copied = item.partition.log.log_end_offset > before
+                if copied and (topic.topic, data.partition_index) in throttled:
+                    self.throttled_bytes.record(len(data.records or b""))
         if backoff:
             await asyncio.sleep(RETRY_BACKOFF_S)
 

@@ -153,6 +153,9 @@ class Broker:
             config.broker_id,
             delete_topic_enable=config.delete_topic_enable,
             unclean_leader_election_for=self._unclean_election_enabled,
+            auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
+            leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
+            leader_imbalance_check_interval_s=config.leader_imbalance_check_interval_seconds,
         )
         await asyncio.to_thread(self.controller.start)
         self.coordinator.start()

@@ -29,6 +29,11 @@ from .groups import (
 )
 from .list_offsets import handle_list_offsets
 from .metadata import handle_metadata
+from .partition_admin import (
+    handle_alter_partition_reassignments,
+    handle_elect_leaders,
+    handle_list_partition_reassignments,
+)
 from .produce import handle_produce
 from .producer_ids import handle_init_producer_id
 from .records_admin import handle_delete_records
@@ -61,7 +66,10 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(33, "AlterConfigs", 0, 2, handle_alter_configs),
         ApiSpec(37, "CreatePartitions", 0, 3, handle_create_partitions),
         ApiSpec(42, "DeleteGroups", 0, 2, handle_delete_groups),
+        ApiSpec(43, "ElectLeaders", 0, 2, handle_elect_leaders),
         ApiSpec(44, "IncrementalAlterConfigs", 0, 1, handle_incremental_alter_configs),
+        ApiSpec(45, "AlterPartitionReassignments", 0, 0, handle_alter_partition_reassignments),
+        ApiSpec(46, "ListPartitionReassignments", 0, 0, handle_list_partition_reassignments),
         ApiSpec(47, "OffsetDelete", 0, 0, handle_offset_delete),
         ApiSpec(60, "DescribeCluster", 0, 2, handle_describe_cluster),
     ]

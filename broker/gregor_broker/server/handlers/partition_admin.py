@@ -1,0 +1,210 @@
+"""ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments.
+
+These ask the controller to act, the way Kafka's ZooKeeper-mode tools did: the broker
+merges the request into ``/admin/preferred_replica_election`` or
+``/admin/reassign_partitions`` and the controller carries it out. Progress is read
+back from the topic znodes (``adding_replicas``/``removing_replicas``, KIP-455).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kio.schema.errors import ErrorCode
+
+from ...cluster import zk_paths
+from ...cluster.models import PartitionReassignment, PreferredReplicaElection, ZkDataError
+from ...cluster.reassignment import original_replicas, preferred_leader
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..request_router import RequestContext
+
+PREFERRED = 0
+
+
+def _merge_znode(client: Any, path: str, merge: Callable[[bytes | None], bytes]) -> None:
+    """Read-modify-write a znode that the controller also deletes, until it sticks."""
+    while True:
+        try:
+            data, stat = client.get(path)
+        except NoNodeError:
+            try:
+                client.create(path, merge(None), makepath=True)
+                return
+            except NodeExistsError:
+                continue
+        try:
+            client.set(path, merge(data), version=stat.version)
+            return
+        except (BadVersionError, NoNodeError):
+            continue
+
+
+async def handle_elect_leaders(broker: Broker, context: RequestContext, request: Any) -> Any:
+    metadata = broker.metadata
+    if request.topic_partitions is None:
+        wanted = [(t.name, p) for t in metadata.topics.values() for p in t.partitions]
+    else:
+        wanted = [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
+    election_type = getattr(request, "election_type", PREFERRED)
+    results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+    to_elect = []
+    for topic, index in wanted:
+        info = metadata.topics.get(topic)
+        partition = info.partitions.get(index) if info is not None else None
+        if partition is None:
+            results[(topic, index)] = (ErrorCode.unknown_topic_or_partition, None)
+        elif election_type != PREFERRED:
+            results[(topic, index)] = (
+                ErrorCode.invalid_request,
+                "unclean elections are made by the controller when a topic sets "
+                "unclean.leader.election.enable=true",
+            )
+        elif partition.leader == preferred_leader(partition.replicas):
+            results[(topic, index)] = (ErrorCode.election_not_needed, None)
+        else:
+            to_elect.append((topic, index))
+    if to_elect:
+
+        def merge(data: bytes | None) -> bytes:
+            existing: tuple[tuple[str, int], ...] = ()
+            if data:
+                try:
+                    existing = PreferredReplicaElection.from_json(data).partitions
+                except (ValueError, ZkDataError):
+                    existing = ()
+            return PreferredReplicaElection(
+                tuple(dict.fromkeys(existing + tuple(to_elect)))
+            ).to_json()
+
+        await asyncio.to_thread(
+            _merge_znode, broker.zk_admin.client, zk_paths.ADMIN_PREFERRED_REPLICA_ELECTION, merge
+        )
+
+        def elected() -> bool:
+            for topic, index in to_elect:
+                info = metadata.topics.get(topic)
+                partition = info.partitions.get(index) if info else None
+                if partition is None or partition.leader != preferred_leader(partition.replicas):
+                    return False
+            return True
+
+        await metadata.wait_for(elected, max(request.timeout.total_seconds(), 1.0))
+        for topic, index in to_elect:
+            info = metadata.topics.get(topic)
+            partition = info.partitions.get(index) if info else None
+            if partition is not None and partition.leader == preferred_leader(partition.replicas):
+                results[(topic, index)] = (ErrorCode.none, None)
+            else:
+                results[(topic, index)] = (
+                    ErrorCode.preferred_leader_not_available,
+                    "the preferred leader is not live and in sync",
+                )
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, index), (error, message) in results.items():
+        by_topic.setdefault(topic, []).append(
+            {"partition_id": index, "error_code": error, "error_message": message}
+        )
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "replica_election_results": [
+            {"topic": topic, "partition_result": partitions}
+            for topic, partitions in by_topic.items()
+        ],
+    }
+
+
+async def handle_alter_partition_reassignments(
+    broker: Broker, context: RequestContext, request: Any
+) -> Any:
+    metadata = broker.metadata
+    live = set(metadata.brokers)
+    accepted: dict[tuple[str, int], tuple[int, ...]] = {}
+    responses = []
+    for topic in request.topics:
+        info = metadata.topics.get(topic.name)
+        partitions = []
+        for requested in topic.partitions:
+            index = requested.partition_index
+            error, message = ErrorCode.none, None
+            partition = info.partitions.get(index) if info is not None else None
+            if partition is None:
+                error = ErrorCode.unknown_topic_or_partition
+            elif requested.replicas is None:
+                found = await asyncio.to_thread(broker.zk_admin.get_topic, topic.name)
+                adding = tuple(found.adding_replicas.get(index, ())) if found else ()
+                removing = tuple(found.removing_replicas.get(index, ())) if found else ()
+                if not adding and not removing:
+                    error = ErrorCode.no_reassignment_in_progress
+                else:
+                    # Cancelling is reassigning back to the original replicas.
+                    accepted[(topic.name, index)] = original_replicas(
+                        tuple(found.partitions[index]), adding
+                    )
+            else:
+                target = tuple(requested.replicas)
+                unknown = [b for b in target if b not in live]
+                if not target or len(set(target)) != len(target):
+                    error = ErrorCode.invalid_replica_assignment
+                    message = f"replicas {list(target)} are empty or repeat a broker"
+                elif unknown:
+                    error = ErrorCode.invalid_replica_assignment
+                    message = f"brokers {unknown} are not live"
+                else:
+                    accepted[(topic.name, index)] = target
+            partitions.append(
+                {"partition_index": index, "error_code": error, "error_message": message}
+            )
+        responses.append({"name": topic.name, "partitions": partitions})
+    if accepted:
+
+        def merge(data: bytes | None) -> bytes:
+            existing: dict[tuple[str, int], tuple[int, ...]] = {}
+            if data:
+                try:
+                    existing = dict(PartitionReassignment.from_json(data).partitions)
+                except (ValueError, ZkDataError):
+                    existing = {}
+            existing.update(accepted)
+            return PartitionReassignment(existing).to_json()
+
+        await asyncio.to_thread(
+            _merge_znode, broker.zk_admin.client, zk_paths.ADMIN_REASSIGN_PARTITIONS, merge
+        )
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses}
+
+
+async def handle_list_partition_reassignments(
+    broker: Broker, context: RequestContext, request: Any
+) -> Any:
+    if request.topics is None:
+        names = list(broker.metadata.topics)
+        wanted = None
+    else:
+        names = [t.name for t in request.topics]
+        wanted = {(t.name, p) for t in request.topics for p in t.partition_indexes}
+    topics = []
+    for name in names:
+        found = await asyncio.to_thread(broker.zk_admin.get_topic, name)
+        if found is None:
+            continue
+        partitions = []
+        for index in sorted(set(found.adding_replicas) | set(found.removing_replicas)):
+            if wanted is not None and (name, index) not in wanted:
+                continue
+            partitions.append(
+                {
+                    "partition_index": index,
+                    "replicas": list(found.partitions.get(index, ())),
+                    "adding_replicas": list(found.adding_replicas.get(index, ())),
+                    "removing_replicas": list(found.removing_replicas.get(index, ())),
+                }
+            )
+        if partitions:
+            topics.append({"name": name, "partitions": partitions})
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "topics": topics}
