@@ -14,12 +14,15 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from gregor_broker.cli import local
+from gregor_broker.cli import leaders, local, reassign, topics
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
 COMMAND_GROUPS: list[Register] = [
     local.register,
+    topics.register,
+    reassign.register,
+    leaders.register,
 ]
 
 DESCRIPTION = """\

@@ -89,3 +89,44 @@ def imbalanced_brokers(
         for broker, total in preferred_total.items()
         if not_leading.get(broker, 0) * 100 > percentage * total
     }
+
+
+def plan_moves(
+    current: dict[tuple[str, int], tuple[int, ...]],
+    brokers: dict[int, str | None],
+    replication_factor: int | None = None,
+) -> dict[tuple[str, int], tuple[int, ...]]:
+    """Move partitions onto ``brokers`` moving as little data as possible.
+
+    Replicas already on a target broker stay (in their order, so a kept leader keeps
+    leading); the missing ones go to the target brokers holding the fewest replicas,
+    preferring racks the partition does not use yet. Raises ValueError when the
+    brokers cannot hold the replication factor.
+    """
+    load = dict.fromkeys(brokers, 0)
+    plan: dict[tuple[str, int], tuple[int, ...]] = {}
+    kept_per_partition = {}
+    for key, replicas in sorted(current.items()):
+        size = replication_factor or len(replicas)
+        if size > len(brokers):
+            raise ValueError(
+                f"{key[0]}-{key[1]} needs {size} replicas but only {len(brokers)} brokers are given"
+            )
+        kept = [r for r in replicas if r in brokers][:size]
+        kept_per_partition[key] = kept
+        for replica in kept:
+            load[replica] += 1
+    for key, kept in kept_per_partition.items():
+        size = replication_factor or len(current[key])
+        chosen = list(kept)
+        while len(chosen) < size:
+            racks_used = {brokers[r] for r in chosen}
+            candidates = sorted(
+                (b for b in brokers if b not in chosen),
+                key=lambda b: (brokers[b] in racks_used and brokers[b] is not None, load[b], b),
+            )
+            pick = candidates[0]
+            chosen.append(pick)
+            load[pick] += 1
+        plan[key] = tuple(chosen)
+    return plan

@@ -22,7 +22,7 @@ from kio.schema.errors import ErrorCode
 from ..log.checkpoints import UNDEFINED_EPOCH
 from ..protocol.record_batch import InvalidBatch, peek_offset_and_length, scan_batches
 from .client import BrokerClient, BrokerConnectionError
-from .throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, RateMeter, is_throttled
+from .throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, ByteBudget, is_throttled
 
 if TYPE_CHECKING:
     from ..server.replica_manager import ReplicaManager
@@ -77,7 +77,7 @@ class ReplicaFetcher:
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._client: BrokerClient | None = None
-        self.throttled_bytes = RateMeter()
+        self.throttle_budget = ByteBudget()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
@@ -230,18 +230,16 @@ class ReplicaFetcher:
         config = manager.replication_config
         throttled, rate = self._throttle()
         skip: set[TopicPartition] = set()
-        if rate is not None and throttled and self.throttled_bytes.over(rate):
+        if rate is not None and throttled and self.throttle_budget.wait_time(rate) > 0:
             skip = throttled
             if len(skip) == len(self.partitions):
-                await asyncio.sleep(max(self.throttled_bytes.wait_time(rate), 0.01))
+                await asyncio.sleep(max(self.throttle_budget.wait_time(rate), 0.01))
                 return
         by_topic: dict[str, list[FollowedPartition]] = {}
         for key, item in self.partitions.items():
             if key not in skip:
                 by_topic.setdefault(item.partition.topic, []).append(item)
-        throttled_max_bytes = (
-            max(int(rate / 10), 1) if rate is not None else config.fetch_max_bytes
-        )
+        throttled_max_bytes = max(int(rate / 10), 1) if rate is not None else config.fetch_max_bytes
         response = await client.request(
             1,
             FETCH_VERSION,
@@ -290,8 +288,8 @@ class ReplicaFetcher:
                 before = item.partition.log.log_end_offset
                 backoff |= not self._apply_fetched(item, data)
                 copied = item.partition.log.log_end_offset > before
-                if copied and (topic.topic, data.partition_index) in throttled:
-                    self.throttled_bytes.record(len(data.records or b""))
+                if copied and rate is not None and (topic.topic, data.partition_index) in throttled:
+                    self.throttle_budget.spend(len(data.records or b""), rate)
         if backoff:
             await asyncio.sleep(RETRY_BACKOFF_S)
 

@@ -4,14 +4,13 @@ Kafka's contract: a topic's ``follower.replication.throttled.replicas`` lists
 ``partition:broker`` pairs (or ``*``) whose copying is limited, and each broker's dynamic
 ``follower.replication.throttled.rate`` (bytes/s, ``/config/brokers/<id>`` or
 ``<default>``) caps the bytes its fetchers copy for them. Like Kafka's follower quota,
-a fetcher over its rate leaves the throttled partitions out of its next fetches until
-the measured rate is back under the limit; other partitions keep flowing.
+a fetcher over its budget leaves the throttled partitions out of its next fetches until
+the budget recovers; other partitions keep flowing.
 """
 
 from __future__ import annotations
 
 import time
-from collections import deque
 
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 LEADER_RATE = "leader.replication.throttled.rate"
@@ -30,38 +29,31 @@ def is_throttled(topic_config: dict[str, str], key: str, partition: int, broker_
     return any(item.strip() == wanted for item in value.split(","))
 
 
-class RateMeter:
-    """Bytes per second over a sliding window (Kafka samples quotas the same way)."""
+class ByteBudget:
+    """A token bucket: ``rate`` bytes/s accrue, at most one second's worth saved up.
 
-    def __init__(self, window_s: float = 1.0, clock=time.monotonic) -> None:
-        self.window_s = window_s
+    Copying may overdraw it by one fetch (a batch is never split); the next throttled
+    fetch then waits until the budget is back to zero, so over any stretch longer than a
+    second the copy rate stays at the limit.
+    """
+
+    def __init__(self, clock=time.monotonic) -> None:
         self.clock = clock
-        self._samples: deque[tuple[float, int]] = deque()
-        self._total = 0
+        self._tokens = 0.0
+        self._updated = clock()
 
-    def record(self, size: int) -> None:
+    def _refill(self, rate: float) -> None:
         now = self.clock()
-        self._samples.append((now, size))
-        self._total += size
-        self._expire(now)
+        self._tokens = min(self._tokens + (now - self._updated) * rate, rate)
+        self._updated = now
 
-    def _expire(self, now: float) -> None:
-        while self._samples and now - self._samples[0][0] > self.window_s:
-            self._total -= self._samples.popleft()[1]
-
-    def over(self, rate: float) -> bool:
-        self._expire(self.clock())
-        return self._total > rate * self.window_s
+    def spend(self, size: int, rate: float) -> None:
+        self._refill(rate)
+        self._tokens -= size
 
     def wait_time(self, rate: float) -> float:
-        """Seconds until the window's bytes fall back to the rate."""
-        now = self.clock()
-        self._expire(now)
-        excess = self._total - rate * self.window_s
-        for timestamp, size in self._samples:
-            if excess <= 0:
-                break
-            excess -= size
-            if excess <= 0:
-                return max(timestamp + self.window_s - now, 0.0)
-        return 0.0
+        """Seconds until throttled copying may go on (0 when it may now)."""
+        self._refill(rate)
+        if self._tokens >= 0 or rate <= 0:
+            return 0.0
+        return -self._tokens / rate
