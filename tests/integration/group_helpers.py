@@ -139,17 +139,9 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
         consumer.close()
 
 
-_admins: dict[str, confluent_kafka.admin.AdminClient] = {}
-
-
-def admin_for(bootstrap: str) -> confluent_kafka.admin.AdminClient:
-    if bootstrap not in _admins:
-        _admins[bootstrap] = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
-    return _admins[bootstrap]
-
-
 def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    admin = admin_for(bootstrap)
+    # A fresh client each time (quiet: log_level 4), so that broker restarts do not matter.
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
     request = confluent_kafka.ConsumerGroupTopicPartitions(
         group, [confluent_kafka.TopicPartition(topic, p) for p in range(partitions)]
     )
