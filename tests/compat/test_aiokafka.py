@@ -1,9 +1,9 @@
 """aiokafka against Gregor.
 
 Topics come from ``AIOKafkaAdminClient`` and from auto-creation; consumers have
-``group_id=None`` (Gregor has no group coordinator yet) and are positioned with assign and
-seek. API versions are negotiated (``api_version="auto"``, the default). Each test drives
-its coroutine with ``asyncio.run`` (the suite does not depend on an asyncio pytest plugin).
+``group_id=None`` and are positioned with assign and seek, so nothing here depends on
+consumer groups. API versions are negotiated (``api_version="auto"``, the default). Each
+test drives its coroutine with ``asyncio.run`` (no asyncio pytest plugin needed).
 """
 
 from __future__ import annotations

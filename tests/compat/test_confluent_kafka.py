@@ -3,9 +3,10 @@
 Covers the data path (every codec, keyed messages with headers and explicit timestamps,
 consumption from the beginning, an offset and a timestamp), ListOffsets through watermarks,
 and the admin API: topic creation, configs, partitions, deletion of topics and records, the
-cluster description. Gregor has no group coordinator yet, so consumers use ``assign()``
-with auto-commit off; librdkafka insists on a ``group.id`` but, with nothing to commit and
-no subscription, never asks for a coordinator (asserted in the round-trip test).
+cluster description. Consumers use ``assign()`` with auto-commit off, so nothing here depends
+on consumer groups. librdkafka insists on a ``group.id``; note that with one set its group
+handle still looks up the coordinator (FindCoordinator v2) whenever the broker advertises
+that API, even though nothing is ever committed.
 """
 
 from __future__ import annotations
@@ -50,7 +51,20 @@ TIMEOUT = 20
 
 
 def admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap})
+    """An AdminClient whose metadata already names the controller.
+
+    Gregor (like Kafka) registers ``/brokers/ids/<id>`` a moment before it wins the
+    controller election, so its first Metadata answer can carry controller_id -1. librdkafka
+    then waits for a controller without asking again and fails CreateTopics after its
+    timeout ("Failed while waiting for controller"), so wait for the election first.
+    """
+    client = AdminClient({"bootstrap.servers": bootstrap})
+    wait_until(
+        lambda: client.list_topics(timeout=TIMEOUT).controller_id >= 0,
+        TIMEOUT,
+        "a controller in the broker's metadata",
+    )
+    return client
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS, **configs) -> None:
@@ -162,8 +176,7 @@ def test_keyed_messages_with_headers_round_trip_under_every_codec(broker):
     messages = message_set()
 
     deliveries = produce(broker.bootstrap, topic, messages)
-    protocol_log: list[str] = []
-    client = consumer(broker.bootstrap, debug="protocol,cgrp", logger=ListLogger(protocol_log))
+    client = consumer(broker.bootstrap)
     try:
         records = consume(
             client,
@@ -178,19 +191,6 @@ def test_keyed_messages_with_headers_round_trip_under_every_codec(broker):
     for partition in range(PARTITIONS):
         offsets = [offset for _, p, offset in deliveries.reports if p == partition]
         assert offsets == list(range(MESSAGES_PER_PARTITION))
-    # assign() without commits never needs the (missing) group coordinator.
-    assert not [line for line in protocol_log if "FindCoordinator" in line and "Sent" in line]
-    assert [line for line in protocol_log if "Sent FetchRequest" in line], "no fetch logged"
-
-
-class ListLogger:
-    """A ``logging.Logger`` stand-in for librdkafka's ``logger`` option."""
-
-    def __init__(self, lines: list[str]) -> None:
-        self.lines = lines
-
-    def log(self, _level, message, *args) -> None:
-        self.lines.append(message % args if args else message)
 
 
 def test_consuming_from_a_middle_offset_returns_the_rest_of_each_partition(broker):
