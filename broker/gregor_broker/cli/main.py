@@ -14,7 +14,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from gregor_broker.cli import leaders, local, reassign, topics
+from gregor_broker.cli import groups, leaders, local, reassign, topics
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
@@ -23,6 +23,7 @@ COMMAND_GROUPS: list[Register] = [
     topics.register,
     reassign.register,
     leaders.register,
+    groups.register,
 ]
 
 DESCRIPTION = """\

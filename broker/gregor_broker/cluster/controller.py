@@ -214,51 +214,101 @@ class Controller:
 
     # decisions ------------------------------------------------------------------------
     def _reconcile_all(self) -> None:
-        for topic in self.client.get_children(zk_paths.BROKER_TOPICS):
-            self._reconcile_topic(topic)
+        self._reconcile_topics(self.client.get_children(zk_paths.BROKER_TOPICS))
 
     def _reconcile_topic(self, topic: str) -> None:
+        self._reconcile_topics([topic])
+
+    def _reconcile_topics(self, topics: list[str]) -> None:
+        """Bring every partition of ``topics`` in line with the live brokers.
+
+        Reads and writes are pipelined (kazoo's async calls), so thousands of partitions
+        cost a few round trips, not thousands: failover time depends on it.
+        """
         if not self.active:
             return
-        try:
-            data, _ = self.client.get(zk_paths.topic_path(topic))
-            assignment = TopicAssignment.from_json(data)
-        except NoNodeError:
-            return
-        except (ValueError, ZkDataError) as error:
-            log.error("controller skips unreadable topic %s: %s", topic, error)
-            return
-        for index, replicas in assignment.partitions.items():
-            self._reconcile_partition(topic, index, tuple(replicas))
+        assignment_reads = [
+            (topic, self.client.get_async(zk_paths.topic_path(topic))) for topic in topics
+        ]
+        partitions: list[tuple[str, int, tuple[int, ...]]] = []
+        for topic, pending in assignment_reads:
+            try:
+                data, _ = pending.get()
+                assignment = TopicAssignment.from_json(data)
+            except NoNodeError:
+                continue
+            except (ValueError, ZkDataError) as error:
+                log.error("controller skips unreadable topic %s: %s", topic, error)
+                continue
+            partitions.extend((topic, i, tuple(r)) for i, r in assignment.partitions.items())
+        state_reads = [
+            (
+                topic,
+                index,
+                replicas,
+                self.client.get_async(zk_paths.partition_state_path(topic, index)),
+            )
+            for topic, index, replicas in partitions
+        ]
+        writes = []
+        for topic, index, replicas, pending in state_reads:
+            try:
+                data, stat = pending.get()
+                current: tuple[PartitionState, int] | None = (
+                    PartitionState.from_json(data),
+                    stat.version,
+                )
+            except NoNodeError:
+                current = None
+            except (ValueError, ZkDataError) as error:
+                log.error("controller skips unreadable state of %s-%d: %s", topic, index, error)
+                continue
+            decision = self._decide(topic, index, replicas, current)
+            if decision is None:
+                continue
+            state, version, is_election = decision
+            path = zk_paths.partition_state_path(topic, index)
+            if version is None:
+                request = self.client.create_async(path, state.to_json(), makepath=True)
+            else:
+                request = self.client.set_async(path, state.to_json(), version=version)
+            writes.append((topic, index, is_election, request))
+        retry = set()
+        for topic, index, is_election, request in writes:
+            try:
+                request.get()
+                if is_election:
+                    self.elections_total += 1
+            except (BadVersionError, NodeExistsError):
+                log.info("state of %s-%d changed meanwhile; re-reading", topic, index)
+                retry.add(topic)
+        for topic in retry:
+            self._events.put(("topic", topic))
 
-    def _reconcile_partition(self, topic: str, index: int, replicas: tuple[int, ...]) -> None:
+    def _decide(
+        self,
+        topic: str,
+        index: int,
+        replicas: tuple[int, ...],
+        current: tuple[PartitionState, int] | None,
+    ) -> tuple[PartitionState, int | None, bool] | None:
+        """The state a partition should move to: (state, expected version or None to
+        create, whether it is a leader election), or None when nothing changes."""
         assert self.epoch is not None
         live = [r for r in replicas if r in self._live_brokers]
-        current = self.admin.get_partition_state(topic, index)
         if current is None:
             if not live:
-                return  # offline until a replica registers; retried on broker change
-            state = PartitionState(self.epoch, live[0], 0, tuple(live))
-            try:
-                self.admin.create_partition_state(topic, index, state)
-                self.elections_total += 1
-            except NodeExistsError:
-                pass
-            return
+                return None  # offline until a replica registers; retried on broker change
+            return PartitionState(self.epoch, live[0], 0, tuple(live)), None, True
         state, version = current
         if state.leader in self._live_brokers:
             dead_in_sync = [r for r in state.isr if r not in self._live_brokers]
-            if dead_in_sync:
-                # Matches Kafka: a replica on a dead broker leaves the ISR at once, so
-                # acks=all does not wait replica.lag.time.max.ms for it.
-                isr = tuple(r for r in state.isr if r in self._live_brokers)
-                self._write_state(
-                    topic,
-                    index,
-                    PartitionState(self.epoch, state.leader, state.leader_epoch, isr),
-                    version,
-                )
-            return
+            if not dead_in_sync:
+                return None
+            # Matches Kafka: a replica on a dead broker leaves the ISR at once, so
+            # acks=all does not wait replica.lag.time.max.ms for it.
+            isr = tuple(r for r in state.isr if r in self._live_brokers)
+            return PartitionState(self.epoch, state.leader, state.leader_epoch, isr), version, False
         in_sync_live = [r for r in replicas if r in state.isr and r in self._live_brokers]
         if in_sync_live:
             leader = in_sync_live[0]
@@ -269,14 +319,12 @@ class Controller:
             isr = (live[0],)
         else:
             if state.leader == -1:
-                return
+                return None
             # Matches Kafka: with no live in-sync replica the partition goes offline and
             # the ISR keeps its last member, so that replica can lead when it returns.
             leader = -1
             isr = state.isr
-        new_state = PartitionState(self.epoch, leader, state.leader_epoch + 1, isr)
-        if self._write_state(topic, index, new_state, version):
-            self.elections_total += 1
+        return PartitionState(self.epoch, leader, state.leader_epoch + 1, isr), version, True
 
     def _write_state(self, topic: str, index: int, state: PartitionState, version: int) -> bool:
         try:

@@ -97,8 +97,15 @@ class MetadataCache:
         self.listeners: list[Callable[[], None]] = []
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
         self.topics_by_id: dict[str, TopicInfo] = {}
+        # Topics changed since the last ``take_changed_topics`` (so that reacting to one
+        # partition's change costs one topic's work, not the whole cluster's).
+        self.changed_topics: set[str] = set()
         # Dynamic broker configs, by entity name ("<id>" or "<default>").
         self.broker_configs: dict[str, dict[str, str]] = {}
+
+    def take_changed_topics(self) -> set[str]:
+        changed, self.changed_topics = self.changed_topics, set()
+        return changed
 
     def notify(self) -> None:
         for listener in self.listeners:
@@ -148,6 +155,7 @@ class MetadataCache:
         self.notify()
 
     def set_topic(self, name: str, assignment: TopicAssignment | None) -> None:
+        self.changed_topics.add(name)
         if assignment is None:
             removed = self.topics.pop(name, None)
             if removed is not None and removed.topic_id:
@@ -182,6 +190,7 @@ class MetadataCache:
             partition = topic.partitions[index] = PartitionInfo(())
         if state is not None and version < partition.state_version:
             return  # an older watch event arriving after a newer write we already applied
+        self.changed_topics.add(name)
         partition.state = state
         partition.state_version = version
         self.notify()
@@ -202,6 +211,7 @@ class MetadataCache:
         topic = self.topics.get(name)
         if topic is not None:
             topic.config = config
+            self.changed_topics.add(name)
             self.notify()
 
 

@@ -413,7 +413,7 @@ class GroupCoordinator:
             for member in group.members.values():
                 member.assignment = b""
                 self._respond_sync(member, SyncResult(ErrorCode.rebalance_in_progress))
-        if group.state is GroupState.EMPTY:
+        if group.state is GroupState.EMPTY and self.config.group_initial_rebalance_delay_ms > 0:
             # group.initial.rebalance.delay.ms: a new group waits for more members to
             # arrive, extending the delay while they keep coming, within the rebalance
             # timeout (Kafka's InitialDelayedJoin).
@@ -433,6 +433,9 @@ class GroupCoordinator:
             reason,
         )
         group.transition_to(GroupState.PREPARING_REBALANCE, now_ms)
+        # Matches Kafka's tryCompleteElseWatch: with every member already rejoined (or
+        # none left), the rebalance completes at once.
+        self._try_complete_join(group, now_ms)
 
     def _try_complete_join(self, group: Group, now_ms: int) -> None:
         if group.initial_delay_active:

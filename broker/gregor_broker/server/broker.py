@@ -252,7 +252,7 @@ class Broker:
     def _reconcile(self) -> None:
         self._reconcile_scheduled = False
         try:
-            self.replicas.reconcile()
+            self.replicas.reconcile(self.metadata.take_changed_topics())
         except Exception:
             log.exception("applying metadata to local partitions failed")
 

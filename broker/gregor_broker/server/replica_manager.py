@@ -125,10 +125,15 @@ class ReplicaManager:
         self.isr_expands_total = 0
 
     # metadata -> local state ---------------------------------------------------------
-    def reconcile(self) -> None:
-        """Create, update and delete local partitions to match the metadata cache."""
+    def reconcile(self, topics: set[str] | None = None) -> None:
+        """Create, update and delete local partitions to match the metadata cache
+        (only for ``topics`` when given)."""
+        names = set(self.metadata.topics) if topics is None else topics
         wanted: set[TopicPartition] = set()
-        for topic in self.metadata.topics.values():
+        for name in names:
+            topic = self.metadata.topics.get(name)
+            if topic is None:
+                continue
             config = self.log_config_for(topic.config)
             for index, info in topic.partitions.items():
                 if self.broker_id not in info.replicas:
@@ -142,7 +147,7 @@ class ReplicaManager:
                     partition.log.update_config(config)
                 self._apply_state(partition, info)
         for key in list(self.partitions):
-            if key not in wanted:
+            if (topics is None or key[0] in topics) and key not in wanted:
                 self._drop(key)
 
     def _create(self, topic: TopicInfo, index: int, config: LogConfig) -> Partition:
