@@ -165,6 +165,8 @@ class BrokerProcess:
     properties: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] | None = None
     host: str = HOST
+    # Put before the python command line, e.g. ``ip netns exec NAME`` (network namespaces).
+    command_prefix: Sequence[str] = ()
     process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _started_at: float = field(default=0.0, init=False, repr=False)
 
@@ -230,7 +232,7 @@ class BrokerProcess:
             log.write(f"--- starting broker {self.broker_id} at {time.ctime()} ---\n".encode())
             log.flush()
             self.process = subprocess.Popen(
-                [sys.executable, "-m", BROKER_MODULE, "--config", str(config)],
+                [*self.command_prefix, sys.executable, "-m", BROKER_MODULE, "--config", config],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

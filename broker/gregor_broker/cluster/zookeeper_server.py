@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,9 +30,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def four_letter_word(port: int, word: str, timeout: float = 1.0) -> str:
+def four_letter_word(port: int, word: str, timeout: float = 1.0, host: str = "127.0.0.1") -> str:
     """Send a ZooKeeper four-letter command (``srvr``, ``ruok``, ``mntr``) and return the reply."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+    with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.sendall(word.encode())
         chunks = []
         while chunk := sock.recv(4096):
@@ -41,16 +42,22 @@ def four_letter_word(port: int, word: str, timeout: float = 1.0) -> str:
 
 @dataclass
 class ZooKeeperServer:
-    """A standalone ZooKeeper bound to 127.0.0.1, with its data in ``data_dir``."""
+    """A standalone ZooKeeper bound to ``host`` (127.0.0.1), with its data in ``data_dir``.
+
+    ``command_prefix`` is put before the java command line, e.g. ``ip netns exec NAME`` to
+    run it inside a network namespace (where ``host`` is that namespace's address).
+    """
 
     data_dir: Path
     port: int = 0
     heap_mb: int = 128
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    host: str = "127.0.0.1"
+    command_prefix: Sequence[str] = ()
 
     @property
     def connect_string(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def write_config(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -61,7 +68,7 @@ class ZooKeeperServer:
                     "tickTime=500",
                     f"dataDir={self.data_dir / 'data'}",
                     f"clientPort={self.port}",
-                    "clientPortAddress=127.0.0.1",
+                    f"clientPortAddress={self.host}",
                     "admin.enableServer=false",
                     "4lw.commands.whitelist=ruok,srvr,mntr",
                     "maxClientCnxns=0",
@@ -90,6 +97,7 @@ class ZooKeeperServer:
         log = open(self.data_dir / "zookeeper.log", "ab")  # noqa: SIM115 - child owns it
         self.process = subprocess.Popen(
             [
+                *self.command_prefix,
                 java,
                 f"-Xmx{self.heap_mb}m",
                 "-XX:+UseSerialGC",
@@ -109,7 +117,7 @@ class ZooKeeperServer:
 
     def is_serving(self) -> bool:
         try:
-            return "Mode:" in four_letter_word(self.port, "srvr")
+            return "Mode:" in four_letter_word(self.port, "srvr", host=self.host)
         except OSError:
             return False
 

@@ -249,8 +249,15 @@ class Connection(asyncio.Protocol):
             if not future.done():
                 future.set_result(None)
 
-        loop.add_writer(fileno, ready)
+        # asyncio refuses add_writer on a descriptor its transport owns ("File descriptor
+        # N is used by transport"); a duplicate is another descriptor for the same socket.
+        # The transport's buffer is empty here, so nothing else waits to write on it.
+        waiter = os.dup(fileno)
         try:
-            await future
+            loop.add_writer(waiter, ready)
+            try:
+                await future
+            finally:
+                loop.remove_writer(waiter)
         finally:
-            loop.remove_writer(fileno)
+            os.close(waiter)
