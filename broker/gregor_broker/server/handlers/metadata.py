@@ -21,10 +21,31 @@ if TYPE_CHECKING:
     from ..request_router import RequestContext
 
 AUTO_CREATE_WAIT_S = 2.0
+CONTROLLER_WAIT_S = 5.0
 NO_AUTHORIZED_OPERATIONS = -(2**31)
 
 
 def handle_metadata(broker: Broker, context: RequestContext, request: Any) -> Any:
+    metadata = broker.metadata
+    if metadata.controller_id < 0 or not metadata.brokers:
+        # Just started (or between controllers): librdkafka does not ask again for a
+        # controller it was told is -1, so wait briefly for the election to land.
+        return _after_controller_known(broker, context, request)
+    return _handle(broker, context, request)
+
+
+async def _after_controller_known(broker: Broker, context: RequestContext, request: Any) -> Any:
+    metadata = broker.metadata
+    await metadata.wait_for(
+        lambda: metadata.controller_id >= 0 and bool(metadata.brokers), CONTROLLER_WAIT_S
+    )
+    result = _handle(broker, context, request)
+    if hasattr(result, "__await__"):
+        return await result
+    return result
+
+
+def _handle(broker: Broker, context: RequestContext, request: Any) -> Any:
     metadata = broker.metadata
     version = context.version
     if request.topics is None or (version == 0 and not request.topics):
