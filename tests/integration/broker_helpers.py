@@ -67,7 +67,7 @@ def wait_for(predicate, timeout: float, interval: float = 0.2) -> bool:
         try:
             if predicate():
                 return True
-        except Exception:  # noqa: BLE001 - transient client errors while a cluster settles
+        except Exception:  # transient client errors while a cluster settles
             pass
         time.sleep(interval)
     return bool(predicate())
