@@ -38,9 +38,7 @@ def test_kafka_python_reassigns_and_lists_reassignments(cluster_factory) -> None
 
 
 def test_confluent_kafka_elects_preferred_leaders(cluster_factory) -> None:
-    cluster = cluster_factory(
-        brokers=2, racks=None, **{"auto.leader.rebalance.enable": "false"}
-    )
+    cluster = cluster_factory(brokers=2, racks=None, **{"auto.leader.rebalance.enable": "false"})
     bootstrap = cluster.bootstrap_servers
     admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
     topic = confluent_kafka.admin.NewTopic("api-elect", 1, replica_assignment=[[1, 2]])
@@ -58,3 +56,25 @@ def test_confluent_kafka_elects_preferred_leaders(cluster_factory) -> None:
     results = future.result(30)
     assert all(error is None for error in results.values()), results
     assert _partition(bootstrap, "api-elect").leader == 1
+
+
+def test_auto_leader_rebalance_returns_leadership_to_the_preferred_replica(
+    cluster_factory,
+) -> None:
+    cluster = cluster_factory(
+        brokers=2,
+        racks=None,
+        **{"auto.leader.rebalance.enable": "true", "leader.imbalance.check.interval.seconds": "2"},
+    )
+    bootstrap = cluster.bootstrap_servers
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    topic = confluent_kafka.admin.NewTopic("auto-balance", 1, replica_assignment=[[1, 2]])
+    admin.create_topics([topic])["auto-balance"].result(30)
+    assert wait_for(lambda: sorted(_partition(bootstrap, "auto-balance").isrs) == [1, 2], 30)
+    cluster.broker(1).stop()
+    assert wait_for(lambda: _partition(cluster.broker(2).bootstrap, "auto-balance").leader == 2, 30)
+    cluster.broker(1).start()
+    cluster.broker(1).wait_registered(30)
+    # Broker 1 leads none of the partitions it is preferred for (100% > 10%): the
+    # controller hands it back without anyone asking.
+    assert wait_for(lambda: _partition(bootstrap, "auto-balance").leader == 1, 30)
