@@ -8,7 +8,6 @@ fails for lack of a leader and none is lost.
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import confluent_kafka
@@ -19,6 +18,7 @@ from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.cluster.local_cluster import zookeeper_client
 
 from .broker_helpers import create_topic, wait_for
+from .durability import NumberedProducer, lost_messages
 
 
 def test_a_new_controller_finishes_a_reassignment_in_flight(cluster_factory, tmp_path) -> None:
@@ -82,74 +82,19 @@ def test_a_rolling_restart_keeps_every_partition_writable(cluster_factory) -> No
         replication_factor=3,
         config={"min.insync.replicas": "2"},
     )
-    acknowledged: dict[bytes, tuple[int, int]] = {}
-    errors: list[str] = []
-    lock = threading.Lock()
-
-    def delivered(error, message) -> None:
-        with lock:
-            if error is None:
-                acknowledged[message.value()] = (message.partition(), message.offset())
-            else:
-                errors.append(str(error))
-
-    producer = confluent_kafka.Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "linger.ms": 2,
-            "message.timeout.ms": 30000,
-            "topic.metadata.refresh.interval.ms": 1000,
-        }
-    )
-    stop = threading.Event()
-
-    def produce() -> None:
-        number = 0
-        while not stop.is_set():
-            try:
-                producer.produce("rolling", f"m-{number:08d}".encode(), on_delivery=delivered)
-                number += 1
-            except BufferError:
-                producer.poll(0.01)
-            producer.poll(0)
-            time.sleep(0.0005)
-
-    writer = threading.Thread(target=produce)
-    writer.start()
-    try:
+    with NumberedProducer(
+        bootstrap, "rolling", prefix="m", pause_every=1, message_timeout_ms=30000
+    ) as producer:
         for broker in cluster.brokers:
-            before = len(acknowledged)
-            assert wait_for(lambda b=before: len(acknowledged) > b + 300, 30)
+            assert producer.wait_for_progress(300, 30)
             broker.stop()  # SIGTERM: controlled shutdown
             broker.start()
             broker.wait_registered(30)
             assert wait_for(lambda: _all_isrs_full(bootstrap), 60)
-        before = len(acknowledged)
-        assert wait_for(lambda: len(acknowledged) > before + 300, 30)
-    finally:
-        stop.set()
-        writer.join()
-        producer.flush(30)
-    assert errors == []
-    consumer = confluent_kafka.Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "unused",
-            "enable.auto.commit": False,
-            "fetch.queue.backoff.ms": 1,
-        }
-    )
-    consumer.assign([confluent_kafka.TopicPartition("rolling", p, 0) for p in range(6)])
-    served: dict[tuple[int, int], bytes] = {}
-    deadline = time.monotonic() + 60
-    while len(served) < len(acknowledged) and time.monotonic() < deadline:
-        for message in consumer.consume(10_000, 0.5):
-            if message.error() is None:
-                served[(message.partition(), message.offset())] = message.value()
-    consumer.close()
-    lost = [v for v, where in acknowledged.items() if served.get(where) != v]
-    print(f"acked={len(acknowledged)} errors={len(errors)} lost={len(lost)}")
+        assert producer.wait_for_progress(300, 30)
+    lost = lost_messages(producer.acknowledged, bootstrap, "rolling")
+    print(f"acked={producer.acked()} errors={producer.failures} lost={len(lost)}")
+    assert producer.errors == []
     assert lost == []
 
 

@@ -22,13 +22,11 @@ Skips only when network namespaces cannot be created (not root, ``ip netns add``
 from __future__ import annotations
 
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import confluent_kafka
 import pytest
 
 from gregor_broker.cluster.admin import ZkAdmin
@@ -38,6 +36,7 @@ from gregor_broker.cluster.zookeeper_server import ZooKeeperServer
 
 from . import netns
 from .broker_helpers import create_topic, wait_for
+from .durability import NumberedProducer, lost_messages
 
 TOPIC = "durable"
 BROKER_PORT = 9092  # every broker has its own address, so they can share the port
@@ -138,96 +137,6 @@ def namespaced_cluster(
         cluster.zookeeper.stop()
 
 
-def _read_everything(bootstrap: str, topic: str, end: int) -> dict[int, bytes]:
-    consumer = confluent_kafka.Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "unused",
-            "enable.auto.commit": False,
-            "fetch.queue.backoff.ms": 1,
-        }
-    )
-    consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
-    served: dict[int, bytes] = {}
-    deadline = time.monotonic() + 30
-    try:
-        while (not served or max(served) < end - 1) and time.monotonic() < deadline:
-            for message in consumer.consume(10_000, 0.5):
-                if message.error() is None:
-                    served[message.offset()] = message.value()
-    finally:
-        consumer.close()
-    return served
-
-
-class NumberedProducer:
-    """A background confluent-kafka producer (acks=all) writing ``message-<n>`` values,
-    recording the offset of every acknowledged one."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.topic = topic
-        self.acknowledged: dict[bytes, int] = {}
-        self.failures = 0
-        self.sent = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._producer = confluent_kafka.Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "acks": "all",
-                "linger.ms": 2,
-                "message.timeout.ms": 15000,
-                "request.timeout.ms": 5000,
-                # A partitioned broker answers nothing: give up on its connection soon.
-                "socket.timeout.ms": 5000,
-                "socket.connection.setup.timeout.ms": 3000,
-                "retry.backoff.ms": 100,
-                "topic.metadata.refresh.interval.ms": 1000,
-            }
-        )
-        self._thread = threading.Thread(target=self._run, name="numbered-producer")
-
-    def _delivered(self, error, message) -> None:
-        with self._lock:
-            if error is None:
-                self.acknowledged[message.value()] = message.offset()
-            else:
-                self.failures += 1
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self._producer.produce(
-                    self.topic, f"message-{self.sent:09d}".encode(), on_delivery=self._delivered
-                )
-                self.sent += 1
-            except BufferError:
-                self._producer.poll(0.01)
-            self._producer.poll(0)
-            if self.sent % 50 == 0:
-                time.sleep(0.001)
-
-    def acked(self) -> int:
-        with self._lock:
-            return len(self.acknowledged)
-
-    def wait_for_progress(self, count: int, timeout: float) -> bool:
-        before = self.acked()
-        return wait_for(lambda: self.acked() >= before + count, timeout, interval=0.05)
-
-    def __enter__(self) -> NumberedProducer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._producer.flush(30)
-        # Before the network goes: a live client would keep dialling its brokers'
-        # addresses, and once their routes are gone that traffic would leave the machine.
-        self._producer.close()
-
-
 def _partition_state(admin: ZkAdmin) -> PartitionState:
     current = admin.get_partition_state(TOPIC, 0)
     assert current is not None, f"{TOPIC}-0 has no state znode"
@@ -257,7 +166,15 @@ def test_no_acknowledged_write_is_lost_while_leaders_are_partitioned(
 
     try:
         assert wait_for(lambda: len(_partition_state(admin).isr) == 3, 30)
-        with NumberedProducer(bootstrap, TOPIC) as producer:
+        with NumberedProducer(
+            bootstrap,
+            TOPIC,
+            message_timeout_ms=15000,
+            request_timeout_ms=5000,
+            # A partitioned broker answers nothing: give up on its connection soon.
+            socket_timeout_ms=5000,
+            socket_connection_setup_timeout_ms=3000,
+        ) as producer:
             for _round in range(3):
                 assert producer.wait_for_progress(300, 30), (
                     f"no progress after {partitions} partitions: acked={producer.acked()}\n"
@@ -297,16 +214,13 @@ def test_no_acknowledged_write_is_lost_while_leaders_are_partitioned(
         zk.stop()
         zk.close()
 
-    end = max(producer.acknowledged.values()) + 1
-    served = _read_everything(bootstrap, TOPIC, end)
-    lost = sorted(v for v, offset in producer.acknowledged.items() if served.get(offset) != v)
+    lost = lost_messages(producer.acknowledged, bootstrap, TOPIC)
     print("\n".join(timeline))
     counts = {
         "partitions": partitions,
         "sent": producer.sent,
         "acknowledged": len(producer.acknowledged),
         "failed": producer.failures,
-        "read": len(served),
         "lost": len(lost),
     }
     print(f"fault={fault} " + " ".join(f"{name}={value}" for name, value in counts.items()))

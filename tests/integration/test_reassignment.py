@@ -9,7 +9,6 @@ move complete and removes the throttles.
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import confluent_kafka
@@ -20,6 +19,7 @@ from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.cluster.local_cluster import zookeeper_client
 
 from .broker_helpers import wait_for
+from .durability import NumberedProducer, lost_messages
 
 
 def _zk(cluster) -> str:
@@ -49,39 +49,6 @@ def test_a_partition_moves_under_load_throttled_without_loss(cluster_factory, tm
         seed.produce("moving", b"s" * 1000)
     assert seed.flush(60) == 0
 
-    acknowledged: dict[bytes, int] = {}
-    gaps: list[float] = []
-    lock = threading.Lock()
-    last_ack = [time.monotonic()]
-
-    def delivered(error, message) -> None:
-        if error is None:
-            with lock:
-                now = time.monotonic()
-                gaps.append(now - last_ack[0])
-                last_ack[0] = now
-                acknowledged[message.value()] = message.offset()
-
-    producer = confluent_kafka.Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "linger.ms": 2,
-            "topic.metadata.refresh.interval.ms": 1000,
-        }
-    )
-    stop = threading.Event()
-
-    def produce() -> None:
-        number = 0
-        while not stop.is_set():
-            producer.produce("moving", f"load-{number:08d}".encode(), on_delivery=delivered)
-            number += 1
-            producer.poll(0)
-            time.sleep(0.002)
-
-    writer = threading.Thread(target=produce)
-    writer.start()
     plan = tmp_path / "plan.json"
     plan.write_text(
         json.dumps(
@@ -92,33 +59,14 @@ def test_a_partition_moves_under_load_throttled_without_loss(cluster_factory, tm
         )
     )
     throttle = 1_000_000  # bytes/s: the 6 MB copy must take about 6 s, not a blink
-    try:
+    with NumberedProducer(bootstrap, "moving", prefix="load", pause_every=1) as producer:
         started = time.monotonic()
         zk = ["--zookeeper", _zk(cluster)]
-        assert (
-            gregor(
-                [
-                    "reassign",
-                    "execute",
-                    *zk,
-                    "--plan",
-                    str(plan),
-                    "--throttle",
-                    str(throttle),
-                    "--wait",
-                    "--timeout",
-                    "120",
-                ]
-            )
-            == 0
-        )
+        execute = ["reassign", "execute", *zk, "--plan", str(plan), "--throttle", str(throttle)]
+        assert gregor([*execute, "--wait", "--timeout", "120"]) == 0
         elapsed = time.monotonic() - started
         assert wait_for(lambda: _describe(bootstrap, "moving")[0][1] == [2, 3, 4], 30)
-        time.sleep(1)
-    finally:
-        stop.set()
-        writer.join()
-        producer.flush(30)
+        assert producer.wait_for_progress(100, 30)
 
     # The throttle held the copy to about 1 MB/s: 6 MB, less one second of saved-up
     # budget, takes at least 5 s.
@@ -141,30 +89,13 @@ def test_a_partition_moves_under_load_throttled_without_loss(cluster_factory, tm
     # Broker 1 no longer holds the partition's log.
     assert wait_for(lambda: not (cluster.broker(1).log_dir / "moving-0").exists(), 30)
     # No acknowledged write lost, and the producer never stalled for long.
-    consumer = confluent_kafka.Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "unused",
-            "enable.auto.commit": False,
-            "fetch.queue.backoff.ms": 1,
-        }
-    )
-    consumer.assign([confluent_kafka.TopicPartition("moving", 0, 0)])
-    end = max(acknowledged.values()) + 1
-    served: dict[int, bytes] = {}
-    deadline = time.monotonic() + 60
-    while (not served or max(served) < end - 1) and time.monotonic() < deadline:
-        for message in consumer.consume(10_000, 0.5):
-            if message.error() is None:
-                served[message.offset()] = message.value()
-    consumer.close()
-    lost = [v for v, offset in acknowledged.items() if served.get(offset) != v]
+    lost = lost_messages(producer.acknowledged, bootstrap, "moving")
     print(
-        f"moved in {elapsed:.1f} s; acked={len(acknowledged)} lost={len(lost)} "
-        f"longest ack gap={max(gaps):.2f} s"
+        f"moved in {elapsed:.1f} s; acked={producer.acked()} lost={len(lost)} "
+        f"longest ack gap={producer.longest_gap_s:.2f} s"
     )
     assert lost == []
-    assert max(gaps) < 10, "the partition was unavailable during the move"
+    assert producer.longest_gap_s < 10, "the partition was unavailable during the move"
 
 
 def test_preferred_leader_election_returns_leadership(cluster_factory, capsys) -> None:
