@@ -5,7 +5,8 @@ touching its code. It records in py-spy's ``raw`` format (collapsed stacks, one 
 per distinct stack with its sample count); this module turns that into an SVG flame
 graph and into tables of the functions with the most samples, by self time (the
 function was on top of the stack) and inclusive time (anywhere on the stack). Idle
-threads are left out (py-spy's default), so shares are shares of busy samples.
+threads are left out (only samples holding the GIL count), so shares are shares of the
+time the broker spent running Python.
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ class Recorder:
                 "--rate",
                 str(self.rate),
                 "--function",  # one frame per function, not per line
+                # Only samples holding the GIL: Python actually running. py-spy's idle
+                # detection misses threads parked in Condition.wait and the event loop
+                # in epoll, which otherwise fill half the profile.
+                "--gil",
                 "--format",
                 "raw",
                 "--output",
@@ -86,13 +91,17 @@ def read_stacks(raw_path: Path) -> Counter[tuple[str, ...]]:
 
 
 def short_frame(frame: str) -> str:
-    """``handle (…/gregor_broker/server/x.py:12)`` → ``server/x.py:handle``."""
+    """``handle (/…/broker/gregor_broker/server/x.py:12)`` → ``gregor_broker/server/x.py:handle``;
+    other code keeps its path below site-packages or the standard library."""
     name, _, where = frame.partition(" (")
     path = where.rstrip(")").rsplit(":", 1)[0]
-    for marker in ("gregor_broker/", "site-packages/", "lib/python3"):
-        if marker in path:
-            path = path.split(marker, 1)[1]
-            break
+    if "gregor_broker/" in path:
+        path = "gregor_broker/" + path.split("gregor_broker/", 1)[1]
+    else:
+        for marker in ("site-packages/", "lib/python3.11/", "lib/python3/"):
+            if marker in path:
+                path = path.split(marker, 1)[1]
+                break
     return f"{path}:{name}" if path else name
 
 

@@ -144,7 +144,11 @@ def markdown(result: dict[str, Any]) -> str:
         lines += ["", "Notes:", "", *[f"- {note}" for note in result["notes"]]]
     profile = result.get("profile")
     if profile:
-        lines += ["", "## Profile of the Gregor broker (py-spy, share of busy samples)", ""]
+        lines += [
+            "",
+            "## Profile of the Gregor broker (py-spy, share of samples holding the GIL)",
+            "",
+        ]
         for phase in profile:
             lines += [
                 f"### {phase['phase']}: {phase['workload']}",
@@ -158,7 +162,8 @@ def markdown(result: dict[str, Any]) -> str:
             inclusive = [
                 item
                 for item in phase["hot_spots"]["inclusive"]
-                if "gregor_broker" in item["function"] or "/" in item["function"]
+                if item["function"].startswith("gregor_broker/")
+                and not item["function"].startswith("gregor_broker/cli/")
             ][:10]
             for index in range(max(len(own), len(inclusive))):
                 left = own[index] if index < len(own) else None
