@@ -537,7 +537,9 @@ class BrokerConfig:
         5000, _T.INT, "Offset commit waits this long for replication.", validator=at_least(1)
     )
     offsets_retention_check_interval_ms: int = _key(
-        600000, _T.LONG, "How often the group coordinator removes expired offsets.",
+        600000,
+        _T.LONG,
+        "How often the group coordinator removes expired offsets.",
         validator=at_least(1),
     )
     offset_metadata_max_bytes: int = _key(
