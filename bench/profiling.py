@@ -105,7 +105,9 @@ def short_frame(frame: str) -> str:
     return f"{path}:{name}" if path else name
 
 
-def hot_spots(stacks: Counter[tuple[str, ...]], top: int = 15) -> dict[str, object]:
+def hot_spots(
+    stacks: Counter[tuple[str, ...]], top: int = 15, top_inclusive: int = 60
+) -> dict[str, object]:
     total = sum(stacks.values())
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
@@ -116,13 +118,13 @@ def hot_spots(stacks: Counter[tuple[str, ...]], top: int = 15) -> dict[str, obje
         for frame in set(frames):
             inclusive[frame] += count
 
-    def table(counter: Counter[str]) -> list[dict[str, object]]:
+    def table(counter: Counter[str], limit: int = top) -> list[dict[str, object]]:
         return [
             {"function": name, "samples": count, "share": count / total if total else 0.0}
-            for name, count in counter.most_common(top)
+            for name, count in counter.most_common(limit)
         ]
 
-    return {"samples": total, "self": table(own), "inclusive": table(inclusive)}
+    return {"samples": total, "self": table(own), "inclusive": table(inclusive, top_inclusive)}
 
 
 def flame_graph_svg(stacks: Counter[tuple[str, ...]], title: str, width: int = 1200) -> str:
