@@ -3,23 +3,61 @@
 Counters live as plain integers on the objects that own them (the connection's
 sendfile counter, the replica manager's byte counts) so the produce and fetch paths
 pay one integer add; this collector reads them only when Prometheus scrapes.
+Gauges (purgatory sizes, under-replicated partitions, log sizes) are computed at scrape
+time from the broker's state. The reference is docs/metrics.md.
+
+Probes: ``/healthz`` (the process is alive and its event loop answers) and ``/readyz``
+(registered in ZooKeeper with a live session, logs loaded, and no partition held under
+``min.insync.replicas`` because this broker has not caught up).
 """
 
 from __future__ import annotations
 
+import asyncio
+import bisect
 import logging
+import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from .server.broker import Broker
 
 log = logging.getLogger(__name__)
+
+# Request latency buckets, seconds.
+LATENCY_BUCKETS = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+)  # fmt: skip
+LOOP_LAG_INTERVAL_S = 0.5
+ZOOKEEPER_CHECK_TIMEOUT_S = 2.0
+
+
+class LatencyHistogram:
+    """A Prometheus histogram at the cost of a bisect and two adds per observation."""
+
+    __slots__ = ("counts", "sum")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(LATENCY_BUCKETS) + 1)  # the last one is +Inf
+        self.sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        self.sum += seconds
+
+    def buckets(self) -> list[tuple[str, int]]:
+        cumulative = 0
+        out = []
+        for bound, count in zip((*LATENCY_BUCKETS, float("inf")), self.counts, strict=True):
+            cumulative += count
+            out.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+        return out
 
 
 class BrokerCollector(Collector):
@@ -72,6 +110,165 @@ class BrokerCollector(Collector):
         active = broker.controller is not None and broker.controller.active
         controller.add_metric([], 1 if active else 0)
         yield controller
+        yield from self._request_latency()
+        if replicas is not None:
+            yield from self._topics(replicas)
+            yield from self._partitions(replicas, active)
+        yield from self._quotas()
+        lag = GaugeMetricFamily(
+            "gregor_event_loop_lag_seconds",
+            "How late the broker's event loop ran a timer, last check (every 0.5 s)",
+        )
+        lag.add_metric([], getattr(broker.metrics_server, "loop_lag_s", 0.0))
+        yield lag
+
+    def _request_latency(self) -> Iterator[HistogramMetricFamily]:
+        router = self.broker.router
+        latency = HistogramMetricFamily(
+            "gregor_request_duration_seconds",
+            "Time from decoding a request to its encoded response, per API (long polls "
+            "and acks=all waits included, quota throttles not)",
+            labels=["api"],
+        )
+        for api_key, histogram in sorted(router.latency.items()):
+            if any(histogram.counts):
+                latency.add_metric([router.apis[api_key].name], histogram.buckets(), histogram.sum)
+        yield latency
+
+    def _topics(self, replicas: Any) -> Iterator[CounterMetricFamily]:
+        families = {
+            "bytes_in": CounterMetricFamily(
+                "gregor_topic_bytes_in",
+                "Record batch bytes produced to the topic",
+                labels=["topic"],
+            ),
+            "messages_in": CounterMetricFamily(
+                "gregor_topic_messages_in", "Records produced to the topic", labels=["topic"]
+            ),
+            "bytes_out": CounterMetricFamily(
+                "gregor_topic_bytes_out",
+                "Record bytes sent to consumers from the topic (followers not included)",
+                labels=["topic"],
+            ),
+        }
+        for topic, counters in sorted(replicas.topic_counters.items()):
+            for attribute, family in families.items():
+                family.add_metric([topic], getattr(counters, attribute))
+        yield from families.values()
+        replication = CounterMetricFamily(
+            "gregor_replication_bytes_out", "Record bytes sent to follower replicas"
+        )
+        replication.add_metric([], replicas.replication_bytes_out_total)
+        yield replication
+
+    def _partitions(
+        self, replicas: Any, active_controller: bool
+    ) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        broker_id = self.broker.broker_id
+        leaders = under_replicated = under_min_isr = 0
+        log_size = GaugeMetricFamily(
+            "gregor_log_size_bytes",
+            "Bytes in a partition's log segments",
+            labels=["topic", "partition"],
+        )
+        for (topic, index), partition in sorted(replicas.partitions.items()):
+            log_size.add_metric([topic, str(index)], partition.log.size_bytes)
+            if partition.is_leader(broker_id):
+                leaders += 1
+                if len(partition.isr) < len(partition.replicas):
+                    under_replicated += 1
+                if len(partition.isr) < partition.log.config.min_insync_replicas:
+                    under_min_isr += 1
+        yield log_size
+        for name, doc, value in (
+            ("gregor_leader_partitions", "Partitions this broker leads", leaders),
+            (
+                "gregor_under_replicated_partitions",
+                "Partitions led here whose ISR is smaller than their replica set",
+                under_replicated,
+            ),
+            (
+                "gregor_under_min_isr_partitions",
+                "Partitions led here with fewer in-sync replicas than min.insync.replicas",
+                under_min_isr,
+            ),
+            (
+                "gregor_offline_partitions",
+                "Partitions without a live leader (reported by the active controller only, "
+                "like Kafka's OfflinePartitionsCount)",
+                _offline_partitions(self.broker.metadata) if active_controller else 0,
+            ),
+            (
+                "gregor_produce_purgatory_size",
+                "acks=all produce requests waiting for their in-sync replicas",
+                replicas.high_watermark_waiters.pending(),
+            ),
+            (
+                "gregor_fetch_purgatory_size",
+                "Fetch requests (consumers and followers) long-polling for data",
+                replicas.append_waiters.pending(),
+            ),
+        ):
+            gauge = GaugeMetricFamily(name, doc)
+            gauge.add_metric([], value)
+            yield gauge
+        for name, doc, value in (
+            (
+                "gregor_isr_shrinks",
+                "ISR shrinks of partitions led here",
+                replicas.isr_shrinks_total,
+            ),
+            (
+                "gregor_isr_expands",
+                "ISR expands of partitions led here",
+                replicas.isr_expands_total,
+            ),
+        ):
+            counter = CounterMetricFamily(name, doc)
+            counter.add_metric([], value)
+            yield counter
+
+    def _quotas(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        quotas = getattr(self.broker, "quotas", None)
+        labels = ["quota", "user", "client_id"]
+        throttle = CounterMetricFamily(
+            "gregor_client_quota_throttle_seconds",
+            "Time responses were delayed for clients over a quota, per quota entity",
+            labels=labels,
+        )
+        throttled = CounterMetricFamily(
+            "gregor_client_quota_throttled_requests",
+            "Requests delayed for clients over a quota, per quota entity",
+            labels=labels,
+        )
+        observed = GaugeMetricFamily(
+            "gregor_client_quota_observed",
+            "Rate measured over the quota window: bytes/s for byte rates, percent of one "
+            "thread for request_percentage",
+            labels=labels,
+        )
+        limit = GaugeMetricFamily(
+            "gregor_client_quota_limit", "The quota that applies to the entity", labels=labels
+        )
+        if quotas is not None:
+            now = quotas.clock()
+            for sensor in list(quotas.sensors.values()):
+                values = [sensor.key, *sensor.tags]
+                throttle.add_metric(values, sensor.throttle_ms_total / 1000)
+                throttled.add_metric(values, sensor.throttled_total)
+                observed.add_metric(values, sensor.rate.measure(now))
+                limit.add_metric(values, sensor.bound)
+        yield from (throttle, throttled, observed, limit)
+
+
+def _offline_partitions(metadata: Any) -> int:
+    live = metadata.brokers
+    return sum(
+        1
+        for topic in metadata.topics.values()
+        for info in topic.partitions.values()
+        if info.leader < 0 or info.leader not in live
+    )
 
 
 class MetricsServer:
@@ -81,19 +278,31 @@ class MetricsServer:
         self.registry = CollectorRegistry()
         self.registry.register(BrokerCollector(broker))
         self._runner: web.AppRunner | None = None
+        self._lag_task: asyncio.Task[None] | None = None
+        self.loop_lag_s = 0.0
 
     async def start(self) -> None:
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, None, self.port).start()
         log.info("metrics and health on http://0.0.0.0:%d/metrics", self.port)
+        self._lag_task = asyncio.create_task(self._measure_loop_lag())
 
     async def stop(self) -> None:
+        if self._lag_task is not None:
+            self._lag_task.cancel()
         if self._runner is not None:
             await self._runner.cleanup()
+
+    async def _measure_loop_lag(self) -> None:
+        while True:
+            expected = time.monotonic() + LOOP_LAG_INTERVAL_S
+            await asyncio.sleep(LOOP_LAG_INTERVAL_S)
+            self.loop_lag_s = max(time.monotonic() - expected, 0.0)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(
@@ -102,5 +311,51 @@ class MetricsServer:
         )
 
     async def _healthz(self, request: web.Request) -> web.Response:
-        # Answering at all proves the event loop is responsive.
-        return web.Response(text="ok\n")
+        # Answering at all proves the event loop is responsive (a stuck loop answers
+        # nothing, and the probe's timeout fails it).
+        return web.Response(text=f"ok (event loop lag {self.loop_lag_s * 1000:.0f} ms)\n")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        problems = await self.readiness_problems()
+        if problems:
+            return web.Response(status=503, text="".join(f"{p}\n" for p in problems))
+        return web.Response(text="ready\n")
+
+    async def readiness_problems(self) -> list[str]:
+        """Why this broker should not get traffic yet; empty when it is ready."""
+        broker = self.broker
+        if broker.stopping:
+            return ["shutting down"]
+        if not broker.started.is_set():
+            return ["starting: logs, metadata or registration not done yet"]
+        zk = broker.zk
+        if zk is None or not zk.connected:
+            return ["ZooKeeper unreachable (session suspended or lost)"]
+        path = f"/brokers/ids/{broker.broker_id}"
+        try:
+            stat = await asyncio.wait_for(
+                asyncio.to_thread(zk.exists, path), ZOOKEEPER_CHECK_TIMEOUT_S
+            )
+        except Exception as error:  # timeouts, connection loss
+            return [f"ZooKeeper unreachable: {type(error).__name__} {error}".rstrip()]
+        session_id = zk.client_id[0] if zk.client_id else None
+        if stat is None or stat.ephemeralOwner != session_id:
+            return [f"not registered at {path} under this broker's ZooKeeper session"]
+        return self._caught_up_problems()
+
+    def _caught_up_problems(self) -> list[str]:
+        """Partitions under min.insync.replicas that this broker's catching up would fix:
+        a rolling restart must not move on while this broker is still out of their ISR."""
+        broker = self.broker
+        problems = []
+        for (topic, index), partition in sorted(broker.replicas.partitions.items()):
+            isr = partition.isr
+            if broker.broker_id in isr or partition.leader < 0:
+                continue
+            min_isr = partition.log.config.min_insync_replicas
+            if len(isr) < min_isr:
+                problems.append(
+                    f"{topic}-{index}: ISR {list(isr)} is under min.insync.replicas={min_isr} "
+                    f"and this broker is still catching up"
+                )
+        return problems

@@ -102,6 +102,10 @@ class MetadataCache:
         self.changed_topics: set[str] = set()
         # Dynamic broker configs, by entity name ("<id>" or "<default>").
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # Client quota configs by entity path ("users/<u>", "clients/<c>",
+        # "users/<u>/clients/<c>", sanitized as in ZooKeeper); the version moves on change.
+        self.quota_configs: dict[str, dict[str, str]] = {}
+        self.quota_configs_version = 0
 
     def take_changed_topics(self) -> set[str]:
         changed, self.changed_topics = self.changed_topics, set()
@@ -207,6 +211,14 @@ class MetadataCache:
                 return value
         return None
 
+    def set_quota_config(self, entity_path: str, config: dict[str, str]) -> None:
+        if config:
+            self.quota_configs[entity_path] = config
+        else:
+            self.quota_configs.pop(entity_path, None)
+        self.quota_configs_version += 1
+        self.notify()
+
     def set_topic_config(self, name: str, config: dict[str, str]) -> None:
         topic = self.topics.get(name)
         if topic is not None:
@@ -250,6 +262,12 @@ class ZooKeeperMetadataWatcher:
         for entity in self._broker_config_entities():
             self._post(self.cache.set_broker_config, entity, self._read_entity_config(
                 zk_paths.broker_config_path(entity)))
+        for entity_path in self._quota_entity_paths():
+            self._post(
+                self.cache.set_quota_config,
+                entity_path,
+                self._read_entity_config(zk_paths.entity_config_path(entity_path)),
+            )
         ChildrenWatch(self.client, zk_paths.CONFIG_CHANGES, self._on_config_changes)
 
     def stop(self) -> None:
@@ -364,6 +382,22 @@ class ZooKeeperMetadataWatcher:
         except NoNodeError:
             return []
 
+    def _quota_entity_paths(self) -> list[str]:
+        """Every client quota entity: users/<u>, users/<u>/clients/<c>, clients/<c>."""
+        paths = []
+        for user in self._children(zk_paths.CONFIG_USERS):
+            paths.append(f"users/{user}")
+            for client in self._children(f"{zk_paths.CONFIG_USERS}/{user}/clients"):
+                paths.append(f"users/{user}/clients/{client}")
+        paths.extend(f"clients/{client}" for client in self._children(zk_paths.CONFIG_CLIENTS))
+        return paths
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            return list(self.client.get_children(path))
+        except NoNodeError:
+            return []
+
     def _read_entity_config(self, path: str) -> dict[str, str]:
         try:
             data, _ = self.client.get(path)
@@ -406,6 +440,11 @@ class ZooKeeperMetadataWatcher:
             elif entity_type == "brokers":
                 config = self._read_entity_config(zk_paths.broker_config_path(name))
                 self._post(self.cache.set_broker_config, name, config)
+            elif entity_type in ("users", "clients"):
+                # Client quotas: users/<u>, clients/<c> or users/<u>/clients/<c>.
+                path = notification.entity_path
+                config = self._read_entity_config(zk_paths.entity_config_path(path))
+                self._post(self.cache.set_quota_config, path, config)
         return True
 
 

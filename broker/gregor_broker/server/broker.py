@@ -32,6 +32,7 @@ from ..log.log_manager import LogManager
 from ..metrics import MetricsServer
 from .connection import Connection, SendfileCounter
 from .handlers import API_TABLE
+from .quotas import ClientQuotaManager, QuotaConfigs
 from .replica_manager import ReplicaManager, ReplicationConfig
 from .request_router import RequestRouter
 from .topic_admin import TopicAdmin
@@ -79,6 +80,9 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.metadata = MetadataCache()
+        self.quotas = ClientQuotaManager(config.quota_window_num, config.quota_window_size_seconds)
+        self._quota_configs_version = 0
+        self.metadata.listeners.append(self._apply_quota_configs)
         self.router = RequestRouter(self, API_TABLE)
         self.sendfile = SendfileCounter()
         self.connections: set[Connection] = set()
@@ -243,6 +247,12 @@ class Broker:
         )
         self.connections.add(connection)
         return connection
+
+    def _apply_quota_configs(self) -> None:
+        """Client quota changes (``/config/changes``) take effect on the next request."""
+        if self.metadata.quota_configs_version != self._quota_configs_version:
+            self._quota_configs_version = self.metadata.quota_configs_version
+            self.quotas.update(QuotaConfigs.from_entity_configs(self.metadata.quota_configs))
 
     def _schedule_reconcile(self) -> None:
         if not self._reconcile_scheduled:

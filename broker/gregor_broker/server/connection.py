@@ -64,6 +64,7 @@ class Connection(asyncio.Protocol):
         self._drained: asyncio.Future[None] | None = None
         self._writing_paused = False
         self._task: asyncio.Future[None] | None = None  # the request being finished
+        self._muted_until = 0.0  # loop time until which a quota throttle mutes reading
 
     # asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -162,6 +163,35 @@ class Connection(asyncio.Protocol):
         # Run what arrived meanwhile, in order, until another request has to wait.
         while self._pending and not self._busy and not self._closed:
             self._handle(self._pending.popleft())
+
+    # quota throttling ----------------------------------------------------------------
+    def throttle(self, response: Any, seconds: float) -> Awaitable[Any]:
+        """Hold ``response`` for ``seconds`` with the channel muted (Kafka's quota throttle:
+        nothing more is read from a client over its quota until the throttle ends)."""
+        self.mute_for(seconds)
+        return self._delayed(response, seconds)
+
+    @staticmethod
+    async def _delayed(response: Any, seconds: float) -> Any:
+        await asyncio.sleep(seconds)
+        return response
+
+    def mute_for(self, seconds: float) -> None:
+        transport = self.transport
+        if transport is None or self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + seconds
+        if until > self._muted_until:
+            self._muted_until = until
+            transport.pause_reading()
+            loop.call_at(until, self._unmute)
+
+    def _unmute(self) -> None:
+        if self._closed or self.transport is None:
+            return
+        if asyncio.get_running_loop().time() >= self._muted_until - 0.001:
+            self.transport.resume_reading()
 
     def close_for(self, reason: str) -> None:
         if not self._closed:

@@ -81,12 +81,27 @@ class Waiters:
                     if not waiters:
                         del self._waiters[key]
 
+    def pending(self) -> int:
+        """Requests waiting (Kafka's purgatory size); one may wait on several keys."""
+        return len({future for futures in self._waiters.values() for future in futures})
+
     def notify(self, key: TopicPartition) -> None:
         waiters = self._waiters.get(key)
         if waiters:
             for future in waiters:
                 if not future.done():
                     future.set_result(None)
+
+
+class TopicCounters:
+    """Per-topic traffic on this broker, read by the metrics collector at scrape time."""
+
+    __slots__ = ("bytes_in", "bytes_out", "messages_in")
+
+    def __init__(self) -> None:
+        self.bytes_in = 0
+        self.messages_in = 0
+        self.bytes_out = 0  # to consumers; followers' fetches are replication_bytes_out
 
 
 def now_ms() -> int:
@@ -123,6 +138,8 @@ class ReplicaManager:
         self.leadership_listeners: list[Callable[[Partition], None]] = []
         self.isr_shrinks_total = 0
         self.isr_expands_total = 0
+        self.topic_counters: dict[str, TopicCounters] = {}
+        self.replication_bytes_out_total = 0
 
     # metadata -> local state ---------------------------------------------------------
     def reconcile(self, topics: set[str] | None = None) -> None:
@@ -351,12 +368,22 @@ class ReplicaManager:
             )
         result = partition.log.append(buffer, headers, leader_epoch=partition.leader_epoch)
         self.producer_states.record_append(partition.log, buffer, headers)
-        self.messages_in_total += result.last_offset - result.first_offset + 1
+        messages = result.last_offset - result.first_offset + 1
+        self.messages_in_total += messages
         self.bytes_in_total += len(records)
+        counters = self.topic_counters_for(topic)
+        counters.messages_in += messages
+        counters.bytes_in += len(records)
         key = (topic, index)
         self.append_waiters.notify(key)  # followers long-polling for data
         self._after_high_watermark_inputs_changed(partition)
         return result
+
+    def topic_counters_for(self, topic: str) -> TopicCounters:
+        counters = self.topic_counters.get(topic)
+        if counters is None:
+            counters = self.topic_counters[topic] = TopicCounters()
+        return counters
 
     def is_replicated(self, topic: str, index: int, last_offset: int) -> bool:
         partition = self.partitions.get((topic, index))

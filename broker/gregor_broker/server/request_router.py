@@ -12,9 +12,12 @@ import inspect
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
+from ..metrics import LatencyHistogram
 from ..protocol import entities
+from ..protocol.fetch_response import encode_fetch_response
 from ..protocol.frame_guard import check_request
 from ..protocol.wire import (
     API_VERSIONS_KEY,
@@ -73,6 +76,9 @@ class RequestRouter:
         self.broker = broker
         self.apis = apis
         self.requests_total: dict[int, int] = {}
+        # Request latency per API, from decoding to the encoded response (long polls and
+        # acks=all waits included, quota delays not).
+        self.latency: dict[int, LatencyHistogram] = {key: LatencyHistogram() for key in apis}
 
     def decode(self, frame_bytes: memoryview | bytes) -> tuple[ApiSpec, RequestHeader, Any]:
         """Parse a frame into (api, header, kio request); MalformedRequest if it cannot be."""
@@ -103,6 +109,7 @@ class RequestRouter:
         return spec, header, request
 
     def __call__(self, connection: Connection, frame_bytes: memoryview) -> Any:
+        started = perf_counter()
         try:
             spec, header, request = self.decode(frame_bytes)
         except UnsupportedApiVersions as unsupported:
@@ -113,11 +120,61 @@ class RequestRouter:
         )
         result = spec.handler(self.broker, context, request)
         if inspect.isawaitable(result):
-            return self._finish_async(context, result)
-        return self._encode(context, result)
+            busy = perf_counter() - started
+            return self._finish_async(context, request, len(frame_bytes), result, started, busy)
+        return self._respond(context, request, len(frame_bytes), result, started, 0.0)
 
-    async def _finish_async(self, context: RequestContext, awaitable: Any) -> Any:
-        return self._encode(context, await awaitable)
+    async def _finish_async(
+        self,
+        context: RequestContext,
+        request: Any,
+        size: int,
+        awaitable: Any,
+        started: float,
+        busy: float,
+    ) -> Any:
+        response = self._respond(context, request, size, await awaitable, started, busy)
+        if inspect.isawaitable(response):
+            response = await response
+        return response
+
+    def _respond(
+        self,
+        context: RequestContext,
+        request: Any,
+        size: int,
+        result: Any,
+        started: float,
+        busy: float,
+    ) -> Any:
+        """Encode, apply client quotas, record latency. ``busy``: the handler's own time
+        for an asynchronous handler (its waiting is not work); 0 means "until now"."""
+        quotas = self.broker.quotas
+        throttle_ms = 0
+        if quotas.active:
+            result, throttle_ms = quotas.enforce(
+                context.header.api_key,
+                context.header.client_id,
+                request,
+                size + 4,
+                result,
+                busy or perf_counter() - started,
+                lambda ms: self._throttled_fetch(context, ms),
+            )
+        response = self._encode(context, result)
+        self.latency[context.header.api_key].observe(perf_counter() - started)
+        if throttle_ms:
+            # Matches Kafka: the client is slowed down, not refused. Its response waits
+            # out the throttle time and its channel is muted meanwhile.
+            return context.connection.throttle(response, throttle_ms / 1000)
+        return response
+
+    @staticmethod
+    def _throttled_fetch(context: RequestContext, throttle_ms: int) -> RawResponse:
+        parts, size = encode_fetch_response(
+            context.version, context.header.correlation_id, throttle_time_ms=throttle_ms
+        )
+        return RawResponse(parts, size)
 
     def _encode(self, context: RequestContext, result: Any) -> Any:
         if result is None:

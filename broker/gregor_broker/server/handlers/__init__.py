@@ -7,6 +7,7 @@ handler implements every field of every version in it.
 from __future__ import annotations
 
 from ..request_router import ApiSpec
+from .client_quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from .cluster_info import handle_api_versions, handle_describe_cluster
 from .configs import (
     handle_alter_configs,
@@ -71,6 +72,8 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(45, "AlterPartitionReassignments", 0, 0, handle_alter_partition_reassignments),
         ApiSpec(46, "ListPartitionReassignments", 0, 0, handle_list_partition_reassignments),
         ApiSpec(47, "OffsetDelete", 0, 0, handle_offset_delete),
+        ApiSpec(48, "DescribeClientQuotas", 0, 1, handle_describe_client_quotas),
+        ApiSpec(49, "AlterClientQuotas", 0, 1, handle_alter_client_quotas),
         ApiSpec(60, "DescribeCluster", 0, 2, handle_describe_cluster),
     ]
 }

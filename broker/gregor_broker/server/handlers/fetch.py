@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from ...log.partition_log import OffsetOutOfRange
 from ...protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
+from ..quotas import ANONYMOUS
 from ..replica_manager import PartitionError
 from ..request_router import RawResponse
 
@@ -39,9 +40,13 @@ def handle_fetch(broker: Broker, context: RequestContext, request: Any) -> Any:
         return _session_error(context, ErrorCode.invalid_fetch_session_epoch)
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     read = _FetchReader(broker, request, version)
+    if broker.quotas.active and read.replica_id < 0:
+        read.max_bytes = broker.quotas.fetch_max_bytes(
+            ANONYMOUS, context.header.client_id or "", request.max_bytes
+        )
     topics, total = read.once()
     if total >= request.min_bytes or max_wait_ms <= 0 or read.had_error or not read.keys:
-        return _respond(context, topics)
+        return _respond(context, topics, read)
     return _wait_and_respond(broker, context, read, max_wait_ms)
 
 
@@ -56,12 +61,13 @@ async def _wait_and_respond(
         await broker.replicas.append_waiters.wait_any(read.keys, remaining)
         topics, total = read.once()
         if total >= read.request.min_bytes or read.had_error:
-            return _respond(context, topics)
+            return _respond(context, topics, read)
     topics, _total = read.once()
-    return _respond(context, topics)
+    return _respond(context, topics, read)
 
 
-def _respond(context: RequestContext, topics: list[TopicResult]) -> RawResponse:
+def _respond(context: RequestContext, topics: list[TopicResult], read: _FetchReader) -> RawResponse:
+    read.count_bytes_out(topics)
     parts, size = encode_fetch_response(
         context.version, context.header.correlation_id, topics=topics
     )
@@ -84,6 +90,7 @@ class _FetchReader:
         self.version = version
         self.keys: list[tuple[str, int]] = []
         self.had_error = False
+        self.max_bytes = request.max_bytes  # lowered for a consumer under a fetch quota
         self.read_committed = getattr(request, "isolation_level", 0) == 1
         replica_state = getattr(request, "replica_state", None)
         self.replica_id = (
@@ -105,7 +112,7 @@ class _FetchReader:
     def once(self) -> tuple[list[TopicResult], int]:
         broker = self.broker
         replicas = broker.replicas
-        remaining = self.request.max_bytes
+        remaining = self.max_bytes
         total = 0
         self.had_error = False
         topics: list[TopicResult] = []
@@ -168,6 +175,21 @@ class _FetchReader:
                     )
                 )
         return topics, total
+
+    def count_bytes_out(self, topics: list[TopicResult]) -> None:
+        """Record bytes sent per topic (consumers) or as replication (followers)."""
+        sent = 0
+        for topic in topics:
+            size = 0
+            for partition in topic.partitions:
+                records = partition.records
+                if records:
+                    size += records.size if not isinstance(records, bytes) else len(records)
+            if size and self.replica_id < 0:
+                self.broker.replicas.topic_counters_for(topic.name).bytes_out += size
+            sent += size
+        if self.replica_id >= 0:
+            self.broker.replicas.replication_bytes_out_total += sent
 
 
 def _check_leader_epoch(partition: Any, requested_epoch: int) -> None:
