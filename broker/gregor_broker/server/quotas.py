@@ -415,6 +415,8 @@ class ClientQuotaManager:
             return throttled_fetch(throttle_ms), throttle_ms
         if isinstance(result, dict):
             result["throttle_time"] = throttle_ms
+        elif hasattr(result, "throttle_time"):
+            result.throttle_time = throttle_ms
         return result, throttle_ms
 
 

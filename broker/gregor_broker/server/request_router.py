@@ -182,6 +182,9 @@ class RequestRouter:
         if isinstance(result, RawResponse):
             return result.parts, result.size
         header = context.header
+        encode_frame = getattr(result, "encode_frame", None)
+        if encode_frame is not None:  # a hot-path response with its own encoder
+            return encode_frame(header.api_version, header.correlation_id)
         # ApiVersions answers with header v0 whatever its version (KIP-511).
         flexible = context.flexible and header.api_key != API_VERSIONS_KEY
         body = entities.encode_response(header.api_key, header.api_version, result)

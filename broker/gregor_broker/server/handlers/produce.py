@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from ...protocol.produce_response import PartitionProduceResult, ProduceResponse
 from ..replica_manager import PartitionError
 
 if TYPE_CHECKING:
@@ -27,104 +28,71 @@ def handle_produce(broker: Broker, context: RequestContext, request: Any) -> Any
         return _reject_all(request, ErrorCode.invalid_required_acks)
     replicas = broker.replicas
     any_error = False
-    responses = []
-    waiting: list[tuple[dict[str, Any], str, Any]] = []
+    topics: list[tuple[str, list[PartitionProduceResult]]] = []
+    waiting: list[tuple[PartitionProduceResult, str, Any]] = []
     for topic_data in request.topic_data:
-        name = _topic_name(broker, topic_data)
-        partition_responses = []
+        name = topic_data.name
+        results = []
         for partition_data in topic_data.partition_data:
             index = partition_data.index
             try:
-                if name is None:
-                    raise PartitionError(ErrorCode.unknown_topic_id)
                 result = replicas.append(name, index, partition_data.records, acks)
             except PartitionError as error:
                 any_error = True
-                partition_responses.append(_failed(index, error.error_code, str(error)))
+                results.append(_failed(index, error.error_code, str(error)))
                 continue
-            response = {
-                "index": index,
-                "error_code": ErrorCode.none,
-                "base_offset": result.first_offset,
-                "log_append_time": result.log_append_time,
-                "log_start_offset": result.log_start_offset,
-            }
-            partition_responses.append(response)
+            response = PartitionProduceResult(
+                index,
+                ErrorCode.none,
+                result.first_offset,
+                result.log_append_time,
+                result.log_start_offset,
+            )
+            results.append(response)
             if acks == -1 and not replicas.is_replicated(name, index, result.last_offset):
                 waiting.append((response, name, result))
-        responses.append(
-            {
-                "name": name or "",
-                "topic_id": getattr(topic_data, "topic_id", None),
-                "partition_responses": partition_responses,
-            }
-        )
+        topics.append((name, results))
     if acks == 0:
         if any_error:
             context.connection.close_for("acks=0 produce failed")
         return None
-    body = {"responses": responses, "throttle_time": 0}
+    response = ProduceResponse(topics)
     if waiting:
-        return _await_replication(broker, body, waiting, request.timeout.total_seconds())
-    return body
+        return _await_replication(broker, response, waiting, request.timeout.total_seconds())
+    return response
 
 
 async def _await_replication(
     broker: Broker,
-    body: dict[str, Any],
-    waiting: list[tuple[dict[str, Any], str, Any]],
+    response: ProduceResponse,
+    waiting: list[tuple[PartitionProduceResult, str, Any]],
     timeout_s: float,
-) -> dict[str, Any]:
+) -> ProduceResponse:
     """acks=all: answer once every partition's high watermark passed its append."""
     outcomes = await asyncio.gather(
         *(
-            broker.replicas.wait_for_replication(name, response["index"], result, timeout_s)
-            for response, name, result in waiting
+            broker.replicas.wait_for_replication(name, result.index, appended, timeout_s)
+            for result, name, appended in waiting
         )
     )
-    for (response, _name, _result), error_code in zip(waiting, outcomes, strict=True):
+    for (result, _name, _appended), error_code in zip(waiting, outcomes, strict=True):
         if error_code != ErrorCode.none:
-            response.update(_failed(response["index"], error_code, error_code.name))
-    return body
+            failed = _failed(result.index, error_code, error_code.name)
+            result.error_code = failed.error_code
+            result.base_offset = -1
+            result.log_start_offset = -1
+            result.error_message = failed.error_message
+    return response
 
 
-def _failed(index: int, error_code: ErrorCode, message: str) -> dict[str, Any]:
-    return {
-        "index": index,
-        "error_code": error_code,
-        "base_offset": -1,
-        "log_append_time": -1,
-        "log_start_offset": -1,
-        "error_message": message,
-    }
+def _failed(index: int, error_code: ErrorCode, message: str) -> PartitionProduceResult:
+    return PartitionProduceResult(index, error_code, error_message=message)
 
 
-def _topic_name(broker: Broker, topic_data: Any) -> str | None:
-    name = getattr(topic_data, "name", None)
-    if name is not None:
-        return name
-    topic = broker.metadata.topic_by_uuid(topic_data.topic_id)
-    return topic.name if topic is not None else None
-
-
-def _reject_all(request: Any, error_code: ErrorCode) -> dict[str, Any]:
-    return {
-        "responses": [
-            {
-                "name": getattr(t, "name", ""),
-                "topic_id": getattr(t, "topic_id", None),
-                "partition_responses": [
-                    {
-                        "index": p.index,
-                        "error_code": error_code,
-                        "base_offset": -1,
-                        "log_append_time": -1,
-                        "log_start_offset": -1,
-                    }
-                    for p in t.partition_data
-                ],
-            }
+def _reject_all(request: Any, error_code: ErrorCode) -> ProduceResponse:
+    return ProduceResponse(
+        [
+            (t.name, [PartitionProduceResult(p.index, error_code) for p in t.partition_data])
             for t in request.topic_data
-        ],
-        "throttle_time": 0,
-    }
+        ]
+    )

@@ -1,0 +1,107 @@
+"""Produce response encoding, hand-written for the hot path.
+
+Profiling unbatched produce showed the generic path (dict → kio dataclasses → kio's
+Python writer) taking 38% of the broker's time, more than the append itself. This
+encoder writes the same bytes directly; a test checks it against kio for every
+version (3 to 11) so the two can never drift apart.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .wire import encode_unsigned_varint
+
+_PARTITION_V3 = struct.Struct(">ihqq")  # index, error, base offset, log append time
+_PARTITION_V5 = struct.Struct(">ihqqq")  # ... + log start offset
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+
+
+@dataclass(slots=True)
+class PartitionProduceResult:
+    index: int
+    error_code: int = 0
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class ProduceResponse:
+    """A Produce response as the handler builds it; ``throttle_time`` is set by quotas."""
+
+    topics: list[tuple[str, list[PartitionProduceResult]]]
+    throttle_time: int = 0
+
+    def encode_frame(self, version: int, correlation_id: int) -> bytes:
+        return encode_produce_response(version, correlation_id, self.topics, self.throttle_time)
+
+
+def _string(value: str, flexible: bool) -> bytes:
+    raw = value.encode()
+    if flexible:
+        return encode_unsigned_varint(len(raw) + 1) + raw
+    return _I16.pack(len(raw)) + raw
+
+
+def _nullable_string(value: str | None, flexible: bool) -> bytes:
+    if value is None:
+        return b"\x00" if flexible else b"\xff\xff"
+    return _string(value, flexible)
+
+
+def _count(length: int, flexible: bool) -> bytes:
+    return encode_unsigned_varint(length + 1) if flexible else _I32.pack(length)
+
+
+def encode_produce_response(
+    version: int,
+    correlation_id: int,
+    topics: Sequence[tuple[str, Sequence[PartitionProduceResult]]],
+    throttle_time_ms: int = 0,
+) -> bytes:
+    """A whole response frame (size prefix and header included), versions 3 to 11."""
+    if not 3 <= version <= 11:
+        raise ValueError(f"produce response v{version} is not supported by this encoder")
+    flexible = version >= 9
+    partition_struct = _PARTITION_V5 if version >= 5 else _PARTITION_V3
+    out = bytearray(b"\x00\x00\x00\x00")
+    out += _I32.pack(correlation_id)
+    if flexible:
+        out += b"\x00"
+    out += _count(len(topics), flexible)
+    for name, partitions in topics:
+        out += _string(name, flexible)
+        out += _count(len(partitions), flexible)
+        for partition in partitions:
+            if version >= 5:
+                out += partition_struct.pack(
+                    partition.index,
+                    partition.error_code,
+                    partition.base_offset,
+                    partition.log_append_time,
+                    partition.log_start_offset,
+                )
+            else:
+                out += partition_struct.pack(
+                    partition.index,
+                    partition.error_code,
+                    partition.base_offset,
+                    partition.log_append_time,
+                )
+            if version >= 8:
+                out += _count(0, flexible)  # record_errors: none reported per record
+                out += _nullable_string(partition.error_message, flexible)
+            if flexible:
+                out += b"\x00"
+        if flexible:
+            out += b"\x00"
+    out += _I32.pack(throttle_time_ms)
+    if flexible:
+        out += b"\x00"
+    _I32.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
