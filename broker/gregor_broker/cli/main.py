@@ -14,7 +14,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from gregor_broker.cli import bench, groups, leaders, local, reassign, topics
+from gregor_broker.cli import bench, groups, leaders, local, quotas, reassign, topics
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
@@ -24,6 +24,7 @@ COMMAND_GROUPS: list[Register] = [
     reassign.register,
     leaders.register,
     groups.register,
+    quotas.register,
     bench.register,
 ]
 
