@@ -106,6 +106,10 @@ class Broker:
     async def start(self) -> None:
         config = self.config
         loop = asyncio.get_running_loop()
+        if config.metrics_port:
+            # First, so that /healthz answers (and /readyz says "starting") during recovery.
+            self.metrics_server = MetricsServer(self, config.metrics_port)
+            await self.metrics_server.start()
         self.zk = KazooClient(
             hosts=config.zookeeper_connect,
             timeout=config.zookeeper_session_timeout_ms / 1000,
@@ -176,9 +180,6 @@ class Broker:
                 self._every(config.replica_lag_time_max_ms // 2, self.replicas.shrink_lagging_isrs)
             ),
         ]
-        if config.metrics_port:
-            self.metrics_server = MetricsServer(self, config.metrics_port)
-            await self.metrics_server.start()
         self.started.set()
         log.info(
             "broker %d serving on %s:%d (cluster %s)",
