@@ -260,8 +260,11 @@ class ZooKeeperMetadataWatcher:
         except NoNodeError:
             pass
         for entity in self._broker_config_entities():
-            self._post(self.cache.set_broker_config, entity, self._read_entity_config(
-                zk_paths.broker_config_path(entity)))
+            self._post(
+                self.cache.set_broker_config,
+                entity,
+                self._read_entity_config(zk_paths.broker_config_path(entity)),
+            )
         for entity_path in self._quota_entity_paths():
             self._post(
                 self.cache.set_quota_config,
