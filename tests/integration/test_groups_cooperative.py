@@ -48,6 +48,9 @@ def test_cooperative_sticky_moves_only_the_partitions_that_change_owner(
             "two members to own three partitions each",
         )
         before = [m.owned() for m in members]
+        # Only what happens from here on counts: on a slow machine the first member may
+        # have owned all six partitions alone before the second joined.
+        seen = [len(m.events()) for m in members]
         members.append(member(2).start())
         wait_until(
             lambda: (
@@ -57,10 +60,11 @@ def test_cooperative_sticky_moves_only_the_partitions_that_change_owner(
             60,
             "three members to own two partitions each",
         )
-        for old, owned_before in zip(members[:2], before, strict=True):
+        for old, owned_before, skip in zip(members[:2], before, seen, strict=True):
             kept = old.owned()
             assert kept <= owned_before, "an old member gained partitions it did not own"
-            revoked = set().union(*(e.partitions for e in old.events() if e.kind == "REVOKE"))
+            later = old.events()[skip:]
+            revoked = set().union(*(e.partitions for e in later if e.kind == "REVOKE"))
             # Incremental: only the partition that moved was revoked, never the kept ones.
             assert revoked == owned_before - kept
             assert not revoked & kept
