@@ -90,7 +90,7 @@ def _convert_scalar(kafka_type: str | None) -> Callable[[Any], Any] | None:
     return None
 
 
-def _entity_classes(annotation: Any) -> tuple[type | None, bool]:
+def nested_entity_class(annotation: Any) -> tuple[type | None, bool]:
     """(nested entity class or None, whether the field is a sequence)."""
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
@@ -103,7 +103,7 @@ def _entity_classes(annotation: Any) -> tuple[type | None, bool]:
         for arg in args:
             if arg is type(None):
                 continue
-            found, sequence = _entity_classes(arg)
+            found, sequence = nested_entity_class(arg)
             if found is not None or sequence:
                 return found, sequence
     return None, False
@@ -114,7 +114,7 @@ def _plan(cls: type) -> list[tuple[str, Callable[[Any], Any] | None, Any]]:
     hints = typing.get_type_hints(cls)
     plan = []
     for field in fields(cls):
-        nested, sequence = _entity_classes(hints[field.name])
+        nested, sequence = nested_entity_class(hints[field.name])
         converter: Callable[[Any], Any] | None
         if nested is not None:
             if sequence:

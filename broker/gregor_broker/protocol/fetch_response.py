@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from uuid import UUID
 
-from .wire import encode_unsigned_varint
+from .wire import encode_array_length, encode_string, encode_unsigned_varint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -76,16 +76,6 @@ class _Parts:
         return self.parts, self.size
 
 
-def _compact_string(value: str) -> bytes:
-    raw = value.encode()
-    return encode_unsigned_varint(len(raw) + 1) + raw
-
-
-def _string(value: str) -> bytes:
-    raw = value.encode()
-    return _I16.pack(len(raw)) + raw
-
-
 def _tagged(tags: list[tuple[int, bytes]]) -> bytes:
     out = bytearray(encode_unsigned_varint(len(tags)))
     for tag, payload in tags:
@@ -118,19 +108,15 @@ def encode_fetch_response(
     buffer += _I32.pack(throttle_time_ms)
     if version >= 7:
         buffer += _I16.pack(error_code) + _I32.pack(session_id)
-    buffer += encode_unsigned_varint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+    buffer += encode_array_length(len(topics), flexible)
     for topic in topics:
         buffer = out.buffer
         if version >= 13:
             buffer += (topic.topic_id or UUID(int=0)).bytes
-        elif flexible:
-            buffer += _compact_string(topic.name)
         else:
-            buffer += _string(topic.name)
+            buffer += encode_string(topic.name, flexible)
         partitions = topic.partitions
-        buffer += (
-            encode_unsigned_varint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
-        )
+        buffer += encode_array_length(len(partitions), flexible)
         for partition in partitions:
             buffer = out.buffer
             if version >= 5:
@@ -152,11 +138,7 @@ def encode_fetch_response(
             if aborted is None:
                 buffer += b"\x00" if flexible else b"\xff\xff\xff\xff"
             else:
-                buffer += (
-                    encode_unsigned_varint(len(aborted) + 1)
-                    if flexible
-                    else _I32.pack(len(aborted))
-                )
+                buffer += encode_array_length(len(aborted), flexible)
                 for producer_id, first_offset in aborted:
                     buffer += struct.pack(">qq", producer_id, first_offset)
                     if flexible:

@@ -20,10 +20,11 @@ from __future__ import annotations
 import struct
 import typing
 from collections.abc import Callable
-from dataclasses import fields, is_dataclass
+from dataclasses import fields
 from functools import cache
 from typing import Any
 
+from .entities import nested_entity_class
 from .wire import MalformedRequest, read_unsigned_varint
 
 _FIXED = {
@@ -46,30 +47,13 @@ _LENGTH_PREFIXED = {"string", "bytes", "records"}
 _Step = tuple[Any, bool, int | None]
 
 
-def _nested_class(annotation: Any) -> tuple[type | None, bool]:
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if is_dataclass(annotation):
-        return annotation, False  # type: ignore[return-value]
-    if origin is tuple:
-        inner = args[0]
-        return (inner if is_dataclass(inner) else None), True
-    for arg in args:
-        if arg is type(None):
-            continue
-        found, sequence = _nested_class(arg)
-        if found is not None or sequence:
-            return found, sequence
-    return None, False
-
-
 @cache
 def _steps(cls: type) -> tuple[list[_Step], dict[int, _Step], bool]:
     hints = typing.get_type_hints(cls)
     ordered: list[_Step] = []
     tagged: dict[int, _Step] = {}
     for field in fields(cls):
-        nested, sequence = _nested_class(hints[field.name])
+        nested, sequence = nested_entity_class(hints[field.name])
         kind: Any = nested if nested is not None else field.metadata.get("kafka_type")
         tag = field.metadata.get("tag")
         step = (kind, sequence, tag)

@@ -12,12 +12,11 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .wire import encode_unsigned_varint
+from .wire import encode_array_length, encode_nullable_string, encode_string
 
 _PARTITION_V3 = struct.Struct(">ihqq")  # index, error, base offset, log append time
 _PARTITION_V5 = struct.Struct(">ihqqq")  # ... + log start offset
 _I32 = struct.Struct(">i")
-_I16 = struct.Struct(">h")
 
 
 @dataclass(slots=True)
@@ -41,23 +40,6 @@ class ProduceResponse:
         return encode_produce_response(version, correlation_id, self.topics, self.throttle_time)
 
 
-def _string(value: str, flexible: bool) -> bytes:
-    raw = value.encode()
-    if flexible:
-        return encode_unsigned_varint(len(raw) + 1) + raw
-    return _I16.pack(len(raw)) + raw
-
-
-def _nullable_string(value: str | None, flexible: bool) -> bytes:
-    if value is None:
-        return b"\x00" if flexible else b"\xff\xff"
-    return _string(value, flexible)
-
-
-def _count(length: int, flexible: bool) -> bytes:
-    return encode_unsigned_varint(length + 1) if flexible else _I32.pack(length)
-
-
 def encode_produce_response(
     version: int,
     correlation_id: int,
@@ -73,10 +55,10 @@ def encode_produce_response(
     out += _I32.pack(correlation_id)
     if flexible:
         out += b"\x00"
-    out += _count(len(topics), flexible)
+    out += encode_array_length(len(topics), flexible)
     for name, partitions in topics:
-        out += _string(name, flexible)
-        out += _count(len(partitions), flexible)
+        out += encode_string(name, flexible)
+        out += encode_array_length(len(partitions), flexible)
         for partition in partitions:
             if version >= 5:
                 out += partition_struct.pack(
@@ -94,8 +76,8 @@ def encode_produce_response(
                     partition.log_append_time,
                 )
             if version >= 8:
-                out += _count(0, flexible)  # record_errors: none reported per record
-                out += _nullable_string(partition.error_message, flexible)
+                out += encode_array_length(0, flexible)  # record_errors: none reported per record
+                out += encode_nullable_string(partition.error_message, flexible)
             if flexible:
                 out += b"\x00"
         if flexible:

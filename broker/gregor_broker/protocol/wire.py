@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 _HEADER_PREFIX = struct.Struct(">hhih")
 _INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
 API_VERSIONS_KEY = 18
 
 
@@ -53,6 +54,25 @@ def encode_unsigned_varint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+def encode_string(value: str, flexible: bool) -> bytes:
+    """A STRING: compact (uvarint length + 1) in flexible versions, else int16 length."""
+    raw = value.encode()
+    if flexible:
+        return encode_unsigned_varint(len(raw) + 1) + raw
+    return _INT16.pack(len(raw)) + raw
+
+
+def encode_nullable_string(value: str | None, flexible: bool) -> bytes:
+    if value is None:
+        return b"\x00" if flexible else b"\xff\xff"
+    return encode_string(value, flexible)
+
+
+def encode_array_length(length: int, flexible: bool) -> bytes:
+    """An ARRAY's length: compact (uvarint length + 1) in flexible versions, else int32."""
+    return encode_unsigned_varint(length + 1) if flexible else _INT32.pack(length)
 
 
 def skip_tagged_fields(buffer: bytes | memoryview, position: int) -> int:
