@@ -200,6 +200,48 @@ def assert_partition_round_trip(
     assert not problems, "round trip differs:\n" + "\n".join(problems)
 
 
+@dataclass(frozen=True)
+class OffsetLookups:
+    """The timestamp lookups kafka-python and aiokafka both perform (their consumers
+    share an API), and what the log must answer to them."""
+
+    expected: dict[int, list[Message]]
+    partitions: list  # the client's TopicPartition objects
+    middle: int
+
+    @property
+    def between(self) -> dict:
+        """Just before each partition's middle message: the answer is that message."""
+        middle = self.middle
+        return {tp: self.expected[tp.partition][middle].timestamp - 1 for tp in self.partitions}
+
+    @property
+    def exact(self) -> dict:
+        """Exactly on message 3 of the first partition."""
+        return {self.partitions[0]: self.expected[0][3].timestamp}
+
+    @property
+    def too_late(self) -> dict:
+        """After the last message: no answer."""
+        return {self.partitions[0]: self.expected[0][-1].timestamp + 1}
+
+    def check(self, found, exact, too_late, beginning, end, records) -> None:
+        assert {tp: (found[tp].offset, found[tp].timestamp) for tp in self.partitions} == {
+            tp: (
+                first_offset_at_or_after(self.expected[tp.partition], ts),
+                self.expected[tp.partition][self.middle].timestamp,
+            )
+            for tp, ts in self.between.items()
+        }
+        assert exact[self.partitions[0]].offset == 3
+        assert too_late == {self.partitions[0]: None}  # nothing at or after the timestamp
+        assert beginning == dict.fromkeys(self.partitions, 0)
+        assert end == dict.fromkeys(self.partitions, MESSAGES_PER_PARTITION)
+        assert_partition_round_trip(
+            self.expected, records, start_offsets=dict.fromkeys(range(PARTITIONS), self.middle)
+        )
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():

@@ -24,10 +24,10 @@ from .expectations import (
     MESSAGES_PER_PARTITION,
     PARTITIONS,
     Message,
+    OffsetLookups,
     Received,
     assert_partition_round_trip,
     by_partition,
-    first_offset_at_or_after,
     message_set,
     unique_topic,
 )
@@ -170,42 +170,25 @@ def test_offsets_for_times_and_beginning_and_end_offsets_match_the_log(broker):
     create_topic(broker.bootstrap, topic)
     messages = message_set()
     produce(broker.bootstrap, topic, messages)
-    expected = by_partition(messages)
-    middle = MESSAGES_PER_PARTITION // 2
     partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-    # Between two messages: the answer is the later one.
-    targets = {tp: expected[tp.partition][middle].timestamp - 1 for tp in partitions}
-    last = expected[0][-1].timestamp
+    lookups = OffsetLookups(by_partition(messages), partitions, MESSAGES_PER_PARTITION // 2)
 
     client = consumer(broker.bootstrap)
     try:
-        found = client.offsets_for_times(targets)
-        exact = client.offsets_for_times({partitions[0]: expected[0][3].timestamp})
-        too_late = client.offsets_for_times({partitions[0]: last + 1})
+        found = client.offsets_for_times(lookups.between)
+        exact = client.offsets_for_times(lookups.exact)
+        too_late = client.offsets_for_times(lookups.too_late)
         beginning = client.beginning_offsets(partitions)
         end = client.end_offsets(partitions)
         records = consume(
             client,
             {tp: found[tp].offset for tp in partitions},
-            PARTITIONS * (MESSAGES_PER_PARTITION - middle),
+            PARTITIONS * (MESSAGES_PER_PARTITION - lookups.middle),
         )
     finally:
         client.close()
 
-    assert {tp: (found[tp].offset, found[tp].timestamp) for tp in partitions} == {
-        tp: (
-            first_offset_at_or_after(expected[tp.partition], ts),
-            expected[tp.partition][middle].timestamp,
-        )
-        for tp, ts in targets.items()
-    }
-    assert exact[partitions[0]].offset == 3
-    assert too_late == {partitions[0]: None}  # nothing at or after the timestamp
-    assert beginning == dict.fromkeys(partitions, 0)
-    assert end == dict.fromkeys(partitions, MESSAGES_PER_PARTITION)
-    assert_partition_round_trip(
-        expected, records, start_offsets=dict.fromkeys(range(PARTITIONS), middle)
-    )
+    lookups.check(found, exact, too_late, beginning, end, records)
 
 
 def test_producing_to_a_new_topic_auto_creates_it(broker):
