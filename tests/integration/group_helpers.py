@@ -23,12 +23,26 @@ GROUP_BROKER_PROPERTIES = {
 }
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> float:
-    """Poll ``predicate`` until true; returns the time it took, fails with ``what``."""
+def wait_until(
+    predicate: Callable[[], bool],
+    timeout: float,
+    what: str,
+    members: list[MemberProcess] | None = None,
+) -> float:
+    """Poll ``predicate`` until true; returns the time it took, fails with ``what``.
+
+    With ``members``, a member process that died fails the wait at once, and a failure
+    shows each member's rebalance events and the end of its stderr.
+    """
     started = time.monotonic()
     while not predicate():
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        dead = [m for m in members or [] if m.exited()]
+        if dead or time.monotonic() - started > timeout:
+            problem = (
+                f"{len(dead)} member(s) exited" if dead else f"timed out after {timeout:.0f} s"
+            )
+            details = "".join(m.diagnostics() for m in members or [])
+            raise AssertionError(f"{problem} waiting for {what}{details}")
         time.sleep(0.05)
     return time.monotonic() - started
 
@@ -51,6 +65,7 @@ class MemberProcess:
     out: Path
     config: dict[str, object] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
+    ended: bool = False  # the test killed or stopped it
 
     def start(self) -> MemberProcess:
         args = [sys.executable, str(MEMBER_SCRIPT), self.client, self.bootstrap, self.group]
@@ -89,14 +104,34 @@ class MemberProcess:
                 result.append((int(partition), int(offset), value))
         return result
 
+    def exited(self) -> bool:
+        """Whether the process ended on its own (not killed or stopped by the test)."""
+        return self.process is not None and not self.ended and self.process.poll() is not None
+
+    def diagnostics(self, lines: int = 25) -> str:
+        """The member's rebalance events and the end of its stderr, for a failure."""
+        events = [line for line in self.lines() if not line.startswith("MSG ")][-lines:]
+        stderr = Path(f"{self.out}.stderr")
+        errors = stderr.read_text(errors="replace").splitlines()[-lines:] if stderr.exists() else []
+        status = self.process.poll() if self.process is not None else "not started"
+        return (
+            f"\n--- {self.out.name} (exit status {status}, "
+            f"{len(self.processed())} messages processed)\n"
+            + "\n".join(events)
+            + "\n--- stderr:\n"
+            + "\n".join(errors)
+        )
+
     def kill(self) -> None:
         assert self.process is not None
+        self.ended = True
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(10)
 
     def stop(self, timeout: float = 30) -> None:
         if self.process is None or self.process.poll() is not None:
             return
+        self.ended = True
         self.process.send_signal(signal.SIGTERM)
         try:
             self.process.wait(timeout)

@@ -13,6 +13,7 @@ the tests use to simulate a crash.
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import sys
 import time
@@ -34,6 +35,9 @@ def main() -> None:
     def event(kind: str, partitions: list[int]) -> None:
         out.write(f"{kind} {time.time():.3f} {','.join(map(str, sorted(partitions)))}\n")
 
+    # The clients' own account of the rebalances (stderr), for a failing test to show.
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(message)s")
+    logging.getLogger("kafka.coordinator").setLevel(logging.INFO)
     delay = float(extra.pop("process.delay.s", 0.002))
     if client == "confluent":
         run_confluent(bootstrap, group, topic, extra, out, event, delay)

@@ -46,6 +46,7 @@ def test_cooperative_sticky_moves_only_the_partitions_that_change_owner(
             lambda: sorted(len(m.owned()) for m in members) == [3, 3],
             60,
             "two members to own three partitions each",
+            members,
         )
         before = [m.owned() for m in members]
         # Only what happens from here on counts: on a slow machine the first member may
@@ -59,6 +60,7 @@ def test_cooperative_sticky_moves_only_the_partitions_that_change_owner(
             ),
             60,
             "three members to own two partitions each",
+            members,
         )
         for old, owned_before, skip in zip(members[:2], before, seen, strict=True):
             kept = old.owned()

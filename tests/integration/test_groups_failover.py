@@ -56,11 +56,14 @@ def test_three_members_share_partitions_and_take_over_from_a_killed_member(
                 sorted(len(m.owned()) for m in members) == [2, 2, 2]
                 and frozenset().union(*(m.owned() for m in members)) == frozenset(range(6))
             ),
-            60,
+            90,
             "three members to own two partitions each",
+            members,
         )
         victim, survivors = members[0], members[1:]
-        wait_until(lambda: len(victim.processed()) >= 20, 30, "the victim to process messages")
+        wait_until(
+            lambda: len(victim.processed()) >= 20, 30, "the victim to process messages", members
+        )
         victim_partitions = victim.owned()
         victim.kill()
         killed_at = time.time()
@@ -71,6 +74,7 @@ def test_three_members_share_partitions_and_take_over_from_a_killed_member(
             lambda: frozenset().union(*(m.owned() for m in survivors)) == frozenset(range(6)),
             SESSION_TIMEOUT_S + 30,
             "the survivors to own every partition",
+            members,
         )
         takeover = min(
             e.at
@@ -90,6 +94,7 @@ def test_three_members_share_partitions_and_take_over_from_a_killed_member(
             lambda: committed_offsets(bootstrap, group, topic, PARTITIONS) == expected,
             60,
             "the committed offsets to reach the end of every partition",
+            members,
         )
         processed = {value for m in members for _, _, value in m.processed()}
         assert processed >= set(first) | set(second), "a message was never processed"

@@ -40,6 +40,7 @@ def test_a_static_member_restarted_within_the_session_timeout_causes_no_rebalanc
             lambda: sorted(len(m.owned()) for m in members) == [2, 2, 2],
             60,
             "three static members to own two partitions each",
+            members,
         )
         before = {i: m.owned() for i, m in enumerate(members)}
         events_before = [len(m.events()) for m in members[1:]]
@@ -47,7 +48,12 @@ def test_a_static_member_restarted_within_the_session_timeout_causes_no_rebalanc
         members[0].kill()
         restarted = member(0, 1).start()
         members.append(restarted)
-        wait_until(lambda: restarted.owned() == before[0], 30, "the restarted member's assignment")
+        wait_until(
+            lambda: restarted.owned() == before[0],
+            30,
+            "the restarted member's assignment",
+            members,
+        )
         # Give a rebalance, if one were coming, time to show up in the others' callbacks.
         time.sleep(3)
         assert [len(m.events()) for m in members[1:3]] == events_before, (

@@ -22,7 +22,7 @@ class MalformedRequest(ValueError):
     """The bytes cannot be a Kafka request: the connection must be closed."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RequestHeader:
     api_key: int
     api_version: int

@@ -8,7 +8,6 @@ answers UNSUPPORTED_VERSION with the supported list so the client can pick again
 
 from __future__ import annotations
 
-import inspect
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from ..metrics import LatencyHistogram
 from ..protocol import entities
 from ..protocol.fetch_response import encode_fetch_response
 from ..protocol.frame_guard import check_request
+from ..protocol.produce_request import decode_produce_request
 from ..protocol.wire import (
     API_VERSIONS_KEY,
     MalformedRequest,
@@ -27,12 +27,19 @@ from ..protocol.wire import (
     parse_request_header,
     response_header,
 )
+from .connection import is_awaitable
 
 if TYPE_CHECKING:
     from .broker import Broker
     from .connection import Connection
 
 _KEY_AND_VERSION = struct.Struct(">hh")
+
+# Requests decoded by hand-written decoders instead of kio (the hot path): each checks
+# its own bounds, so the frame guard is not needed for them.
+_DIRECT_DECODERS: dict[int, Callable[[memoryview | bytes, int, int], Any]] = {
+    0: decode_produce_request,
+}
 
 
 class UnsupportedApiVersions(Exception):
@@ -52,7 +59,7 @@ class ApiSpec:
     handler: Callable[[Broker, RequestContext, Any], Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RequestContext:
     header: RequestHeader
     connection: Connection
@@ -97,6 +104,9 @@ class RequestRouter:
             )
         flexible = entities.is_flexible(api_key, version)
         header = parse_request_header(frame_bytes, flexible)
+        direct = _DIRECT_DECODERS.get(api_key)
+        if direct is not None:
+            return spec, header, direct(frame_bytes, header.body_offset, version)
         check_request(
             entities.payload_class(api_key, version, "request"), frame_bytes, header.body_offset
         )
@@ -119,7 +129,7 @@ class RequestRouter:
             header, connection, entities.is_flexible(spec.key, header.api_version)
         )
         result = spec.handler(self.broker, context, request)
-        if inspect.isawaitable(result):
+        if is_awaitable(result):
             busy = perf_counter() - started
             return self._finish_async(context, request, len(frame_bytes), result, started, busy)
         return self._respond(context, request, len(frame_bytes), result, started, 0.0)
@@ -134,7 +144,7 @@ class RequestRouter:
         busy: float,
     ) -> Any:
         response = self._respond(context, request, size, await awaitable, started, busy)
-        if inspect.isawaitable(response):
+        if is_awaitable(response):
             response = await response
         return response
 
