@@ -135,7 +135,7 @@ class BrokerCollector(Collector):
                 latency.add_metric([router.apis[api_key].name], histogram.buckets(), histogram.sum)
         yield latency
 
-    def _topics(self, replicas: Any) -> Iterator[CounterMetricFamily]:
+    def _topics(self, replicas: Any) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         families = {
             "bytes_in": CounterMetricFamily(
                 "gregor_topic_bytes_in",
@@ -160,6 +160,28 @@ class BrokerCollector(Collector):
         )
         replication.add_metric([], replicas.replication_bytes_out_total)
         yield replication
+        quota = replicas.leader_replication_quota
+        throttled_bytes = CounterMetricFamily(
+            "gregor_leader_replication_throttled_bytes",
+            "Record bytes sent to followers for partitions under the leader replication "
+            "throttle (leader.replication.throttled.replicas), in-sync followers included",
+        )
+        throttled_bytes.add_metric([], quota.bytes_total)
+        yield throttled_bytes
+        held_back = CounterMetricFamily(
+            "gregor_leader_replication_held_back_partitions",
+            "Partition reads answered without records because an out-of-sync follower "
+            "was over leader.replication.throttled.rate",
+        )
+        held_back.add_metric([], quota.held_back_total)
+        yield held_back
+        throttled_rate = GaugeMetricFamily(
+            "gregor_leader_replication_throttled_byte_rate",
+            "Bytes/s sent to followers for leader-throttled partitions, over the quota "
+            "window (what leader.replication.throttled.rate is compared with)",
+        )
+        throttled_rate.add_metric([], quota.observed())
+        yield throttled_rate
 
     def _partitions(
         self, replicas: Any, active_controller: bool

@@ -13,12 +13,13 @@ import sys
 import time
 from pathlib import Path
 
-from kazoo.exceptions import NodeExistsError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from gregor_broker.cli import zk_target
 from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.cluster.models import PartitionReassignment
 from gregor_broker.cluster.reassignment import plan_moves
+from gregor_broker.cluster.zk_paths import CONFIG_BROKERS
 from gregor_broker.replication.throttle import (
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,
@@ -132,9 +133,10 @@ def plan_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _throttle_configs(admin: ZkAdmin, plan: Plan, current: Plan) -> dict[str, dict[str, str]]:
-    """Kafka's throttled-replica lists: leaders side = the existing replicas of moving
-    partitions, followers side = the replicas being added."""
+def throttle_configs(plan: Plan, current: Plan) -> dict[str, dict[str, str]]:
+    """Kafka's throttled-replica lists per topic, as kafka-reassign-partitions writes them:
+    leader side = the existing replicas of moving partitions (whichever of them leads
+    serves the copy), follower side = the replicas being added."""
     per_topic: dict[str, dict[str, list[str]]] = {}
     for (topic, index), target in plan.items():
         before = current[(topic, index)]
@@ -160,7 +162,7 @@ def execute_command(args: argparse.Namespace) -> int:
         current = current_assignment(admin, sorted({t for t, _ in plan}))
         print(f"Current assignment (save it to roll back):\n{to_json(current)}\n")
         if args.throttle:
-            for topic, throttles in _throttle_configs(admin, plan, current).items():
+            for topic, throttles in throttle_configs(plan, current).items():
                 config = admin.get_topic_config(topic)
                 config.update(throttles)
                 admin.set_topic_config(topic, config)
@@ -233,6 +235,10 @@ def verify_command(args: argparse.Namespace) -> int:
 
 
 def _remove_throttles(admin: ZkAdmin, plan: Plan) -> bool:
+    """Clear what ``execute --throttle`` set: both throttled-replica lists of the plan's
+    topics and both rates of every broker, like kafka-reassign-partitions --verify. Kafka
+    clears only the live brokers; Gregor also clears brokers that are down, which would
+    otherwise come back still throttled."""
     removed = False
     for topic in sorted({t for t, _ in plan}):
         config = admin.get_topic_config(topic)
@@ -241,7 +247,7 @@ def _remove_throttles(admin: ZkAdmin, plan: Plan) -> bool:
             config.pop(FOLLOWER_REPLICAS, None)
             admin.set_topic_config(topic, config)
             removed = True
-    for broker in sorted(admin.list_brokers()):
+    for broker in sorted(set(admin.list_brokers()) | _brokers_with_configs(admin)):
         config = admin.get_entity_config(f"brokers/{broker}")
         if LEADER_RATE in config or FOLLOWER_RATE in config:
             config.pop(LEADER_RATE, None)
@@ -249,6 +255,15 @@ def _remove_throttles(admin: ZkAdmin, plan: Plan) -> bool:
             admin.set_entity_config(f"brokers/{broker}", config)
             removed = True
     return removed
+
+
+def _brokers_with_configs(admin: ZkAdmin) -> set[int]:
+    """Ids under ``/config/brokers`` (``<default>`` is the operator's, not ours)."""
+    try:
+        children = admin.client.get_children(CONFIG_BROKERS)
+    except NoNodeError:
+        return set()
+    return {int(name) for name in children if name.isdigit()}
 
 
 __all__ = ["register"]

@@ -31,6 +31,7 @@ from ..protocol.record_batch import BatchHeader, InvalidBatch, scan_batches
 from ..protocol.records import iter_batch_records
 from ..replication.fetcher import ReplicaFetcherManager
 from ..replication.partition import Partition
+from ..replication.throttle import LeaderReplicationQuota
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +141,7 @@ class ReplicaManager:
         self.isr_expands_total = 0
         self.topic_counters: dict[str, TopicCounters] = {}
         self.replication_bytes_out_total = 0
+        self.leader_replication_quota = LeaderReplicationQuota()
 
     # metadata -> local state ---------------------------------------------------------
     def reconcile(self, topics: set[str] | None = None) -> None:

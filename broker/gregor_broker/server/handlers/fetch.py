@@ -8,6 +8,11 @@ fetch encoder frames them; record bytes never enter Python. Matches Kafka:
 - incremental fetch sessions (KIP-227) are refused the way Kafka allows: a full fetch
   asking for a new session gets session id 0, i.e. "no session", and the client keeps
   sending full fetches; a request naming a session gets FETCH_SESSION_ID_NOT_FOUND.
+- a follower's fetch (replica id >= 0) for a partition in the topic's
+  ``leader.replication.throttled.replicas`` is held to this broker's
+  ``leader.replication.throttled.rate``: over the quota the partition comes back with no
+  records (error NONE, high watermark set) and the follower asks again, while other
+  partitions keep flowing (Kafka's leader replication quota). Consumers never are.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from kio.schema.errors import ErrorCode
 
 from ...log.partition_log import OffsetOutOfRange
 from ...protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
+from ...replication.throttle import LEADER_RATE, LEADER_REPLICAS, is_throttled, parse_rate
 from ..quotas import ANONYMOUS
 from ..replica_manager import PartitionError
 from ..request_router import RawResponse
@@ -58,6 +64,10 @@ async def _wait_and_respond(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
+        if read.throttle_retry_s is not None:
+            # Gregor's addition: Kafka's delayed fetch wakes only on new data or at
+            # max_wait; waking when the leader quota frees up keeps the copy at its rate.
+            remaining = min(remaining, read.throttle_retry_s)
         await broker.replicas.append_waiters.wait_any(read.keys, remaining)
         topics, total = read.once()
         if total >= read.request.min_bytes or read.had_error:
@@ -91,6 +101,11 @@ class _FetchReader:
         self.keys: list[tuple[str, int]] = []
         self.had_error = False
         self.max_bytes = request.max_bytes  # lowered for a consumer under a fetch quota
+        # Leader replication throttle, as of the last ``once``: bytes of throttled
+        # partitions in the response, partitions held back, when to look again.
+        self.throttled_bytes = 0
+        self.held_back = 0
+        self.throttle_retry_s: float | None = None
         self.read_committed = getattr(request, "isolation_level", 0) == 1
         replica_state = getattr(request, "replica_state", None)
         self.replica_id = (
@@ -115,10 +130,23 @@ class _FetchReader:
         remaining = self.max_bytes
         total = 0
         self.had_error = False
+        from_follower = self.replica_id >= 0
+        quota = replicas.leader_replication_quota
+        bound = (
+            parse_rate(broker.metadata.dynamic_broker_config(broker.broker_id, LEADER_RATE))
+            if from_follower
+            else None
+        )
+        self.throttled_bytes = self.held_back = 0
+        self.throttle_retry_s = None
         topics: list[TopicResult] = []
         for topic, name in zip(self.request.topics, self._names, strict=True):
             result = TopicResult(name or "", getattr(topic, "topic_id", None))
             topics.append(result)
+            topic_config = None
+            if bound is not None and name is not None:
+                info = broker.metadata.topics.get(name)
+                topic_config = info.config if info is not None and info.config else None
             for requested in topic.partitions:
                 index = requested.partition
                 if name is None:
@@ -133,7 +161,6 @@ class _FetchReader:
                     self.had_error = True
                     continue
                 partition_log = partition.log
-                from_follower = self.replica_id >= 0
                 if from_follower:
                     replicas.record_follower_fetch(
                         partition, self.replica_id, requested.fetch_offset
@@ -161,6 +188,25 @@ class _FetchReader:
                     self.had_error = True
                     continue
                 size = region.size if region is not None else 0
+                throttled = topic_config is not None and is_throttled(
+                    topic_config, LEADER_REPLICAS, index, broker.broker_id
+                )
+                if (
+                    size
+                    and throttled
+                    and bound is not None
+                    and self.replica_id not in partition.isr
+                    and quota.exceeded(bound, self.throttled_bytes)
+                ):
+                    # Matches Kafka's ReplicaManager.shouldLeaderThrottle: over the leader
+                    # quota, an out-of-sync follower gets the partition with no records
+                    # (not an error) and fetches again. In-sync followers are never held
+                    # back, so a throttle cannot shrink the ISR.
+                    region = None
+                    size = 0
+                    self.held_back += 1
+                elif throttled:
+                    self.throttled_bytes += size
                 total += size
                 remaining = max(remaining - size, 0)
                 result.partitions.append(
@@ -174,6 +220,8 @@ class _FetchReader:
                         aborted_transactions=[] if self.read_committed else None,
                     )
                 )
+        if self.held_back and bound is not None:
+            self.throttle_retry_s = quota.delay(bound)
         return topics, total
 
     def count_bytes_out(self, topics: list[TopicResult]) -> None:
@@ -189,7 +237,13 @@ class _FetchReader:
                 self.broker.replicas.topic_counters_for(topic.name).bytes_out += size
             sent += size
         if self.replica_id >= 0:
-            self.broker.replicas.replication_bytes_out_total += sent
+            replicas = self.broker.replicas
+            replicas.replication_bytes_out_total += sent
+            # Matches Kafka: the leader quota counts what was sent for throttled
+            # partitions after the fact, to every follower, in-sync ones included.
+            quota = replicas.leader_replication_quota
+            quota.record(self.throttled_bytes)
+            quota.held_back_total += self.held_back
 
 
 def _check_leader_epoch(partition: Any, requested_epoch: int) -> None:
