@@ -18,7 +18,6 @@ from ..metrics import LatencyHistogram
 from ..protocol import entities
 from ..protocol.fetch_response import encode_fetch_response
 from ..protocol.frame_guard import check_request
-from ..protocol.produce_request import decode_produce_request
 from ..protocol.wire import (
     API_VERSIONS_KEY,
     MalformedRequest,
@@ -34,12 +33,6 @@ if TYPE_CHECKING:
     from .connection import Connection
 
 _KEY_AND_VERSION = struct.Struct(">hh")
-
-# Requests decoded by hand-written decoders instead of kio (the hot path): each checks
-# its own bounds, so the frame guard is not needed for them.
-_DIRECT_DECODERS: dict[int, Callable[[memoryview | bytes, int, int], Any]] = {
-    0: decode_produce_request,
-}
 
 
 class UnsupportedApiVersions(Exception):
@@ -104,9 +97,6 @@ class RequestRouter:
             )
         flexible = entities.is_flexible(api_key, version)
         header = parse_request_header(frame_bytes, flexible)
-        direct = _DIRECT_DECODERS.get(api_key)
-        if direct is not None:
-            return spec, header, direct(frame_bytes, header.body_offset, version)
         check_request(
             entities.payload_class(api_key, version, "request"), frame_bytes, header.body_offset
         )

@@ -58,7 +58,7 @@ def handle_produce(broker: Broker, context: RequestContext, request: Any) -> Any
         return None
     response = ProduceResponse(topics)
     if waiting:
-        return _await_replication(broker, response, waiting, request.timeout_ms / 1000)
+        return _await_replication(broker, response, waiting, request.timeout.total_seconds())
     return response
 
 
