@@ -22,7 +22,7 @@ from kio.schema.errors import ErrorCode
 from ..log.checkpoints import UNDEFINED_EPOCH
 from ..protocol.record_batch import InvalidBatch, peek_offset_and_length, scan_batches
 from .client import BrokerClient, BrokerConnectionError
-from .throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, ByteBudget, is_throttled
+from .throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, ByteBudget, is_throttled, parse_rate
 
 if TYPE_CHECKING:
     from ..server.replica_manager import ReplicaManager
@@ -214,8 +214,8 @@ class ReplicaFetcher:
     def _throttle(self) -> tuple[set[TopicPartition], float | None]:
         """Partitions under a follower throttle, and the rate (None: no throttle)."""
         manager = self.manager
-        value = manager.metadata.dynamic_broker_config(manager.broker_id, FOLLOWER_RATE)
-        if value is None:
+        rate = parse_rate(manager.metadata.dynamic_broker_config(manager.broker_id, FOLLOWER_RATE))
+        if rate is None:
             return set(), None
         throttled = set()
         for key in self.partitions:
@@ -223,7 +223,7 @@ class ReplicaFetcher:
             config = topic.config if topic is not None else {}
             if is_throttled(config, FOLLOWER_REPLICAS, key[1], manager.broker_id):
                 throttled.add(key)
-        return throttled, float(value)
+        return throttled, rate
 
     async def _fetch(self, client: BrokerClient) -> None:
         manager = self.manager
