@@ -63,7 +63,7 @@ class RequestContext:
         return self.header.api_version
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen __init__ costs ~10x (hot path)
 class RawResponse:
     """A response already framed by its handler (fetch: bytes and file regions)."""
 
