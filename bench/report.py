@@ -2,8 +2,9 @@
 
 Every ratio compares figures measured in the same run: Gregor/peer (same workload,
 same client, alternating runs) and Gregor/limit (this machine's physical limit for the
-bytes that workload moves). The Kafka paper's 2011 figures are printed as a labelled
-reference and never enter a ratio.
+bytes that workload moves). The 3-broker rows have no peer (tansu cannot replicate): their
+ratio is RF=3 / RF=1, Gregor's 3-broker cluster against Gregor's single broker. The Kafka
+paper's 2011 figures are printed as a labelled reference and never enter a ratio.
 """
 
 from __future__ import annotations
@@ -89,18 +90,60 @@ def rows_table(rows: list[dict[str, Any]], peer_label: str) -> list[str]:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in rows:
-        unit = row["unit"] + ("" if row["higher_is_better"] else ", lower is better")
-        limit = "-"
-        if row.get("ratio_limit") is not None:
-            limit = f"{number(row['ratio_limit'])} of {LIMIT_NAMES.get(row['limit'], row['limit'])}"
-        cores = (
-            f"{number(row['gregor'].get('broker_cores'))} / "
-            f"{number(row['peer'].get('broker_cores'))}"
-        )
-        lines.append(
-            f"| {row['title']} | {unit} | {spread(row['gregor'])} | {spread(row['peer'])} "
-            f"| {number(row.get('ratio_peer'))} | {limit} | {cores} |"
-        )
+        lines.append(_row_line(row, "gregor", "peer"))
+    return lines
+
+
+def _row_line(row: dict[str, Any], measured: str, baseline: str) -> str:
+    unit = row["unit"] + ("" if row["higher_is_better"] else ", lower is better")
+    limit = "-"
+    if row.get("ratio_limit") is not None:
+        limit = f"{number(row['ratio_limit'])} of {LIMIT_NAMES.get(row['limit'], row['limit'])}"
+    cores = (
+        f"{number(row[measured].get('broker_cores'))} / {number(row[baseline].get('broker_cores'))}"
+    )
+    ratio_value = row.get("ratio_baseline", row.get("ratio_peer"))
+    return (
+        f"| {row['title']} | {unit} | {spread(row[measured])} | {spread(row[baseline])} "
+        f"| {number(ratio_value)} | {limit} | {cores} |"
+    )
+
+
+def replicated_table(rows: list[dict[str, Any]], cluster_label: str) -> list[str]:
+    """The 3-broker rows: the cluster (RF=3) against the single broker (RF=1)."""
+    lines = [
+        f"| workload | unit | {cluster_label} median [min-max] "
+        "| Gregor (1 broker, RF=1) median [min-max] | RF=3 / RF=1 | RF=3 / limit "
+        "| broker cores RF=3 (3 brokers) / RF=1 |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        lines.append(_row_line(row, row["measured"], row["baseline"]))
+    return lines
+
+
+FAILOVER_LABELS = {
+    "detection_s": "detection: the killed broker's ZooKeeper session expires",
+    "election_s": "election: every partition led by a live broker again, after the expiry",
+    "total_s": "kill to every partition led",
+}
+
+
+def failover_table(failover: dict[str, Any]) -> list[str]:
+    timeout = failover["session_timeout_ms"] / 1000
+    lines = [
+        f"| failover: {failover['partitions']:,} partitions, {failover['brokers']} brokers, "
+        f"RF={failover['replication_factor']}, SIGKILL of the broker leading the most "
+        "| seconds median [min-max] |",
+        "| --- | --- |",
+    ]
+    for phase, label in FAILOVER_LABELS.items():
+        if phase == "detection_s":
+            label += f" (its limit: zookeeper.session.timeout.ms, {number(timeout)} s)"
+        lines.append(f"| {label} | {spread(failover[phase])} |")
+    lines.append(
+        f"| partitions the killed broker led (re-elected) | {spread(failover['led_by_victim'])} |"
+    )
     return lines
 
 
@@ -116,6 +159,8 @@ def goals_table(goals: list[dict[str, Any]]) -> list[str]:
 def markdown(result: dict[str, Any]) -> str:
     machine = result["machine"]
     peer_label = result["targets"].get("peer", {}).get("label", "peer")
+    peer_rows = [row for row in result["rows"] if row.get("baseline", "peer") == "peer"]
+    replicated_rows = [row for row in result["rows"] if row.get("baseline", "peer") != "peer"]
     lines = [
         f"# Gregor benchmark, {result['started']}",
         "",
@@ -127,13 +172,18 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         *limits_table(result["limits"]),
         "",
-        *rows_table(result["rows"], peer_label),
-        "",
-        "Gregor/peer above 1 means Gregor is faster, except where lower is better "
-        "(latency). Gregor/limit is the share of this machine's physical limit for the "
-        "bytes the workload moves. Broker cores: CPU time the broker process used divided "
-        "by wall time, medians.",
-        "",
+    ]
+    if peer_rows:
+        lines += [
+            *rows_table(peer_rows, peer_label),
+            "",
+            "Gregor/peer above 1 means Gregor is faster, except where lower is better "
+            "(latency). Gregor/limit is the share of this machine's physical limit for the "
+            "bytes the workload moves. Broker cores: CPU time the broker process used "
+            "divided by wall time, medians.",
+            "",
+        ]
+    lines += [
         *goals_table(result["goals"]),
         "",
         "Reference, not measured here: the Kafka paper (2011 hardware, 200-byte messages):",
@@ -142,6 +192,35 @@ def markdown(result: dict[str, Any]) -> str:
     ]
     if result.get("notes"):
         lines += ["", "Notes:", "", *[f"- {note}" for note in result["notes"]]]
+    if replicated_rows or result.get("failover"):
+        lines += ["", "## 3 brokers: replication factor 3 (no peer: tansu cannot replicate)", ""]
+    if replicated_rows:
+        cluster_label = result["targets"].get("gregor-cluster", {}).get("label", "RF=3")
+        lines += [
+            "tansu runs as one node with in-memory storage and cannot replicate, so these "
+            "rows have no peer. They compare Gregor on 3 brokers (every topic with "
+            "replication factor 3 and min.insync.replicas=2) with Gregor on 1 broker "
+            "(replication factor 1), both at acks=all, alternating in the same run "
+            "(A B A B). RF=3 / RF=1 is what replication costs: 0.5 on a throughput row "
+            "means the cluster carried half as much, 2 on a latency row that messages took "
+            "twice as long.",
+            "",
+            *replicated_table(replicated_rows, cluster_label),
+            "",
+            "RF=3 / limit is the share of the loopback TCP copy limit for the bytes the "
+            "cluster moves: every payload byte crosses loopback three times (producer to "
+            "leader, leader to each of the two followers). Broker cores: the three "
+            "brokers' CPU time summed, against the single broker's.",
+            "",
+        ]
+    if result.get("failover"):
+        lines += [
+            *failover_table(result["failover"]),
+            "",
+            "No peer and no ratio: a failover's floor is the session timeout (detection), "
+            "the rest is Gregor's controller electing new leaders (bench/failover.py).",
+            "",
+        ]
     profile = result.get("profile")
     if profile:
         lines += [

