@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import signal
 import time
+from pathlib import Path
 
 import confluent_kafka
 import confluent_kafka.admin
@@ -27,6 +28,12 @@ def _state(bootstrap: str, topic: str) -> tuple[int, list[int]]:
     admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
     partition = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
     return partition.leader, list(partition.isrs)
+
+
+def _log_since(path: Path, position: int) -> str:
+    with open(path, "rb") as log:
+        log.seek(position)
+        return log.read().decode(errors="replace")
 
 
 def _end_offset(bootstrap: str, topic: str) -> int:
@@ -51,7 +58,10 @@ def test_a_restarted_follower_elected_leader_keeps_acknowledged_writes(
         "replica.fetch.wait.max.ms": "8000",
         "gregor.unsafe.truncate.to.high.watermark": str(truncate_to_high_watermark).lower(),
     }
-    leader = broker_factory(1, **settings)
+    # The leader's session outlives the follower's restart even on a loaded machine: the
+    # restarted follower must become a follower (and truncate) before it is elected. A
+    # broker that comes back straight as the leader never truncates at all.
+    leader = broker_factory(1, **{**settings, "zookeeper.session.timeout.ms": "12000"})
     follower = broker_factory(2, **settings)
     bootstrap = f"{leader.bootstrap},{follower.bootstrap}"
     admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
@@ -70,8 +80,16 @@ def test_a_restarted_follower_elected_leader_keeps_acknowledged_writes(
     # Within the window: freeze the leader, crash and restart the follower.
     leader.signal(signal.SIGSTOP)
     follower.kill()
+    log_before_restart = follower.log_path.stat().st_size
     follower.start()
     follower.wait_registered(30)
+    if truncate_to_high_watermark:
+        # The scenario's premise: the follower truncated to its stale high watermark
+        # while the leader was frozen but still alive in ZooKeeper.
+        assert wait_for(
+            lambda: "to its high watermark" in _log_since(follower.log_path, log_before_restart),
+            10,
+        ), "the restarted follower did not truncate as a follower"
     # The frozen leader's session expires; the follower is the only live ISR member.
     assert wait_for(lambda: _state(follower.bootstrap, "epochs")[0] == 2, 30)
     leader.signal(signal.SIGCONT)

@@ -134,10 +134,17 @@ class ReplicaFetcher:
     async def _truncate(self, client: BrokerClient, followed: list[FollowedPartition]) -> None:
         if self.manager.truncate_to_high_watermark:
             for item in followed:
-                partition = item.partition
-                partition.log.truncate_to(
-                    min(partition.log.high_watermark, partition.log.log_end_offset)
+                partition_log = item.partition.log
+                target = min(partition_log.high_watermark, partition_log.log_end_offset)
+                log.warning(
+                    "truncating %s-%d from %d to its high watermark %d "
+                    "(gregor.unsafe.truncate.to.high.watermark)",
+                    item.partition.topic,
+                    item.partition.index,
+                    partition_log.log_end_offset,
+                    target,
                 )
+                partition_log.truncate_to(target)
                 item.needs_truncation = False
             return
         by_topic: dict[str, list[FollowedPartition]] = {}
