@@ -32,6 +32,12 @@ _SIZE = struct.Struct(">i")
 # of one of those.
 FrameHandler = Callable[["Connection", memoryview], Any]
 
+# Frames read and queued behind a request that is still waiting (an acks=all produce, a
+# long-polling fetch) before the connection stops reading. Kafka reads nothing more from
+# a connection until its current request is answered; a client pipelining thousands of
+# small requests would otherwise have all of them copied into memory here.
+MAX_QUEUED_FRAMES = 64
+
 
 def is_awaitable(value: Any) -> bool:
     """``inspect.isawaitable`` without its ABC check, which costs more than a whole
@@ -106,6 +112,8 @@ class Connection(asyncio.Protocol):
             self._split_frames(data)
         finally:
             self._flush_outbox()
+        if len(self._pending) >= MAX_QUEUED_FRAMES:
+            self._update_reading()
 
     def _split_frames(self, data: bytes) -> None:
         buffer = self._buffer
@@ -194,6 +202,7 @@ class Connection(asyncio.Protocol):
                 self._handle(self._pending.popleft())
         finally:
             self._flush_outbox()
+        self._update_reading()
 
     # quota throttling ----------------------------------------------------------------
     def throttle(self, response: Any, seconds: float) -> Awaitable[Any]:
@@ -215,14 +224,21 @@ class Connection(asyncio.Protocol):
         until = loop.time() + seconds
         if until > self._muted_until:
             self._muted_until = until
-            transport.pause_reading()
-            loop.call_at(until, self._unmute)
+            self._update_reading()
+            loop.call_at(until, self._update_reading)
 
-    def _unmute(self) -> None:
-        if self._closed or self.transport is None:
+    def _update_reading(self) -> None:
+        """Read from the socket unless a quota throttle mutes the connection or too many
+        frames wait behind an unfinished request."""
+        transport = self.transport
+        if transport is None or self._closed:
             return
-        if asyncio.get_running_loop().time() >= self._muted_until - 0.001:
-            self.transport.resume_reading()
+        muted = asyncio.get_running_loop().time() < self._muted_until - 0.001
+        if muted or len(self._pending) >= MAX_QUEUED_FRAMES:
+            if transport.is_reading():
+                transport.pause_reading()
+        elif not transport.is_reading():
+            transport.resume_reading()
 
     def close_for(self, reason: str) -> None:
         if not self._closed:
