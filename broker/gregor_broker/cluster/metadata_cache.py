@@ -13,6 +13,7 @@ touch logs (the replica manager reacts to ``listeners``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import uuid
@@ -246,7 +247,9 @@ class ZooKeeperMetadataWatcher:
         self._stopped = False
 
     def _post(self, function: Callable[..., Any], *args: Any) -> None:
-        if not self._stopped:
+        if self._stopped or self.loop.is_closed():
+            return  # a watch firing while the broker shuts down: nothing left to update
+        with contextlib.suppress(RuntimeError):  # the loop closed between check and call
             self.loop.call_soon_threadsafe(function, *args)
 
     def start(self) -> None:
