@@ -88,10 +88,12 @@ def test_leader_throttle_alone_limits_the_copy_and_nothing_else(
     progress: dict[str, list[tuple[float, int]]] = {"throttled": [], "free": []}
     deadline = started + 40
     while time.monotonic() < deadline:
-        now = time.monotonic() - started
         for topic, samples in progress.items():
             directory = follower.log_dir / f"{topic}-0"
-            samples.append((now, _log_bytes(directory) if directory.exists() else 0))
+            copied = _log_bytes(directory) if directory.exists() else 0
+            # Stamped after the read: a test process descheduled between stamping and
+            # reading would otherwise credit bytes to an earlier moment (a false burst).
+            samples.append((time.monotonic() - started, copied))
         if all(samples[-1][1] >= size for samples in progress.values()):
             break
         time.sleep(0.05)
@@ -116,10 +118,11 @@ def test_leader_throttle_alone_limits_the_copy_and_nothing_else(
 
     # The rate held: the copy took at least as long as the limit allows for its bytes
     # less one fetch, no stretch of a second or more went over the limit by more than
-    # one fetch (a batch is never split), and the copy was not starved either (held-back
-    # fetches retry as soon as the quota allows).
+    # two fetches (a batch is never split, and the rate is a sampled average as in
+    # Kafka; an unthrottled copy would overshoot by the whole 8 MB), and the copy was
+    # not starved either (held-back fetches retry as soon as the quota allows).
     assert copy_s >= 0.9 * (size - FETCH) / RATE
-    assert overshoot <= FETCH
+    assert overshoot <= 2 * FETCH
     assert 0.75 * RATE <= size / copy_s <= 1.25 * RATE
     # The unthrottled partition, in the same fetches, finished while the throttled one
     # had not copied half its bytes.
