@@ -42,9 +42,13 @@ def _frame(api_key: int, version: int, body: Any) -> bytes:
     return header + buffer.getvalue()
 
 
-def produce_frame(version: int = 9, partitions: int = 1, batch_bytes: int = 1100) -> bytes:
+def produce_frame(
+    version: int = 9, partitions: int = 1, batch_bytes: int = 1100, records: bytes | None = None
+) -> bytes:
+    """A Produce request frame; ``records`` (a real batch) or ``batch_bytes`` of zeros."""
     cls = entities.payload_class(0, version, "request")
-    records = b"\x00" * batch_bytes
+    if records is None:
+        records = b"\x00" * batch_bytes
     data = {
         "transactional_id": None,
         "acks": 1,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .wire import encode_array_length, encode_nullable_string, encode_string
 
@@ -40,6 +41,22 @@ class ProduceResponse:
         return encode_produce_response(version, correlation_id, self.topics, self.throttle_time)
 
 
+@lru_cache(maxsize=4096)
+def _topic_name(name: str, flexible: bool) -> bytes:
+    """Topic names repeat in every response: encode each once."""
+    return encode_string(name, flexible)
+
+
+@lru_cache(maxsize=256)
+def _array_length(length: int, flexible: bool) -> bytes:
+    return encode_array_length(length, flexible)
+
+
+# record_errors (an empty array: none reported per record) and a null error_message,
+# what nearly every partition of a response carries (v8+).
+_NO_RECORD_ERRORS = {True: b"\x01\x00", False: b"\x00\x00\x00\x00\xff\xff"}
+
+
 def encode_produce_response(
     version: int,
     correlation_id: int,
@@ -50,17 +67,19 @@ def encode_produce_response(
     if not 3 <= version <= 11:
         raise ValueError(f"produce response v{version} is not supported by this encoder")
     flexible = version >= 9
-    partition_struct = _PARTITION_V5 if version >= 5 else _PARTITION_V3
+    with_log_start = version >= 5
+    with_errors = version >= 8
+    partition_struct = _PARTITION_V5 if with_log_start else _PARTITION_V3
     out = bytearray(b"\x00\x00\x00\x00")
     out += _I32.pack(correlation_id)
     if flexible:
         out += b"\x00"
-    out += encode_array_length(len(topics), flexible)
+    out += _array_length(len(topics), flexible)
     for name, partitions in topics:
-        out += encode_string(name, flexible)
-        out += encode_array_length(len(partitions), flexible)
+        out += _topic_name(name, flexible)
+        out += _array_length(len(partitions), flexible)
         for partition in partitions:
-            if version >= 5:
+            if with_log_start:
                 out += partition_struct.pack(
                     partition.index,
                     partition.error_code,
@@ -75,9 +94,12 @@ def encode_produce_response(
                     partition.base_offset,
                     partition.log_append_time,
                 )
-            if version >= 8:
-                out += encode_array_length(0, flexible)  # record_errors: none reported per record
-                out += encode_nullable_string(partition.error_message, flexible)
+            if with_errors:
+                if partition.error_message is None:
+                    out += _NO_RECORD_ERRORS[flexible]
+                else:
+                    out += _array_length(0, flexible)
+                    out += encode_nullable_string(partition.error_message, flexible)
             if flexible:
                 out += b"\x00"
         if flexible:

@@ -1,0 +1,133 @@
+"""CPU cost of one Produce request inside a real broker, in microseconds, in one process.
+
+Not a throughput benchmark: a real broker (with its own ZooKeeper) runs in this process
+and its request path (``RequestRouter``: decode, quotas, the produce handler, the log
+append, the response encoding) is called directly with the same one-record Produce
+frame over and over, as a connection would call it for each pipelined frame. No socket,
+no client: the figure is the broker's own Python work per unbatched produce request,
+which is what the unbatched rows of ``make bench`` are bound by, measured without a
+client sharing the two cores.
+
+    python -m bench.request_cost [--size 100] [--requests 20000] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from gregor_broker.cluster.admin import ZkAdmin
+from gregor_broker.cluster.zookeeper_server import ZooKeeperServer, free_port
+from gregor_broker.config import load_broker_config
+from gregor_broker.protocol.record_batch import build_batch
+from gregor_broker.protocol.records import Record, encode_record
+from gregor_broker.server.broker import Broker
+
+from .decode_cost import produce_frame
+
+TOPIC = "bench"
+
+
+class _Transport:
+    """Swallows responses: the cost of sending them is the kernel's, not measured here."""
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def is_reading(self) -> bool:
+        return True
+
+
+class _Connection:
+    peer = "bench"
+    transport = _Transport()
+
+    def close_for(self, reason: str) -> None:
+        raise RuntimeError(f"the broker closed the bench connection: {reason}")
+
+
+async def _measure(directory: Path, size: int, requests: int, rounds: int) -> list[float]:
+    zookeeper = ZooKeeperServer(directory / "zookeeper")
+    zookeeper.start()
+    broker = Broker(
+        load_broker_config(
+            None,
+            {
+                "broker.id": "1",
+                "zookeeper.connect": f"{zookeeper.connect_string}/request-cost",
+                "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
+                "log.dirs": str(directory / "logs"),
+                "num.partitions": "1",
+            },
+            env={},
+        )
+    )
+    try:
+        await broker.start()
+        record = encode_record(Record(0, 0, None, b"x" * size, []))
+        batch = build_batch([record], base_timestamp=int(time.time() * 1000))
+        frame = memoryview(produce_frame(9, records=batch))
+        connection = _Connection()
+        router = broker.router
+        ZkAdmin(broker.zk).create_topic(TOPIC, {0: [1]}, {})
+        deadline = time.monotonic() + 30
+        while broker.replicas.partitions.get((TOPIC, 0)) is None or not _accepted(
+            router(connection, frame)
+        ):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"topic {TOPIC} never got a leader")
+            await asyncio.sleep(0.1)
+        appended = broker.replicas.partitions[(TOPIC, 0)].log.log_end_offset
+        results = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            for _ in range(requests):
+                router(connection, frame)
+            results.append((time.perf_counter() - started) / requests * 1e6)
+            await asyncio.sleep(0)  # let the broker's own tasks run between rounds
+        written = broker.replicas.partitions[(TOPIC, 0)].log.log_end_offset - appended
+        if written != requests * rounds:  # every measured request must have appended
+            raise RuntimeError(f"{written} of {requests * rounds} requests were appended")
+        return results
+    finally:
+        await broker.stop()
+        zookeeper.stop()
+
+
+def _accepted(response: object) -> bool:
+    """Whether a Produce v9 response frame for one partition carries error code 0."""
+    if not isinstance(response, bytes):
+        return False
+    # size, correlation id, header tags, topic array, name, partition array, index, error
+    name_end = 4 + 4 + 1 + 1 + 1 + len(TOPIC)
+    error_at = name_end + 1 + 4
+    return response[error_at : error_at + 2] == b"\x00\x00"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.request_cost",
+        description="Microseconds of broker CPU per one-record Produce request (acks=1), "
+        "measured inside a real broker without a socket or a client.",
+    )
+    parser.add_argument("--size", type=int, default=100, help="record value bytes (100)")
+    parser.add_argument("--requests", type=int, default=20000, help="requests per round")
+    parser.add_argument("--rounds", type=int, default=7, help="rounds; the median is reported")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="gregor-request-cost-") as directory:
+        results = asyncio.run(_measure(Path(directory), args.size, args.requests, args.rounds))
+    rounds = ", ".join(f"{r:.1f}" for r in results)
+    print(
+        f"Produce v9, one {args.size}-byte record, acks=1: "
+        f"median {statistics.median(results):.1f} us per request (rounds: {rounds})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
