@@ -506,6 +506,20 @@ class BrokerConfig:
     fetch_max_bytes: int = _key(
         57671680, _T.INT, "Largest fetch response the broker returns.", validator=at_least(1024)
     )
+    max_incremental_fetch_session_cache_slots: int = _key(
+        1000, _T.INT,
+        "Most incremental fetch sessions (KIP-227) the broker keeps; 0 turns them off. When "
+        "the cache is full, a new session replaces one unused for "
+        "min.incremental.fetch.session.eviction.ms or else a smaller one (a follower's may "
+        "also replace a consumer's).",
+        validator=at_least(0),
+    )  # fmt: skip
+    min_incremental_fetch_session_eviction_ms: int = _key(
+        120000, _T.LONG,
+        "Gregor only (Kafka hard-codes 120000): how long an incremental fetch session must "
+        "go unused before any new session may take its slot.",
+        validator=at_least(0),
+    )  # fmt: skip
     # Controller
     controlled_shutdown_enable: bool = _key(
         True, _T.BOOLEAN, "Move leadership away before a broker shuts down."

@@ -115,6 +115,7 @@ class BrokerCollector(Collector):
             yield from self._topics(replicas)
             yield from self._partitions(replicas, active)
         yield from self._quotas()
+        yield from self._fetch_sessions()
         lag = GaugeMetricFamily(
             "gregor_event_loop_lag_seconds",
             "How late the broker's event loop ran a timer, last check (every 0.5 s)",
@@ -249,6 +250,33 @@ class BrokerCollector(Collector):
             counter = CounterMetricFamily(name, doc)
             counter.add_metric([], value)
             yield counter
+
+    def _fetch_sessions(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        """Kafka's NumIncrementalFetchSessions, NumIncrementalFetchPartitionsCached and
+        IncrementalFetchSessionEvictionsPerSec, plus sessions created."""
+        cache = self.broker.fetch_sessions
+        sessions = GaugeMetricFamily(
+            "gregor_fetch_sessions", "Incremental fetch sessions (KIP-227) in the cache"
+        )
+        sessions.add_metric([], len(cache))
+        yield sessions
+        partitions = GaugeMetricFamily(
+            "gregor_fetch_session_partitions",
+            "Partitions held by incremental fetch sessions, summed over the sessions",
+        )
+        partitions.add_metric([], cache.partitions_total)
+        yield partitions
+        created = CounterMetricFamily(
+            "gregor_fetch_sessions_created", "Incremental fetch sessions created"
+        )
+        created.add_metric([], cache.created_total)
+        yield created
+        evictions = CounterMetricFamily(
+            "gregor_fetch_session_evictions",
+            "Incremental fetch sessions evicted to make room for new ones",
+        )
+        evictions.add_metric([], cache.evictions_total)
+        yield evictions
 
     def _quotas(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         quotas = getattr(self.broker, "quotas", None)

@@ -31,6 +31,7 @@ from ..coordinator.service import CoordinatorService
 from ..log.log_manager import LogManager
 from ..metrics import MetricsServer
 from .connection import Connection, SendfileCounter
+from .fetch_sessions import FetchSessionCache
 from .handlers import API_TABLE
 from .quotas import ClientQuotaManager, QuotaConfigs
 from .replica_manager import ReplicaManager, ReplicationConfig
@@ -84,6 +85,10 @@ class Broker:
         self._quota_configs_version = 0
         self.metadata.listeners.append(self._apply_quota_configs)
         self.router = RequestRouter(self, API_TABLE)
+        self.fetch_sessions = FetchSessionCache(
+            config.max_incremental_fetch_session_cache_slots,
+            config.min_incremental_fetch_session_eviction_ms,
+        )
         self.sendfile = SendfileCounter()
         self.connections: set[Connection] = set()
         self.zk: KazooClient | None = None

@@ -86,3 +86,59 @@ def test_file_regions_are_left_out_of_the_bytes_and_counted_in_the_size() -> Non
     assert sum(len(p) for p in parts if isinstance(p, bytes)) + region.size == size
     # The size prefix counts everything after itself.
     assert int.from_bytes(parts[0][:4], "big") == size - 4
+
+
+@pytest.mark.parametrize("version", range(7, 17))
+def test_session_responses_match_kafka_schema_byte_for_byte(version: int) -> None:
+    # An incremental response: a session id, and one topic in two entries (its
+    # partitions are not consecutive in the session).
+    orders, payments = uuid.uuid4(), uuid.uuid4()
+    parts, size = encode_fetch_response(
+        version,
+        9,
+        session_id=2_000_000_001,
+        topics=[
+            TopicResult("orders", orders, [PartitionResult(1, 0, 4, 4, 0, b"xy")]),
+            TopicResult("payments", payments, [PartitionResult(0, 0, 8, 8, 0, b"")]),
+            TopicResult("orders", orders, [PartitionResult(0, 0, 7, 7, 0, None)]),
+        ],
+    )
+    ours = b"".join(parts)
+    assert size == len(ours)
+
+    def topic(name: str, topic_id: uuid.UUID, index: int, hw: int, records: bytes | None) -> dict:
+        partition = {
+            "partition_index": index,
+            "error_code": 0,
+            "high_watermark": hw,
+            "last_stable_offset": hw,
+            "log_start_offset": 0,
+            "aborted_transactions": None,
+            "records": records,
+        }
+        return {"topic": name, "topic_id": topic_id, "partitions": [partition]}
+
+    body = encode_response(
+        1,
+        version,
+        {
+            "throttle_time": 0,
+            "error_code": 0,
+            "session_id": 2_000_000_001,
+            "responses": [
+                topic("orders", orders, 1, 4, b"xy"),
+                topic("payments", payments, 0, 8, b""),
+                topic("orders", orders, 0, 7, None),
+            ],
+        },
+    )
+    assert ours == frame(response_header(9, version >= 12), body)
+
+
+@pytest.mark.parametrize("version", range(7, 17))
+def test_a_session_error_is_an_error_code_session_zero_and_no_topics(version: int) -> None:
+    parts, _size = encode_fetch_response(version, 3, error_code=71)
+    body = encode_response(
+        1, version, {"throttle_time": 0, "error_code": 71, "session_id": 0, "responses": []}
+    )
+    assert b"".join(parts) == frame(response_header(3, version >= 12), body)

@@ -5,9 +5,10 @@ fetch encoder frames them; record bytes never enter Python. Matches Kafka:
 - ``max_bytes`` bounds the response, but the first batch of the first non-empty
   partition is always returned whole (KIP-74) so a consumer can never get stuck;
 - a fetch waits up to ``max_wait`` for ``min_bytes`` to accumulate, waking on appends;
-- incremental fetch sessions (KIP-227) are refused the way Kafka allows: a full fetch
-  asking for a new session gets session id 0, i.e. "no session", and the client keeps
-  sending full fetches; a request naming a session gets FETCH_SESSION_ID_NOT_FOUND.
+- incremental fetch sessions (KIP-227): ``broker.fetch_sessions`` (``fetch_sessions.py``)
+  decides which partitions a fetch reads (the request's, or its whole session) and which
+  results go back (in an incremental fetch, only partitions that changed); the reading,
+  long poll and sendfile framing below are the same for every kind of fetch;
 - a follower's fetch (replica id >= 0) for a partition in the topic's
   ``leader.replication.throttled.replicas`` is held to this broker's
   ``leader.replication.throttled.rate``: over the quota the partition comes back with no
@@ -25,6 +26,7 @@ from kio.schema.errors import ErrorCode
 from ...log.partition_log import OffsetOutOfRange
 from ...protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
 from ...replication.throttle import LEADER_RATE, LEADER_REPLICAS, is_throttled, parse_rate
+from ..fetch_sessions import FetchContext, TopicRun
 from ..quotas import ANONYMOUS
 from ..replica_manager import PartitionError
 from ..request_router import RawResponse
@@ -33,31 +35,31 @@ if TYPE_CHECKING:
     from ..broker import Broker
     from ..request_router import RequestContext
 
-FINAL_EPOCH = -1
-
 
 def handle_fetch(broker: Broker, context: RequestContext, request: Any) -> Any:
     version = context.version
-    session_id = getattr(request, "session_id", 0)
-    session_epoch = getattr(request, "session_epoch", FINAL_EPOCH)
-    if session_id != 0:
-        return _session_error(context, ErrorCode.fetch_session_id_not_found)
-    if session_epoch not in (0, FINAL_EPOCH):
-        return _session_error(context, ErrorCode.invalid_fetch_session_epoch)
+    replica_id = _replica_id(request)
+    fetch = broker.fetch_sessions.new_context(request, version, replica_id >= 0, _now_ms())
+    if fetch.error_code:
+        return _session_error(context, fetch.error_code)
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
-    read = _FetchReader(broker, request, version)
-    if broker.quotas.active and read.replica_id < 0:
+    read = _FetchReader(broker, request, fetch.runs, replica_id)
+    if broker.quotas.active and replica_id < 0:
         read.max_bytes = broker.quotas.fetch_max_bytes(
             ANONYMOUS, context.header.client_id or "", request.max_bytes
         )
     topics, total = read.once()
     if total >= request.min_bytes or max_wait_ms <= 0 or read.had_error or not read.keys:
-        return _respond(context, topics, read)
-    return _wait_and_respond(broker, context, read, max_wait_ms)
+        return _respond(context, topics, read, fetch)
+    return _wait_and_respond(broker, context, read, fetch, max_wait_ms)
 
 
 async def _wait_and_respond(
-    broker: Broker, context: RequestContext, read: _FetchReader, max_wait_ms: int
+    broker: Broker,
+    context: RequestContext,
+    read: _FetchReader,
+    fetch: FetchContext,
+    max_wait_ms: int,
 ) -> RawResponse:
     deadline = time.monotonic() + max_wait_ms / 1000
     while True:
@@ -71,33 +73,59 @@ async def _wait_and_respond(
         await broker.replicas.append_waiters.wait_any(read.keys, remaining)
         topics, total = read.once()
         if total >= read.request.min_bytes or read.had_error:
-            return _respond(context, topics, read)
+            return _respond(context, topics, read, fetch)
     topics, _total = read.once()
-    return _respond(context, topics, read)
+    return _respond(context, topics, read, fetch)
 
 
-def _respond(context: RequestContext, topics: list[TopicResult], read: _FetchReader) -> RawResponse:
+def _respond(
+    context: RequestContext, topics: list[TopicResult], read: _FetchReader, fetch: FetchContext
+) -> RawResponse:
+    # An incremental fetch keeps only the partitions that changed; a full one at epoch 0
+    # gets its session made here, once the response is final (as Kafka does).
+    error_code, session_id, topics = fetch.finish(topics, _now_ms())
     read.count_bytes_out(topics)
     parts, size = encode_fetch_response(
-        context.version, context.header.correlation_id, topics=topics
+        context.version,
+        context.header.correlation_id,
+        error_code=error_code,
+        session_id=session_id,
+        topics=topics,
     )
     return RawResponse(parts, size)
 
 
-def _session_error(context: RequestContext, error_code: ErrorCode) -> RawResponse:
+def _session_error(context: RequestContext, error_code: int) -> RawResponse:
     parts, size = encode_fetch_response(
         context.version, context.header.correlation_id, error_code=error_code
     )
     return RawResponse(parts, size)
 
 
-class _FetchReader:
-    """Reads every requested partition once; re-run after each wake-up."""
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
 
-    def __init__(self, broker: Broker, request: Any, version: int) -> None:
+
+def _replica_id(request: Any) -> int:
+    replica_state = getattr(request, "replica_state", None)  # Fetch v15+
+    if replica_state is not None:
+        return replica_state.replica_id
+    return getattr(request, "replica_id", -1)
+
+
+class _FetchReader:
+    """Reads every partition of the fetch once; re-run after each wake-up.
+
+    ``runs`` (from the fetch's session context) name the partitions, in order: the
+    request's, or an incremental fetch's whole session. Topics known by id only get
+    their names here; an unknown id stays nameless and answers UNKNOWN_TOPIC_ID.
+    """
+
+    def __init__(self, broker: Broker, request: Any, runs: list[TopicRun], replica_id: int) -> None:
         self.broker = broker
         self.request = request
-        self.version = version
+        self.runs = runs
+        self.replica_id = replica_id
         self.keys: list[tuple[str, int]] = []
         self.had_error = False
         self.max_bytes = request.max_bytes  # lowered for a consumer under a fetch quota
@@ -107,22 +135,12 @@ class _FetchReader:
         self.held_back = 0
         self.throttle_retry_s: float | None = None
         self.read_committed = getattr(request, "isolation_level", 0) == 1
-        replica_state = getattr(request, "replica_state", None)
-        self.replica_id = (
-            replica_state.replica_id
-            if replica_state is not None
-            else getattr(request, "replica_id", -1)
-        )
-        self._names: list[str | None] = []
-        for topic in request.topics:
-            if version >= 13:
-                info = broker.metadata.topic_by_uuid(topic.topic_id)
-                name = info.name if info is not None else None
-            else:
-                name = topic.topic
-            self._names.append(name)
-            if name is not None:
-                self.keys.extend((name, p.partition) for p in topic.partitions)
+        for run in runs:
+            if run.name is None and run.topic_id is not None:
+                info = broker.metadata.topic_by_uuid(run.topic_id)
+                run.name = info.name if info is not None else None
+            if run.name is not None:
+                self.keys.extend((run.name, p.partition) for p in run.partitions)
 
     def once(self) -> tuple[list[TopicResult], int]:
         broker = self.broker
@@ -140,14 +158,15 @@ class _FetchReader:
         self.throttled_bytes = self.held_back = 0
         self.throttle_retry_s = None
         topics: list[TopicResult] = []
-        for topic, name in zip(self.request.topics, self._names, strict=True):
-            result = TopicResult(name or "", getattr(topic, "topic_id", None))
+        for run in self.runs:
+            name = run.name
+            result = TopicResult(name or "", run.topic_id)
             topics.append(result)
             topic_config = None
             if bound is not None and name is not None:
                 info = broker.metadata.topics.get(name)
                 topic_config = info.config if info is not None and info.config else None
-            for requested in topic.partitions:
+            for requested in run.partitions:
                 index = requested.partition
                 if name is None:
                     result.partitions.append(PartitionResult(index, ErrorCode.unknown_topic_id))
