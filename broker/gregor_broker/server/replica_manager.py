@@ -188,6 +188,7 @@ class ReplicaManager:
         if not new_term:
             if partition.is_leader(self.broker_id):
                 self._after_high_watermark_inputs_changed(partition)
+                self._drop_unassigned_from_isr(partition)
             return
         partition.leader = info.leader
         partition.leader_epoch = info.leader_epoch
@@ -196,6 +197,7 @@ class ReplicaManager:
             self.fetchers.unfollow(key)
             partition.become_leader(self.broker_id, now_ms())
             self._after_high_watermark_inputs_changed(partition)
+            self._drop_unassigned_from_isr(partition)
             log.info(
                 "leader of %s-%d at epoch %d (ISR %s)",
                 partition.topic,
@@ -247,14 +249,35 @@ class ReplicaManager:
             new_isr = tuple(r for r in partition.replicas if r in partition.isr or r == replica_id)
             self._change_isr(partition, new_isr, expand=True)
 
+    def _drop_unassigned_from_isr(self, partition: Partition) -> None:
+        """Take brokers that are no longer replicas out of the ISR at once.
+
+        The assignment and the leader/ISR state are separate znodes, so a leader can
+        see a reassignment's new leadership before the replica it drops: meanwhile the
+        departing replica may fetch and be added back to the ISR. It will never fetch
+        again, and with it in the ISR the high watermark (and every acks=all produce)
+        would wait replica.lag.time.max.ms for the ISR shrink.
+        """
+        if any(r not in partition.replicas for r in partition.isr):
+            assigned = tuple(r for r in partition.isr if r in partition.replicas)
+            log.info(
+                "removing %s from the ISR of %s-%d: no longer replicas",
+                sorted(set(partition.isr) - set(assigned)),
+                partition.topic,
+                partition.index,
+            )
+            self._change_isr(partition, assigned, expand=False)
+
     def shrink_lagging_isrs(self) -> None:
-        """Kafka's periodic ISR shrink: drop followers lagging replica.lag.time.max.ms."""
+        """Kafka's periodic ISR shrink: drop followers lagging replica.lag.time.max.ms,
+        and brokers no longer assigned (when the immediate removal could not run)."""
         lag = self.replication_config.replica_lag_time_max_ms
         now = now_ms()
         for partition in self.partitions.values():
             if not partition.is_leader(self.broker_id):
                 continue
             lagging = partition.out_of_sync_replicas(self.broker_id, now, lag)
+            lagging |= {r for r in partition.isr if r not in partition.replicas}
             if lagging:
                 new_isr = tuple(r for r in partition.isr if r not in lagging)
                 log.info(
