@@ -24,6 +24,7 @@ from gregor_broker.protocol.records import Record, make_batch
 from gregor_broker.replication.client import BrokerClient
 
 from .broker_helpers import create_topic, host_port, scrape
+from .quota_helpers import set_quota, zk_admin
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -31,6 +32,7 @@ with warnings.catch_warnings():
 
 FETCH, PRODUCE, METADATA = 1, 0, 3
 NO_SESSION = 0
+FINAL_EPOCH = -1  # a sessionless full fetch
 TopicPartitionKey = tuple[str, int]
 
 
@@ -41,6 +43,7 @@ class Fetched:
     error_code: int
     session_id: int
     partitions: dict[TopicPartitionKey, list[int]] = field(default_factory=dict)  # offsets
+    throttle_time_ms: int = 0
     high_watermarks: dict[TopicPartitionKey, int] = field(default_factory=dict)
     partition_errors: dict[TopicPartitionKey, int] = field(default_factory=dict)
 
@@ -129,7 +132,11 @@ class SessionClient:
                 "rack_id": "",
             },
         )
-        fetched = Fetched(response.error_code, response.session_id)
+        fetched = Fetched(
+            response.error_code,
+            response.session_id,
+            throttle_time_ms=int(response.throttle_time.total_seconds() * 1000),
+        )
         for topic in response.responses:
             name = names[topic.topic_id] if by_id else topic.topic
             for data in topic.partitions:
@@ -290,6 +297,49 @@ def test_a_full_cache_refuses_new_sessions_until_one_has_been_idle_long_enough(b
     assert metrics["gregor_fetch_session_evictions_total"] == 1
     assert metrics["gregor_fetch_sessions_created_total"] == 2
     assert metrics["gregor_fetch_sessions"] == 1
+
+
+def test_a_quota_throttled_full_fetch_creates_no_session(broker_factory, zk_connect):
+    # Matches Kafka's getThrottledResponse: the throttled client sees none of the fetch's
+    # data, so no session is made of it (it would only hold a slot until evicted).
+    metrics_port = free_port()
+    broker = broker_factory(
+        **{
+            "metrics.port": str(metrics_port),
+            "quota.window.num": "2",
+            "quota.window.size.seconds": "1",
+        }
+    )
+    create_topic(broker.bootstrap, "throttled", partitions=1)
+    partitions = {("throttled", 0): 0}
+
+    async def story() -> tuple[int, int]:
+        client = SessionClient(broker.bootstrap, 12)
+        try:
+            for _ in range(10):
+                await client.produce("throttled", 0, 100)
+            with zk_admin(zk_connect) as admin:
+                set_quota(admin, None, "fetch-session-test-v12", consumer_byte_rate=5000)
+            deadline = time.monotonic() + 30
+            while (await client.fetch(NO_SESSION, FINAL_EPOCH, partitions)).throttle_time_ms == 0:
+                assert time.monotonic() < deadline, "the consumer quota never throttled"
+            sessions_made = throttled = 0
+            for _ in range(10):
+                full = await client.fetch(NO_SESSION, 0, partitions)
+                if full.throttle_time_ms == 0:
+                    assert full.session_id != NO_SESSION
+                    sessions_made += 1
+                    continue
+                throttled += 1
+                assert (full.error_code, full.session_id) == (ErrorCode.none, NO_SESSION)
+                assert full.partitions == {}
+            return sessions_made, throttled
+        finally:
+            await client.close()
+
+    sessions_made, throttled = asyncio.run(story())
+    assert throttled > 0
+    assert scrape(metrics_port)["gregor_fetch_sessions_created_total"] == sessions_made
 
 
 def test_kafka_python_consumes_through_one_incremental_fetch_session(broker_factory):

@@ -559,3 +559,28 @@ def test_a_session_holds_what_its_requests_added_minus_what_they_forgot(initial,
         epoch = next_epoch(epoch)
         assert cache.get(session_id).epoch == epoch
         assert cache.partitions_total == len(model)
+
+
+# --- quota throttling ----------------------------------------------------------------------
+
+
+def test_a_throttled_full_fetch_creates_no_session():
+    # Matches Kafka's getThrottledResponse: a throttled client sees nothing of this fetch,
+    # so no session may be made of it (it would hold a slot until evicted).
+    cache = FetchSessionCache(10, EVICTION_MS)
+    context = cache.new_context(
+        fetch_request(epoch=INITIAL_EPOCH, topics={"t": [(0, 0)]}), 12, False, 0
+    )
+    assert context.throttled() == (ErrorCode.none, INVALID_SESSION_ID)
+    assert len(cache) == 0
+
+
+def test_a_throttled_incremental_fetch_keeps_its_session_and_the_unsent_changes():
+    cache = FetchSessionCache(10, EVICTION_MS)
+    session_id = new_session(cache, {"t": [(0, 0), (1, 0)]})
+    context = incremental(cache, session_id, 1)
+    assert context.throttled() == (ErrorCode.none, session_id)
+    # The change the throttled response did not carry is still news for the next fetch.
+    context = incremental(cache, session_id, 2)
+    _, _, topics = context.finish(read(context, changed={("t", 1): {"high_watermark": 12}}), 0)
+    assert answered(topics) == [("t", 1)]

@@ -51,6 +51,16 @@ class TopicResult:
     partitions: list[PartitionResult] = field(default_factory=list)
 
 
+def records_size(result: PartitionResult) -> int:
+    """Bytes of a partition's records (bytes or a file region; 0 for none)."""
+    records = result.records
+    if records is None:
+        return 0
+    if isinstance(records, bytes | bytearray):
+        return len(records)
+    return records.size
+
+
 class _Parts:
     """Accumulates bytes, flushing them into a part when a file region arrives."""
 

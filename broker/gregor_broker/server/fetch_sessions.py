@@ -40,7 +40,7 @@ from uuid import UUID
 
 from kio.schema.errors import ErrorCode
 
-from ..protocol.fetch_response import PartitionResult, TopicResult
+from ..protocol.fetch_response import PartitionResult, TopicResult, records_size
 
 log = logging.getLogger(__name__)
 
@@ -61,15 +61,6 @@ def next_epoch(epoch: int) -> int:
     if epoch == _MAX_EPOCH:
         return 1
     return epoch + 1
-
-
-def _records_size(result: PartitionResult) -> int:
-    records = result.records
-    if records is None:
-        return 0
-    if isinstance(records, bytes | bytearray):
-        return len(records)
-    return records.size
 
 
 @dataclass(slots=True, eq=False)
@@ -119,7 +110,7 @@ class CachedPartition:
         and any error are sent. An error also forgets the high watermark, so the partition
         is sent again once the error is gone.
         """
-        must_respond = _records_size(result) > 0
+        must_respond = records_size(result) > 0
         if self.high_watermark != result.high_watermark:
             must_respond = True
             self.high_watermark = result.high_watermark
@@ -237,6 +228,12 @@ class FetchContext:
     def finish(self, topics: list[TopicResult], now_ms: int) -> tuple[int, int, list[TopicResult]]:
         raise NotImplementedError
 
+    def throttled(self) -> tuple[int, int]:
+        """``(error_code, session_id)`` of the empty response a quota-throttled fetch gets
+        instead of ``finish`` (Kafka's getThrottledResponse): no session is created and
+        none advanced by the results the client never sees."""
+        return self.error_code, INVALID_SESSION_ID
+
 
 class SessionErrorContext(FetchContext):
     """Matches Kafka: a session error answers no partitions and session id 0."""
@@ -309,6 +306,11 @@ class IncrementalContext(FetchContext):
         self.expected_epoch = session.epoch
         self.runs = _session_runs(session)
 
+    def throttled(self) -> tuple[int, int]:
+        if self.session.epoch != self.expected_epoch:
+            return ErrorCode.invalid_fetch_session_epoch, self.session.id
+        return ErrorCode.none, self.session.id
+
     def finish(self, topics: list[TopicResult], now_ms: int) -> tuple[int, int, list[TopicResult]]:
         session = self.session
         if session.epoch != self.expected_epoch:
@@ -328,7 +330,7 @@ class IncrementalContext(FetchContext):
             for cached, result in zip(run.partitions, topic.partitions, strict=True):
                 if cached.maybe_update_response_data(result):
                     kept.append(result)
-                    if _records_size(result) > 0:
+                    if records_size(result) > 0:
                         with_records.append(cached)
             if not kept:
                 continue

@@ -159,7 +159,7 @@ class RequestRouter:
                 size + 4,
                 result,
                 busy or perf_counter() - started,
-                lambda ms: self._throttled_fetch(context, ms),
+                lambda ms: self._throttled_fetch(context, result, ms),
             )
         response = self._encode(context, result)
         self.latency[context.header.api_key].observe(perf_counter() - started)
@@ -170,7 +170,10 @@ class RequestRouter:
         return response
 
     @staticmethod
-    def _throttled_fetch(context: RequestContext, throttle_ms: int) -> RawResponse:
+    def _throttled_fetch(context: RequestContext, result: Any, throttle_ms: int) -> RawResponse:
+        throttled = getattr(result, "throttled", None)
+        if throttled is not None:  # the fetch handler's own (it knows the fetch session)
+            return throttled(throttle_ms)
         parts, size = encode_fetch_response(
             context.version, context.header.correlation_id, throttle_time_ms=throttle_ms
         )

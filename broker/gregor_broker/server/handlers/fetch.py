@@ -19,12 +19,18 @@ fetch encoder frames them; record bytes never enter Python. Matches Kafka:
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from ...log.partition_log import OffsetOutOfRange
-from ...protocol.fetch_response import PartitionResult, TopicResult, encode_fetch_response
+from ...protocol.fetch_response import (
+    PartitionResult,
+    TopicResult,
+    encode_fetch_response,
+    records_size,
+)
 from ...replication.throttle import LEADER_RATE, LEADER_REPLICAS, is_throttled, parse_rate
 from ..fetch_sessions import FetchContext, TopicRun
 from ..quotas import ANONYMOUS
@@ -60,7 +66,7 @@ async def _wait_and_respond(
     read: _FetchReader,
     fetch: FetchContext,
     max_wait_ms: int,
-) -> RawResponse:
+) -> FetchResponse:
     deadline = time.monotonic() + max_wait_ms / 1000
     while True:
         remaining = deadline - time.monotonic()
@@ -78,21 +84,57 @@ async def _wait_and_respond(
     return _respond(context, topics, read, fetch)
 
 
+# Bytes of a partition's entry besides its records (index, error, offsets, lengths).
+_PARTITION_OVERHEAD = 40
+
+
 def _respond(
     context: RequestContext, topics: list[TopicResult], read: _FetchReader, fetch: FetchContext
-) -> RawResponse:
-    # An incremental fetch keeps only the partitions that changed; a full one at epoch 0
-    # gets its session made here, once the response is final (as Kafka does).
-    error_code, session_id, topics = fetch.finish(topics, _now_ms())
-    read.count_bytes_out(topics)
-    parts, size = encode_fetch_response(
-        context.version,
-        context.header.correlation_id,
-        error_code=error_code,
-        session_id=session_id,
-        topics=topics,
-    )
-    return RawResponse(parts, size)
+) -> FetchResponse:
+    return FetchResponse(context, topics, read, fetch)
+
+
+@dataclass(slots=True, eq=False)
+class FetchResponse:
+    """A fetch's result before its session sees it, so that a quota throttle can still
+    answer instead (Kafka's getThrottledResponse) without creating or advancing a
+    session. The router encodes it (``encode_frame``) after deciding the throttle."""
+
+    context: RequestContext
+    topics: list[TopicResult]
+    read: _FetchReader
+    fetch: FetchContext
+
+    @property
+    def size(self) -> int:
+        """Bytes the response carries, for the fetch byte-rate quota: the records, and a
+        little for each partition's header."""
+        return sum(
+            _PARTITION_OVERHEAD + records_size(partition)
+            for topic in self.topics
+            for partition in topic.partitions
+        )
+
+    def encode_frame(self, version: int, correlation_id: int) -> tuple[list[Any], int]:
+        # An incremental fetch keeps only the partitions that changed; a full one at
+        # epoch 0 gets its session made here, once the response is final (as Kafka does).
+        error_code, session_id, topics = self.fetch.finish(self.topics, _now_ms())
+        self.read.count_bytes_out(topics)
+        return encode_fetch_response(
+            version, correlation_id, error_code=error_code, session_id=session_id, topics=topics
+        )
+
+    def throttled(self, throttle_ms: int) -> RawResponse:
+        """The empty response a throttled client gets; its session is left as it was."""
+        error_code, session_id = self.fetch.throttled()
+        parts, size = encode_fetch_response(
+            self.context.version,
+            self.context.header.correlation_id,
+            throttle_time_ms=throttle_ms,
+            error_code=error_code,
+            session_id=session_id,
+        )
+        return RawResponse(parts, size)
 
 
 def _session_error(context: RequestContext, error_code: int) -> RawResponse:
@@ -249,9 +291,7 @@ class _FetchReader:
         for topic in topics:
             size = 0
             for partition in topic.partitions:
-                records = partition.records
-                if records:
-                    size += records.size if not isinstance(records, bytes) else len(records)
+                size += records_size(partition)
             if size and self.replica_id < 0:
                 self.broker.replicas.topic_counters_for(topic.name).bytes_out += size
             sent += size
