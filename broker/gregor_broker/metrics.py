@@ -235,48 +235,51 @@ class BrokerCollector(Collector):
             gauge = GaugeMetricFamily(name, doc)
             gauge.add_metric([], value)
             yield gauge
-        for name, doc, value in (
+        yield from _unlabelled(
             (
+                CounterMetricFamily,
                 "gregor_isr_shrinks",
                 "ISR shrinks of partitions led here",
                 replicas.isr_shrinks_total,
             ),
             (
+                CounterMetricFamily,
                 "gregor_isr_expands",
                 "ISR expands of partitions led here",
                 replicas.isr_expands_total,
             ),
-        ):
-            counter = CounterMetricFamily(name, doc)
-            counter.add_metric([], value)
-            yield counter
+        )
 
     def _fetch_sessions(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         """Kafka's NumIncrementalFetchSessions, NumIncrementalFetchPartitionsCached and
         IncrementalFetchSessionEvictionsPerSec, plus sessions created."""
         cache = self.broker.fetch_sessions
-        sessions = GaugeMetricFamily(
-            "gregor_fetch_sessions", "Incremental fetch sessions (KIP-227) in the cache"
+        yield from _unlabelled(
+            (
+                GaugeMetricFamily,
+                "gregor_fetch_sessions",
+                "Incremental fetch sessions (KIP-227) in the cache",
+                len(cache),
+            ),
+            (
+                GaugeMetricFamily,
+                "gregor_fetch_session_partitions",
+                "Partitions held by incremental fetch sessions, summed over the sessions",
+                cache.partitions_total,
+            ),
+            (
+                CounterMetricFamily,
+                "gregor_fetch_sessions_created",
+                "Incremental fetch sessions created",
+                cache.created_total,
+            ),
+            (
+                CounterMetricFamily,
+                "gregor_fetch_session_evictions",
+                "Incremental fetch sessions evicted to make room for new ones",
+                cache.evictions_total,
+            ),
         )
-        sessions.add_metric([], len(cache))
-        yield sessions
-        partitions = GaugeMetricFamily(
-            "gregor_fetch_session_partitions",
-            "Partitions held by incremental fetch sessions, summed over the sessions",
-        )
-        partitions.add_metric([], cache.partitions_total)
-        yield partitions
-        created = CounterMetricFamily(
-            "gregor_fetch_sessions_created", "Incremental fetch sessions created"
-        )
-        created.add_metric([], cache.created_total)
-        yield created
-        evictions = CounterMetricFamily(
-            "gregor_fetch_session_evictions",
-            "Incremental fetch sessions evicted to make room for new ones",
-        )
-        evictions.add_metric([], cache.evictions_total)
-        yield evictions
 
     def _quotas(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         quotas = getattr(self.broker, "quotas", None)
@@ -309,6 +312,16 @@ class BrokerCollector(Collector):
                 observed.add_metric(values, sensor.rate.measure(now))
                 limit.add_metric(values, sensor.bound)
         yield from (throttle, throttled, observed, limit)
+
+
+def _unlabelled(
+    *specs: tuple[type[CounterMetricFamily] | type[GaugeMetricFamily], str, str, float],
+) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+    """One family with a single unlabelled sample per ``(family, name, doc, value)``."""
+    for family, name, doc, value in specs:
+        metric = family(name, doc)
+        metric.add_metric([], value)
+        yield metric
 
 
 def _offline_partitions(metadata: Any) -> int:

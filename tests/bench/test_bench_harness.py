@@ -148,6 +148,27 @@ def test_fetch_reader_stays_put_on_an_empty_response() -> None:
     assert next_offset(memoryview(_fetch_v4_response([])), 42) == (42, 100)
 
 
+def _result(rows: list[dict], targets: dict) -> dict:
+    """A whole run's result around ``rows``, as the harness writes it."""
+    return {
+        "started": "2026-01-01T00:00:00+00:00",
+        "seconds": 1.0,
+        "commit": "abc",
+        "machine": {
+            "cpu_model": "cpu",
+            "cpus": 2,
+            "memory_gib": 1,
+            "kernel": "Linux",
+            "python": "3.11",
+        },
+        "options": {"mode": "quick", "reps": 3},
+        "targets": targets,
+        "limits": {"tcp_copy": report.summarise([2000.0])},
+        "rows": rows,
+        "goals": [],
+    }
+
+
 def test_markdown_labels_the_paper_as_reference_and_shows_ratios() -> None:
     row = {
         "id": "produce/1 KiB/p1/acks=1/batched",
@@ -160,23 +181,7 @@ def test_markdown_labels_the_paper_as_reference_and_shows_ratios() -> None:
         "ratio_peer": 2.0,
         "ratio_limit": 0.05,
     }
-    result = {
-        "started": "2026-01-01T00:00:00+00:00",
-        "seconds": 1.0,
-        "commit": "abc",
-        "machine": {
-            "cpu_model": "cpu",
-            "cpus": 2,
-            "memory_gib": 1,
-            "kernel": "Linux",
-            "python": "3.11",
-        },
-        "options": {"mode": "quick", "reps": 3},
-        "targets": {"peer": {"label": "tansu"}},
-        "limits": {"tcp_copy": report.summarise([2000.0])},
-        "rows": [row],
-        "goals": [],
-    }
+    result = _result([row], {"peer": {"label": "tansu"}})
     text = report.markdown(result)
     assert "| produce 1 KiB, 1 partition, acks=1, batched | MB/s | 100 [90.0-110] | 50.0 |" in text
     assert "| 2.00 | 0.050 of loopback TCP copy |" in text
@@ -198,21 +203,7 @@ def test_markdown_compares_three_brokers_with_one_and_shows_failover_times() -> 
         "ratio_limit": 0.075,
     }
     result = {
-        "started": "2026-01-01T00:00:00+00:00",
-        "seconds": 1.0,
-        "commit": "abc",
-        "machine": {
-            "cpu_model": "cpu",
-            "cpus": 2,
-            "memory_gib": 1,
-            "kernel": "Linux",
-            "python": "3.11",
-        },
-        "options": {"mode": "quick", "reps": 3},
-        "targets": {"gregor-cluster": {"label": "Gregor (3 brokers, RF=3)"}},
-        "limits": {"tcp_copy": report.summarise([2000.0])},
-        "rows": [row],
-        "goals": [],
+        **_result([row], {"gregor-cluster": {"label": "Gregor (3 brokers, RF=3)"}}),
         "failover": {
             "partitions": 2000,
             "brokers": 3,

@@ -253,19 +253,24 @@ async def _session_story(bootstrap: str, version: int) -> None:
         await producer.close()
 
 
+def _broker_with_metrics(broker_factory, **properties: str) -> tuple[object, int]:
+    """A broker with ``properties`` and a metrics port; returns both."""
+    metrics_port = free_port()
+    return broker_factory(**{"metrics.port": str(metrics_port), **properties}), metrics_port
+
+
 def test_a_session_answers_only_what_changed_over_fetch_v7_v12_and_v16(broker):
     for version in (7, 12, 16):
         asyncio.run(_session_story(broker.bootstrap, version))
 
 
 def test_a_full_cache_refuses_new_sessions_until_one_has_been_idle_long_enough(broker_factory):
-    metrics_port = free_port()
-    broker = broker_factory(
+    broker, metrics_port = _broker_with_metrics(
+        broker_factory,
         **{
-            "metrics.port": str(metrics_port),
             "max.incremental.fetch.session.cache.slots": "1",
             "min.incremental.fetch.session.eviction.ms": "1000",
-        }
+        },
     )
     create_topic(broker.bootstrap, "evictions", partitions=2)
     partitions = {("evictions", 0): 0, ("evictions", 1): 0}
@@ -302,13 +307,8 @@ def test_a_full_cache_refuses_new_sessions_until_one_has_been_idle_long_enough(b
 def test_a_quota_throttled_full_fetch_creates_no_session(broker_factory, zk_connect):
     # Matches Kafka's getThrottledResponse: the throttled client sees none of the fetch's
     # data, so no session is made of it (it would only hold a slot until evicted).
-    metrics_port = free_port()
-    broker = broker_factory(
-        **{
-            "metrics.port": str(metrics_port),
-            "quota.window.num": "2",
-            "quota.window.size.seconds": "1",
-        }
+    broker, metrics_port = _broker_with_metrics(
+        broker_factory, **{"quota.window.num": "2", "quota.window.size.seconds": "1"}
     )
     create_topic(broker.bootstrap, "throttled", partitions=1)
     partitions = {("throttled", 0): 0}
