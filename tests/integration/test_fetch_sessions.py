@@ -269,7 +269,9 @@ def test_a_full_cache_refuses_new_sessions_until_one_has_been_idle_long_enough(b
         broker_factory,
         **{
             "max.incremental.fetch.session.cache.slots": "1",
-            "min.incremental.fetch.session.eviction.ms": "1000",
+            # Long enough that a loaded machine cannot age the first session before the
+            # second client asks (it must be refused then), short enough for the test.
+            "min.incremental.fetch.session.eviction.ms": "3000",
         },
     )
     create_topic(broker.bootstrap, "evictions", partitions=2)
@@ -288,7 +290,7 @@ def test_a_full_cache_refuses_new_sessions_until_one_has_been_idle_long_enough(b
             refused = await second.fetch(NO_SESSION, 0, partitions)
             assert (refused.session_id, set(refused.partitions)) == (NO_SESSION, set(partitions))
 
-            await asyncio.sleep(1.2)  # the first session is now idle for longer than 1000 ms
+            await asyncio.sleep(3.2)  # the first session is now idle for longer than 3000 ms
             replacing = await second.fetch(NO_SESSION, 0, partitions)
             assert replacing.session_id not in (NO_SESSION, created.session_id)
             evicted = await first.fetch(created.session_id, 1)
