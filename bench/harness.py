@@ -401,25 +401,9 @@ class Harness:
     def _produce_once(
         self, target: Target, case: ProduceCase, batched: bool
     ) -> tuple[float, dict[str, Any]]:
-        topic = self.topic_name("produce")
-        target.create_topic(topic, case.partitions)
-        try:
-            result = run_client(
-                "produce",
-                {
-                    "bootstrap": target.bootstrap,
-                    "topic": topic,
-                    "size": case.size,
-                    "partitions": case.partitions,
-                    "acks": case.acks,
-                    "batched": batched,
-                    "seconds": self.settings.produce_seconds,
-                    "broker_pids": target.pids,
-                },
-                timeout=self.settings.produce_seconds + 180,
-            )
-        finally:
-            target.delete_topic(topic)
+        result = self._run_producer(
+            target, "produce", case, batched, self.settings.produce_seconds, target.pids
+        )
         if result["failed"]:
             raise MeasurementFailed(f"{result['failed']} messages failed")
         messages_per_second = result["messages"] / result["seconds"]
@@ -841,22 +825,33 @@ class Harness:
             )
 
     def _produce_profiled(self, target: Target, case: ProduceCase, seconds: float) -> None:
-        topic = self.topic_name("profile")
+        self._run_producer(target, "profile", case, case.batched, seconds)
+
+    def _run_producer(
+        self,
+        target: Target,
+        purpose: str,
+        case: ProduceCase,
+        batched: bool,
+        seconds: float,
+        broker_pids: list[int] | None = None,
+    ) -> dict[str, Any]:
+        """The produce client for ``seconds`` on a fresh topic, deleted afterwards."""
+        topic = self.topic_name(purpose)
         target.create_topic(topic, case.partitions)
+        spec = {
+            "bootstrap": target.bootstrap,
+            "topic": topic,
+            "size": case.size,
+            "partitions": case.partitions,
+            "acks": case.acks,
+            "batched": batched,
+            "seconds": seconds,
+        }
+        if broker_pids is not None:
+            spec["broker_pids"] = broker_pids
         try:
-            run_client(
-                "produce",
-                {
-                    "bootstrap": target.bootstrap,
-                    "topic": topic,
-                    "size": case.size,
-                    "partitions": case.partitions,
-                    "acks": case.acks,
-                    "batched": case.batched,
-                    "seconds": seconds,
-                },
-                timeout=seconds + 180,
-            )
+            return run_client("produce", spec, timeout=seconds + 180)
         finally:
             target.delete_topic(topic)
 
