@@ -463,10 +463,7 @@ class Harness:
         for rep in range(s.reps):
             for mode in CONSUME_MODES:
                 row = self.rows[f"consume/{mode}"]
-                for target in self.compared:
-                    if target.name not in topics:
-                        continue
-                    topic, messages = topics[target.name]
+                for target, topic, messages in self._with_topics(topics):
                     self.record(
                         row,
                         target,
@@ -475,6 +472,10 @@ class Harness:
                             self._consume_once(target, topic, messages, mode)
                         ),
                     )
+
+    def _with_topics(self, topics: dict[str, tuple[str, int]]) -> list[tuple[Target, str, int]]:
+        """(target, topic, messages) for each compared target that has a filled topic."""
+        return [(t, *topics[t.name]) for t in self.compared if t.name in topics]
 
     def _consume_once(
         self, target: Target, topic: str, messages: int, mode: str
@@ -509,10 +510,7 @@ class Harness:
             params={"max_bytes": 4 * KIB * KIB, "fetch_version": 4},
         )
         for rep in range(s.reps):
-            for target in self.compared:
-                if target.name not in topics:
-                    continue
-                topic, messages = topics[target.name]
+            for target, topic, messages in self._with_topics(topics):
                 self.record(
                     row,
                     target,
