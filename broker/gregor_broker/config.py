@@ -280,6 +280,11 @@ def parse_properties(text: str) -> dict[str, str]:
 # --- the broker configuration ----------------------------------------------------------------
 
 
+# replica.selector.class values (Kafka's class names; replication/replica_selector.py).
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
+
+
 def _key(
     default: Any,
     config_type: ConfigType,
@@ -501,6 +506,15 @@ class BrokerConfig:
     )
     replica_lag_time_max_ms: int = _key(
         30000, _T.LONG, "A follower not caught up for this long leaves the ISR."
+    )
+    replica_selector_class: str | None = _key(
+        None,
+        _T.STRING,
+        "Which replica consumers read from (KIP-392): unset or "
+        "org.apache.kafka.common.replica.LeaderSelector for the leader, "
+        "org.apache.kafka.common.replica.RackAwareReplicaSelector for a replica in the "
+        "consumer's client.rack.",
+        validator=one_of(RACK_AWARE_REPLICA_SELECTOR, LEADER_SELECTOR),
     )
     replica_fetch_max_bytes: int = _key(
         1048576, _T.INT, "Bytes per partition a follower fetches.", validator=at_least(0)

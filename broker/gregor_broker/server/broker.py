@@ -56,6 +56,7 @@ def replication_config_for(config: BrokerConfig) -> ReplicationConfig:
         fetch_min_bytes=config.replica_fetch_min_bytes,
         fetch_max_bytes=config.replica_fetch_max_bytes,
         fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
+        replica_selector=config.replica_selector_class,
         truncate_to_high_watermark=str(
             config.extra.get(UNSAFE_TRUNCATE_TO_HIGH_WATERMARK, "false")
         ).lower()
