@@ -220,87 +220,93 @@ def _walk(
 
     Returns (position after the last whole record, records walked so far). With
     ``final`` a record cut off by ``end`` is invalid; without it the walk stops before
-    it so the caller can bring more inflated bytes. Varints are read inline for the
-    one-byte case: this loop is the uncompressed produce hot path.
+    it so the caller can bring more inflated bytes.
+
+    This loop is the uncompressed produce hot path, so it reads varints inline for the
+    one- and two-byte cases and keeps them zigzag-encoded (``z``): an even ``z`` is the
+    size ``z >> 1``, ``z == 1`` is -1 (null), any other odd ``z`` is negative.
     """
     try:
         while index < count:
             record_start = position
             if position >= end:
                 break
-            byte = data[position]
-            position += 1
-            if byte & 0x80:
-                if not final and end - position < 5:
-                    return record_start, index
-                length, position = _varint_tail(data, position, byte, 5)
+            z = data[position]
+            if z < 0x80:
+                position += 1
             else:
-                length = byte
-            length = (length >> 1) ^ -(length & 1)
-            record_end = position + length
-            if length < _MIN_RECORD_BODY:
-                raise _invalid(f"Found invalid record size {length} in record {index}")
+                if not final and end - position < 6:
+                    return record_start, index
+                z, position = _varint_tail(data, position + 1, z, 5)
+            if z & 1 or z < 2 * _MIN_RECORD_BODY:
+                raise _invalid(f"Found invalid record size {(z >> 1) ^ -(z & 1)} in record {index}")
+            record_end = position + (z >> 1)
             if record_end > end:
                 if final:
                     raise _invalid(
-                        f"Invalid record size: expected {length} bytes in record payload, but "
+                        f"Invalid record size: expected {z >> 1} bytes in record payload, but "
                         f"instead the buffer has only {end - position} remaining bytes"
                     )
                 return record_start, index
-            position += 1  # attributes (unused in v2)
-            # timestamp delta (varlong): only its extent matters
-            byte = data[position]
+            # attributes (unused in v2), then the timestamp delta: only its extent matters
+            varint_start = position = position + 1
+            while data[position] & 0x80:
+                position += 1
             position += 1
-            if byte & 0x80:
-                _, position = _varint_tail(data, position, byte, 10)
-            # offset delta
-            byte = data[position]
-            position += 1
-            if byte & 0x80:
-                byte, position = _varint_tail(data, position, byte, 5)
-            if (byte >> 1) ^ -(byte & 1) != index:
+            if position - varint_start > 10:
+                raise _invalid(f"Found invalid record structure: varlong too long in {index}")
+            # offset delta: producers number records 0, 1, 2, ...
+            z = data[position]
+            if z < 0x80:
+                position += 1
+            else:
+                z, position = _varint_tail(data, position + 1, z, 5)
+            if z != index << 1:
                 raise _invalid(
-                    f"record {index} has offset delta {(byte >> 1) ^ -(byte & 1)}, not {index}"
+                    f"record {index} has offset delta {(z >> 1) ^ -(z & 1)}, not {index}"
                 )
             # key
-            byte = data[position]
-            position += 1
-            if byte & 0x80:
-                byte, position = _varint_tail(data, position, byte, 5)
-            size = (byte >> 1) ^ -(byte & 1)
-            if size >= 0:
-                position += size
-            elif size == -1:
+            z = data[position]
+            if z < 0x80:
+                position += 1
+            elif data[position + 1] < 0x80:
+                z = (z & 0x7F) | data[position + 1] << 7
+                position += 2
+            else:
+                z, position = _varint_tail(data, position + 1, z, 5)
+            if not z & 1:
+                position += z >> 1
+            elif z == 1:
                 if missing_keys is not None:
                     missing_keys.append(index)
             else:
-                raise _invalid(f"Found invalid key size {size} in record {index}")
+                raise _invalid(f"Found invalid key size {(z >> 1) ^ -1} in record {index}")
             # value
-            if position >= record_end:
-                raise _invalid(f"Found invalid record structure in record {index}")
-            byte = data[position]
-            position += 1
-            if byte & 0x80:
-                byte, position = _varint_tail(data, position, byte, 5)
-            size = (byte >> 1) ^ -(byte & 1)
-            if size >= 0:
-                position += size
-            elif size != -1:
-                raise _invalid(f"Found invalid value size {size} in record {index}")
+            z = data[position]
+            if z < 0x80:
+                position += 1
+            elif data[position + 1] < 0x80:
+                z = (z & 0x7F) | data[position + 1] << 7
+                position += 2
+            else:
+                z, position = _varint_tail(data, position + 1, z, 5)
+            if not z & 1:
+                position += z >> 1
+            elif z != 1:
+                raise _invalid(f"Found invalid value size {(z >> 1) ^ -1} in record {index}")
             # headers
             if position >= record_end:
                 raise _invalid(f"Found invalid record structure in record {index}")
-            byte = data[position]
+            z = data[position]
             position += 1
-            if byte & 0x80:
-                byte, position = _varint_tail(data, position, byte, 5)
-            headers = (byte >> 1) ^ -(byte & 1)
-            if headers:
-                position = _walk_headers(data, position, record_end, headers, index)
+            if z:
+                if z & 0x80:
+                    z, position = _varint_tail(data, position, z, 5)
+                position = _walk_headers(data, position, record_end, (z >> 1) ^ -(z & 1), index)
             if position != record_end:
                 raise _invalid(
-                    f"Invalid record size: expected to read {length} bytes in record payload, "
-                    f"but instead read {position - record_end + length}"
+                    f"Invalid record size: expected to read {record_end - record_start} bytes "
+                    f"in record payload, but instead read {position - record_start}"
                 )
             index += 1
     except IndexError:
