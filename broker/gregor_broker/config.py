@@ -482,6 +482,14 @@ class BrokerConfig:
     message_max_bytes: int = _key(
         1048588, _T.INT, "Largest record batch the broker accepts.", validator=at_least(0)
     )
+    produce_decompressed_max_bytes: int = _key(
+        104857600, _T.INT,
+        "Gregor only: most bytes the compressed record batches of one Produce request may "
+        "inflate to while the broker validates them (streamed, never held whole); past it "
+        "the batch is refused with MESSAGE_TOO_LARGE. Defaults to socket.request.max.bytes' "
+        "default, so a compressed request costs at most the work of the largest plain one.",
+        validator=at_least(1),
+    )  # fmt: skip
     num_recovery_threads_per_data_dir: int = _key(
         1, _T.INT, "Threads per log dir for recovery at start-up and flush at shutdown.",
         validator=at_least(1),

@@ -150,6 +150,7 @@ class Broker:
             lambda overrides: log_config_for(config, overrides),
             zk_admin=self.zk_admin,
             replication_config=replication_config_for(config),
+            produce_decompressed_max_bytes=config.produce_decompressed_max_bytes,
         )
         self.topic_admin = TopicAdmin(self, self.zk_admin)
         # Before metadata arrives: it listens for __consumer_offsets leadership.
