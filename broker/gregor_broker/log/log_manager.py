@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .checkpoints import (
@@ -65,6 +66,9 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._dir_of: dict[tuple[str, int], Path] = {}
         self._deleted: list[PartitionLog] = []
+        # Removes the directories of deleted partitions (renamed to ``*-delete`` first,
+        # so a crash before removal is finished at the next start-up).
+        self._remover: ThreadPoolExecutor | None = None
         self._broker_id: int | None = None
         self._cluster_id: str | None = None
         for log_dir in self.log_dirs:
@@ -184,9 +188,16 @@ class LogManager:
         self._dir_of.pop(key, None)
         if log is None:
             return
-        log.delete()
+        # The rename is the durable step; removing the files (milliseconds per
+        # partition, seconds for thousands) happens on the remover thread.
+        log.delete(self._remove_later)
         if log.close_deleted_segments():
             self._deleted.append(log)
+
+    def _remove_later(self, directory: Path) -> None:
+        if self._remover is None:
+            self._remover = ThreadPoolExecutor(1, thread_name_prefix="log-remover")
+        self._remover.submit(shutil.rmtree, directory, ignore_errors=True)
 
     def logs(self) -> dict[tuple[str, int], PartitionLog]:
         return dict(self._logs)
@@ -230,6 +241,9 @@ class LogManager:
         for log in self._deleted:
             log.close_deleted_segments(force=True)
         self._deleted = []
+        if self._remover is not None:
+            self._remover.shutdown(wait=True)
+            self._remover = None
         self.checkpoint()
         for log_dir in self.log_dirs:
             write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, "")

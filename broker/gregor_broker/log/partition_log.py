@@ -82,6 +82,14 @@ def parse_partition_directory(name: str) -> tuple[str, int]:
     return topic, int(partition)
 
 
+def log_delete_dir_name(topic: str, partition: int) -> str:
+    """``<topic>-<partition>.<uuid>-delete``, with the topic cut so the name fits in 255
+    bytes: matches Kafka's ``UnifiedLog.logDeleteDirName`` (a 249-character topic name
+    would otherwise make the rename fail with ENAMETOOLONG)."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}-delete"
+    return topic[: max(0, 255 - len(suffix))] + suffix
+
+
 class PartitionLog:
     """A partition's segments and offsets. Create with ``PartitionLog.open``."""
 
@@ -598,16 +606,20 @@ class PartitionLog:
             segment.close()
         self.close_deleted_segments(force=True)
 
-    def delete(self) -> None:
+    def delete(self, remove: Callable[[Path], None] | None = None) -> None:
         """Remove the partition from disk (topic deletion): rename the directory to
-        ``<topic>-<partition>.<uuid>-delete`` (so a crash cannot resurrect it), then remove
-        it. Descriptors follow the deletion rule."""
+        ``log_delete_dir_name`` (so a crash cannot resurrect it), then remove it, with
+        ``remove`` if given (the log manager does it in a background thread).
+        Descriptors follow the deletion rule."""
         if self._deleted:
             return
         self._deleted = True
-        renamed = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}-delete")
+        renamed = self.directory.with_name(log_delete_dir_name(self.topic, self.partition))
         os.rename(self.directory, renamed)
-        shutil.rmtree(renamed, ignore_errors=True)
+        if remove is None:
+            shutil.rmtree(renamed, ignore_errors=True)
+        else:
+            remove(renamed)
         deadline = self._now_ms() + self.config.file_delete_delay_ms
         for segment in self._segments:
             if segment.is_open:

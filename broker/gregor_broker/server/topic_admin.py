@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from ..cluster.admin import TopicExists, ZkAdmin
+from ..cluster.admin import TopicExists, UnknownTopic, ZkAdmin
 from ..cluster.models import new_uuid
 from ..cluster.placement import PlacementError, assign_replicas
 from ..cluster.topic_names import topic_name_error
@@ -217,15 +217,35 @@ class TopicAdmin:
             lambda: all(metadata.topic_has_leaders(n) for n in names), timeout
         )
 
-    async def delete_topic(self, name: str) -> None:
+    async def delete_topics(self, names: list[str]) -> dict[str, TopicAdminError | None]:
+        """Request the deletion of every topic in ``names`` (pipelined in ZooKeeper);
+        maps each name to None or its error."""
+        results: dict[str, TopicAdminError | None] = {}
         if not self.broker.config.delete_topic_enable:
-            raise TopicAdminError(
+            error = TopicAdminError(
                 ErrorCode.topic_deletion_disabled,
                 "topic deletion is disabled (delete.topic.enable)",
             )
-        if name not in self.broker.metadata.topics:
-            raise TopicAdminError(ErrorCode.unknown_topic_or_partition, f"unknown topic {name!r}")
-        await asyncio.to_thread(self.admin.request_topic_deletion, name)
+            return dict.fromkeys(names, error)
+        known = []
+        for name in names:
+            if name in self.broker.metadata.topics:
+                known.append(name)
+            else:
+                results[name] = TopicAdminError(
+                    ErrorCode.unknown_topic_or_partition, f"unknown topic {name!r}"
+                )
+        if known:
+            outcome = await asyncio.to_thread(self.admin.request_topic_deletions, known)
+            for name, problem in outcome.items():
+                if isinstance(problem, UnknownTopic):
+                    results[name] = TopicAdminError(
+                        ErrorCode.unknown_topic_or_partition, str(problem)
+                    )
+                else:
+                    # Kafka answers success for a topic already marked for deletion.
+                    results[name] = None
+        return results
 
     async def create_partitions(
         self,
