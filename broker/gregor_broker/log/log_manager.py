@@ -27,6 +27,7 @@ from .checkpoints import (
     write_offset_checkpoint,
 )
 from .log_config import LogConfig
+from .open_files import OPEN_FILES
 from .partition_log import PartitionLog, parse_partition_directory, wall_clock_ms
 
 logger = logging.getLogger(__name__)
@@ -57,7 +58,11 @@ class LogManager:
         *,
         default_config: LogConfig,
         now_ms: Callable[[], int] = wall_clock_ms,
+        max_open_files: int | None = None,
     ) -> None:
+        if max_open_files is not None:
+            # log.max.open.files: the bound is per process, like the descriptor limit.
+            OPEN_FILES.max_open = max_open_files
         if not log_dirs:
             raise ValueError("log.dirs is empty: give the broker at least one log directory")
         self.log_dirs = [Path(d) for d in log_dirs]

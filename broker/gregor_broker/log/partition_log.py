@@ -14,14 +14,17 @@ Deletion rule (sendfile safety). A ``FileSlice`` carries the segment's own descr
 and the fetch path may still be sending from it when retention, DeleteRecords,
 truncation or topic deletion removes the segment. Removing a segment therefore only
 unlinks (or, for a whole partition, renames then removes) its files: Linux keeps an
-unlinked file's data alive while a descriptor is open. The descriptor itself is closed
-no earlier than ``file.delete.delay.ms`` later, by a later call on the log
-(``apply_retention``, ``flush_if_due``, ``maybe_roll``, ``close_deleted_segments``);
-``LogManager.run_retention`` and ``flush_due`` make those calls periodically. A fetch
-response must therefore be written within ``file.delete.delay.ms`` (default 60 s) of the
-read. Truncation of the active segment (``truncate_to``, replication only) shortens the
-file in place, as Kafka does; a slice over the truncated bytes may then send short, which
-the fetch path treats like a closed connection.
+unlinked file's data alive while a descriptor is open. Every ``FileSlice`` pins its
+segment (``segment.Pin``): an unpinned descriptor closes at once, a pinned one when its
+last slice is dropped, and at the latest ``file.delete.delay.ms`` later, by a later call
+on the log (``apply_retention``, ``flush_if_due``, ``maybe_roll``,
+``close_deleted_segments``); ``LogManager.run_retention`` and ``flush_due`` make those
+calls periodically. A fetch response must therefore be written within
+``file.delete.delay.ms`` (default 60 s) of the read. Idle descriptors of live segments
+are closed past ``log.max.open.files`` (``open_files.py``), never while pinned.
+Truncation of the active segment (``truncate_to``, replication only) shortens the file in
+place, as Kafka does; a slice over the truncated bytes may then send short, which the
+fetch path treats like a closed connection.
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ class FileSlice:
     fd: int
     position: int
     size: int
+    # Keeps ``fd`` open while the slice lives (log.max.open.files closes idle files).
+    pin: object = None
 
 
 @dataclass(slots=True)  # not frozen: a frozen __init__ costs ~10x (hot path)
@@ -249,7 +254,7 @@ class PartitionLog:
     def _delete_segment(self, segment: LogSegment) -> None:
         """Unlink now, close the descriptor after file.delete.delay.ms (deletion rule)."""
         segment.unlink_files()
-        if segment.is_open:
+        if segment.is_open and not segment.close_when_unpinned():
             deadline = self._now_ms() + self.config.file_delete_delay_ms
             self._deleted_segments.append((deadline, segment))
 
@@ -263,7 +268,7 @@ class PartitionLog:
         for deadline, segment in self._deleted_segments:
             if force or now >= deadline:
                 segment.close_fd()
-            else:
+            elif segment.is_open and not segment.close_when_unpinned():
                 waiting.append((deadline, segment))
         self._deleted_segments = waiting
         return len(waiting)
@@ -420,7 +425,9 @@ class PartitionLog:
             found = segment.read_range(fetch_offset, max_bytes, max_offset, min_one_batch)
             if found is not None:
                 position, size = found
-                return FileSlice(segment.fd, position, size) if size > 0 else None
+                if size <= 0:
+                    return None
+                return FileSlice(segment.fd, position, size, segment.pin())
             i += 1  # nothing at or after the offset here (a gap): try the next segment
             if i < count and max_offset is not None and self._base_offsets[i] >= max_offset:
                 return None
@@ -622,7 +629,9 @@ class PartitionLog:
             remove(renamed)
         deadline = self._now_ms() + self.config.file_delete_delay_ms
         for segment in self._segments:
-            if segment.is_open:
+            # Closed at once unless a fetch response is still sending from it (the
+            # descriptors of deleted partitions used to stay open for the whole delay).
+            if segment.is_open and not segment.close_when_unpinned():
                 self._deleted_segments.append((deadline, segment))
         self._segments, self._base_offsets = [], []
         self._closed = True
