@@ -574,6 +574,7 @@ class PartitionLog:
         log end) that were not flushed yet; advance the recovery point."""
         end = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
         self._last_flush_ms = self._now_ms()
+        self.leader_epoch_cache.sync()  # an epoch a new leader of an empty log wrote
         if end <= self.recovery_point:
             return
         first = max(bisect.bisect_right(self._base_offsets, self.recovery_point) - 1, 0)

@@ -8,12 +8,14 @@ its leaders within a short wait, and the client retries.
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from ...cluster.metadata_cache import TopicInfo
 from ...cluster.topic_names import topic_name_error
+from ...protocol.metadata_response import MetadataBroker, MetadataResponse, MetadataTopic
 from ..topic_admin import TopicAdminError
 
 if TYPE_CHECKING:
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 
 AUTO_CREATE_WAIT_S = 2.0
 CONTROLLER_WAIT_S = 5.0
-NO_AUTHORIZED_OPERATIONS = -(2**31)
+_NO_ID = uuid.UUID(int=0)
 
 
 def handle_metadata(broker: Broker, context: RequestContext, request: Any) -> Any:
@@ -72,7 +74,7 @@ def _handle(broker: Broker, context: RequestContext, request: Any) -> Any:
 
 async def _auto_create_then_respond(
     broker: Broker, version: int, names: list[str], missing: list[str], unknown_ids: list[Any]
-) -> dict[str, Any]:
+) -> MetadataResponse:
     errors: dict[str, ErrorCode] = {}
     created = []
     for name in missing:
@@ -97,7 +99,7 @@ def _response_for(
     names: list[str],
     errors: dict[str, ErrorCode],
     unknown_ids: list[Any],
-) -> dict[str, Any]:
+) -> MetadataResponse:
     metadata = broker.metadata
     known = []
     absent = []
@@ -129,48 +131,54 @@ def _response_for(
 
 def _response(
     broker: Broker, version: int, topics: list[TopicInfo], absent: list[dict[str, Any]]
-) -> dict[str, Any]:
+) -> MetadataResponse:
     metadata = broker.metadata
     live = metadata.brokers
-    return {
-        "throttle_time": 0,
-        "error_code": ErrorCode.none,
-        "brokers": [
-            {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+    return MetadataResponse(
+        brokers=[
+            MetadataBroker(b.broker_id, b.host, b.port, b.rack)
             for b in sorted(live.values(), key=lambda b: b.broker_id)
         ],
-        "cluster_id": metadata.cluster_id,
-        "controller_id": metadata.controller_id,
-        "topics": [_topic(t, live) for t in topics] + absent,
-        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
-    }
+        cluster_id=metadata.cluster_id,
+        controller_id=metadata.controller_id,
+        topics=[_topic(t, live) for t in topics]
+        + [
+            MetadataTopic(
+                entry["error_code"], entry["name"], entry.get("topic_id") or _NO_ID, False, ()
+            )
+            for entry in absent
+        ],
+    )
 
 
-def _topic(topic: TopicInfo, live: dict[int, Any]) -> dict[str, Any]:
+def _topic(topic: TopicInfo, live: dict[int, Any]) -> MetadataTopic:
+    """Hot with thousands of partitions: tuples, and the common case (every replica
+    live) without per-replica work."""
     partitions = []
+    everyone_live = all(b in live for b in _replicas_of(topic))
     for index in sorted(topic.partitions):
         info = topic.partitions[index]
-        leader = info.leader
+        state = info.state
+        leader = state.leader if state is not None else -1
+        replicas = info.replicas
         partitions.append(
-            {
-                "error_code": (
-                    ErrorCode.none
-                    if leader >= 0 and leader in live
-                    else ErrorCode.leader_not_available
-                ),
-                "partition_index": index,
-                "leader_id": leader,
-                "leader_epoch": info.leader_epoch,
-                "replica_nodes": list(info.replicas),
-                "isr_nodes": list(info.isr),
-                "offline_replicas": [r for r in info.replicas if r not in live],
-            }
+            (
+                ErrorCode.none.value
+                if leader >= 0 and leader in live
+                else ErrorCode.leader_not_available.value,
+                index,
+                leader,
+                state.leader_epoch if state is not None else -1,
+                replicas,
+                state.isr if state is not None else (),
+                () if everyone_live else tuple(r for r in replicas if r not in live),
+            )
         )
-    return {
-        "error_code": ErrorCode.none,
-        "name": topic.name,
-        "topic_id": topic.uuid,
-        "is_internal": topic.internal,
-        "partitions": partitions,
-        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
-    }
+    return MetadataTopic(ErrorCode.none.value, topic.name, topic.uuid, topic.internal, partitions)
+
+
+def _replicas_of(topic: TopicInfo) -> set[int]:
+    replicas: set[int] = set()
+    for info in topic.partitions.values():
+        replicas.update(info.replicas)
+    return replicas
