@@ -475,6 +475,12 @@ class BrokerConfig:
         validator=at_least(0),
     )  # fmt: skip
     log_preallocate: bool = _key(False, _T.BOOLEAN, "Preallocate segment files.")
+    log_max_open_files: int = _key(
+        1000, _T.INT,
+        "Gregor only: most segment .log files kept open at once; the least recently used "
+        "are closed and reopened on demand (a file being sent is never closed).",
+        validator=at_least(16),
+    )  # fmt: skip
     compression_type: str = _key(
         "producer", _T.STRING, "Default topic compression; producer keeps the producer's codec.",
         validator=one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
@@ -505,6 +511,12 @@ class BrokerConfig:
         True, _T.BOOLEAN, "Create a topic when a client asks for its metadata."
     )
     delete_topic_enable: bool = _key(True, _T.BOOLEAN, "Allow topic deletion.")
+    max_partitions_per_request: int = _key(
+        10000, _T.INT,
+        "Gregor only (Kafka's controller hard-codes 10000): most partitions one CreateTopics "
+        "or CreatePartitions request may add; more is refused with POLICY_VIOLATION.",
+        validator=at_least(1),
+    )  # fmt: skip
     # Replication
     min_insync_replicas: int = _key(
         1, _T.INT, "Replicas that must acknowledge an acks=all write.", validator=at_least(1)

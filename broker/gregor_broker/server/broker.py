@@ -138,7 +138,11 @@ class Broker:
 
         log_dirs = [Path(d) for d in config.log_dirs]
         self._lock_fds = [_lock_log_dir(d) for d in log_dirs]
-        self.logs = LogManager(log_dirs, default_config=log_config_for(config, {}))
+        self.logs = LogManager(
+            log_dirs,
+            default_config=log_config_for(config, {}),
+            max_open_files=config.log_max_open_files,
+        )
         self.logs.write_meta_properties(config.broker_id, self.metadata.cluster_id)
         topic_configs = await asyncio.to_thread(self._read_all_topic_configs)
         self.logs.load(lambda topic: log_config_for(config, topic_configs.get(topic, {})))
