@@ -47,6 +47,15 @@ _MINUS_ONE_WORDS = (
 _ZERO_UUID = uuid.UUID(int=0)
 
 
+class RequestFailed(Exception):
+    """A handler's verdict on a whole request, answered with ``error_code`` everywhere
+    (Kafka's handlers throw e.g. ``InvalidRequestException`` for this)."""
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
 @cache
 def _fields(cls: type) -> list[tuple[str, Any, bool, str | None, bool]]:
     """(name, nested class, is an array, kafka type, nullable) for each field."""

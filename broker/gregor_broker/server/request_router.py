@@ -24,7 +24,7 @@ from kio.schema.errors import ErrorCode
 
 from ..metrics import LatencyHistogram
 from ..protocol import entities
-from ..protocol.error_response import error_response
+from ..protocol.error_response import RequestFailed, error_response
 from ..protocol.fetch_response import encode_fetch_response
 from ..protocol.frame_guard import check_request
 from ..protocol.wire import (
@@ -139,6 +139,8 @@ class RequestRouter:
             return self._respond(context, request, len(frame_bytes), result, started, 0.0)
         except MalformedRequest:
             raise
+        except RequestFailed as failed:
+            return self._refused(context, request, failed)
         except Exception as error:
             return self._failed(spec, context, request, error)
 
@@ -155,11 +157,23 @@ class RequestRouter:
             response = self._respond(context, request, size, await awaitable, started, busy)
         except MalformedRequest:
             raise
+        except RequestFailed as failed:
+            return self._refused(context, request, failed)
         except Exception as error:
             return self._failed(self.apis[context.header.api_key], context, request, error)
         if is_awaitable(response):
             response = await response
         return response
+
+    @staticmethod
+    def _refused(context: RequestContext, request: Any, failed: RequestFailed) -> bytes:
+        """A handler refused the whole request (``RequestFailed``): Kafka's error
+        response to it, nothing logged beyond debug."""
+        header = context.header
+        log.debug("%s refused for %s: %s", header.api_key, context.connection.peer, failed)
+        body = error_response(header.api_key, header.api_version, request, failed.error_code)
+        flexible = context.flexible and header.api_key != API_VERSIONS_KEY
+        return frame(response_header(header.correlation_id, flexible), body)
 
     def _failed(
         self, spec: ApiSpec, context: RequestContext, request: Any, error: Exception

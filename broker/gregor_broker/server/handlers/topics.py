@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from ...cluster.admin import TopicAlreadyMarkedForDeletion, UnknownTopic
 from ...cluster.models import uuid_from_str
 from ...config import describe_topic_configs
 from ..topic_admin import TopicAdminError
@@ -84,17 +85,34 @@ async def handle_delete_topics(broker: Broker, context: RequestContext, request:
         names = [(name, None) for name in request.topic_names]
     responses = []
     deleted = []
+    seen: set[str] = set()
     for name, topic_id in names:
         response: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0}
         responses.append(response)
         if name is None:
             response["error_code"] = ErrorCode.unknown_topic_id
             continue
+        if name in seen:
+            # Matches Kafka (and CreateTopics here): a topic named twice is an invalid
+            # request for the repeat; the first mention is handled as usual.
+            response.update(
+                error_code=ErrorCode.invalid_request, error_message="Duplicate topic name."
+            )
+            continue
+        seen.add(name)
         try:
             await broker.topic_admin.delete_topic(name)
             deleted.append(name)
         except TopicAdminError as error:
             response.update(error_code=error.error_code, error_message=error.message)
+        except TopicAlreadyMarkedForDeletion:
+            # Matches Kafka's ZooKeeper mode: deleting a topic already being deleted
+            # succeeds, and the request waits for the deletion like the first one.
+            deleted.append(name)
+        except UnknownTopic as error:  # deleted by someone else since the check
+            response.update(
+                error_code=ErrorCode.unknown_topic_or_partition, error_message=str(error)
+            )
     if deleted and _timeout_s(request) > 0:
         metadata = broker.metadata
         await metadata.wait_for(
