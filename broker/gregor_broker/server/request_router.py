@@ -92,6 +92,7 @@ class RequestRouter:
         # Request latency per API, from decoding to the encoded response (long polls and
         # acks=all waits included, quota delays not).
         self.latency: dict[int, LatencyHistogram] = {key: LatencyHistogram() for key in apis}
+        self._supported: tuple[tuple[int, int, int], ...] | None = None
 
     def decode(self, frame_bytes: memoryview | bytes) -> tuple[ApiSpec, RequestHeader, Any]:
         """Parse a frame into (api, header, kio request); MalformedRequest if it cannot be."""
@@ -266,6 +267,15 @@ class RequestRouter:
             {"error_code": ErrorCode.unsupported_version, "api_keys": self.advertised()},
         )
         return frame(response_header(header.correlation_id, False), body)
+
+    def supported_versions(self) -> tuple[tuple[int, int, int], ...]:
+        """(api key, min version, max version) per API, by key: what ApiVersions says."""
+        if self._supported is None:
+            self._supported = tuple(
+                (spec.key, spec.min_version, spec.max_version)
+                for spec in sorted(self.apis.values(), key=lambda s: s.key)
+            )
+        return self._supported
 
     def advertised(self) -> list[dict[str, int]]:
         return [
