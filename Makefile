@@ -26,7 +26,7 @@ PYTEST_TIMEOUT ?= 300
 BENCH_ARGS ?=
 BENCH_STAMP := $(VENV)/.gregor-bench-installed
 
-.PHONY: help deps venv run stop test lint format bench
+.PHONY: help deps venv kafkajs run stop test lint format bench
 
 help:
 	@echo "make run     start a local Gregor cluster in the background (make stop stops it)"
@@ -42,6 +42,10 @@ deps:
 
 venv: $(VENV_STAMP)
 
+# kafkajs for tests/compat/test_kafkajs.py (skipped, with the reason, where Node.js is absent).
+kafkajs:
+	@bash scripts/install-kafkajs
+
 $(VENV_STAMP): pyproject.toml | deps
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
@@ -54,7 +58,7 @@ stop:
 	@if [ -x $(BIN)/gregor ]; then $(BIN)/gregor local down --data-dir $(DATA_DIR); \
 	else echo "No .venv: nothing to stop."; fi
 
-test: deps venv
+test: deps venv kafkajs
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) \
 		$$($(BIN)/python -c 'import pytest_timeout' 2>/dev/null && echo --timeout=$(PYTEST_TIMEOUT)) \
 		$(PYTEST_ARGS)

@@ -37,10 +37,10 @@ class PartitionResult:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    # bytes or a FileRegion. Empty, not null, by default: Kafka answers every partition
-    # (errors included) with MemoryRecords.EMPTY, and librdkafka rejects a whole Fetch
-    # response ("invalid MessageSetSize -1") when one partition's records are null.
-    records: bytes | Any | None = b""
+    # Matches Kafka: a partition with an error carries an empty record set
+    # (MemoryRecords.EMPTY), never null; librdkafka drops a whole response holding a null
+    # one, so an OFFSET_OUT_OF_RANGE never triggers its auto.offset.reset.
+    records: bytes | Any | None = b""  # bytes, a FileRegion, or None (null)
     aborted_transactions: list[tuple[int, int]] | None = None
     preferred_read_replica: int = -1
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end_offset)

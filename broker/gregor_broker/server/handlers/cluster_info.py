@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from ...protocol.acl_operations import NOT_REQUESTED, AclResourceType, authorized_operations
+
 if TYPE_CHECKING:
     from ..broker import Broker
     from ..request_router import RequestContext
@@ -31,7 +33,7 @@ def handle_describe_cluster(broker: Broker, context: RequestContext, request: An
             "brokers": [],
             "throttle_time": 0,
             "endpoint_type": request.endpoint_type,
-            "cluster_authorized_operations": -(2**31),
+            "cluster_authorized_operations": NOT_REQUESTED,
         }
     return {
         "throttle_time": 0,
@@ -49,5 +51,8 @@ def handle_describe_cluster(broker: Broker, context: RequestContext, request: An
             }
             for b in sorted(metadata.brokers.values(), key=lambda b: b.broker_id)
         ],
-        "cluster_authorized_operations": -(2**31),
+        "cluster_authorized_operations": authorized_operations(
+            AclResourceType.CLUSTER,
+            bool(getattr(request, "include_cluster_authorized_operations", False)),
+        ),
     }

@@ -2,8 +2,11 @@
 
 Topic configs live in ``/config/topics/<t>`` and change through Kafka's
 ``/config/changes`` notifications, so every broker (and Kafka's own tools) sees them.
-Broker configs can be described; changing them at run time (dynamic broker configs)
-is not implemented and is refused with INVALID_REQUEST, never silently ignored.
+Broker configs are described with their sources. The dynamic ones (Kafka's
+``DynamicConfig.Broker`` keys Gregor applies live: the replication throttle rates) change
+per broker (resource name ``"<id>"``) in ``/config/brokers/<id>`` or cluster-wide (resource
+name ``""``) in ``/config/brokers/<default>``, with the same notification; any other broker
+key is refused with INVALID_CONFIG naming it, never stored and ignored.
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from ...cluster import zk_paths
 from ...config import (
     InvalidConfig,
     describe_broker_configs,
+    describe_dynamic_broker_configs,
     describe_topic_configs,
+    validate_dynamic_broker_configs,
     validate_topic_configs,
 )
 
@@ -57,7 +63,15 @@ def handle_describe_configs(broker: Broker, context: RequestContext, request: An
                     f"not {resource.resource_name}",
                 )
                 continue
-            entries = describe_broker_configs(broker.config)
+            broker_configs = broker.metadata.broker_configs
+            entries = sorted(
+                describe_broker_configs(broker.config)
+                + describe_dynamic_broker_configs(
+                    broker_configs.get(str(broker.config.broker_id), {}),
+                    broker_configs.get(zk_paths.DEFAULT_ENTITY, {}),
+                ),
+                key=lambda entry: entry.name,
+            )
         else:
             result.update(
                 error_code=ErrorCode.invalid_request,
@@ -136,11 +150,13 @@ async def _alter(broker: Broker, resource: Any, change: Any, validate_only: bool
         "resource_type": resource.resource_type,
         "resource_name": resource.resource_name,
     }
+    if resource.resource_type == BROKER:
+        return await _alter_broker(broker, resource, change, validate_only, response)
     if resource.resource_type != TOPIC:
         response.update(
             error_code=ErrorCode.invalid_request,
-            error_message="only topic configs can be altered; dynamic broker configs are "
-            "not supported yet",
+            error_message=f"resource type {resource.resource_type} cannot be altered here; "
+            "client quotas change through AlterClientQuotas",
         )
         return response
     name = resource.resource_name
@@ -160,4 +176,35 @@ async def _alter(broker: Broker, resource: Any, change: Any, validate_only: bool
         await asyncio.to_thread(broker.zk_admin.set_topic_config, name, new)
         # Read-your-writes for the client that changed it.
         broker.metadata.set_topic_config(name, new)
+    return response
+
+
+async def _alter_broker(
+    broker: Broker, resource: Any, change: Any, validate_only: bool, response: dict
+) -> dict:
+    """Dynamic broker configs: ``""`` is the cluster-wide default, ``"<id>"`` one broker."""
+    name = resource.resource_name
+    if name == "":
+        entity = zk_paths.DEFAULT_ENTITY
+    elif name.isdigit():
+        entity = str(int(name))
+    else:
+        response.update(
+            error_code=ErrorCode.invalid_request,
+            error_message=f'broker resource name {name!r} is neither a broker id nor "" '
+            "(the cluster-wide default)",
+        )
+        return response
+    try:
+        new = change(dict(broker.metadata.broker_configs.get(entity, {})))
+        validate_dynamic_broker_configs(new)
+    except InvalidConfig as error:
+        response.update(
+            error_code=ErrorCode.invalid_config,
+            error_message=f"Invalid config value for resource broker {name!r}: {error}",
+        )
+        return response
+    if not validate_only:
+        await asyncio.to_thread(broker.zk_admin.set_entity_config, f"brokers/{entity}", new)
+        broker.metadata.set_broker_config(entity, new)
     return response

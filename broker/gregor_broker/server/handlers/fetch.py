@@ -13,7 +13,13 @@ fetch encoder frames them; record bytes never enter Python. Matches Kafka:
   ``leader.replication.throttled.replicas`` is held to this broker's
   ``leader.replication.throttled.rate``: over the quota the partition comes back with no
   records (error NONE, high watermark set) and the follower asks again, while other
-  partitions keep flowing (Kafka's leader replication quota). Consumers never are.
+  partitions keep flowing (Kafka's leader replication quota). Consumers never are;
+- a follower fetch (replica id >= 0) is believed only from an assigned replica of the
+  partition other than this broker (else NOT_LEADER_OR_FOLLOWER, or UNKNOWN_LEADER_EPOCH
+  when the request carries a leader epoch), and its fetch offset becomes the follower's
+  log end offset only when the read succeeded: an offset outside [log start, log end]
+  answers OFFSET_OUT_OF_RANGE and leaves the ISR and high watermark alone
+  (Kafka's Partition.fetchRecords / updateFollowerFetchState).
 """
 
 from __future__ import annotations
@@ -222,10 +228,12 @@ class _FetchReader:
                     self.had_error = True
                     continue
                 partition_log = partition.log
-                if from_follower:
-                    replicas.record_follower_fetch(
-                        partition, self.replica_id, requested.fetch_offset
+                if from_follower and not _is_follower(partition, self.replica_id, broker):
+                    result.partitions.append(
+                        PartitionResult(index, _unknown_replica_error(requested))
                     )
+                    self.had_error = True
+                    continue
                 high_watermark = partition_log.high_watermark
                 limit = min(requested.partition_max_bytes, remaining)
                 try:
@@ -248,6 +256,14 @@ class _FetchReader:
                     )
                     self.had_error = True
                     continue
+                if from_follower:
+                    # Only after a successful read, as Kafka's Partition.fetchRecords: an
+                    # offset past the log end never becomes a follower's log end offset
+                    # (it would move the high watermark over records nobody else has).
+                    replicas.record_follower_fetch(
+                        partition, self.replica_id, requested.fetch_offset
+                    )
+                    high_watermark = partition_log.high_watermark
                 size = region.size if region is not None else 0
                 throttled = topic_config is not None and is_throttled(
                     topic_config, LEADER_REPLICAS, index, broker.broker_id
@@ -303,6 +319,21 @@ class _FetchReader:
             quota = replicas.leader_replication_quota
             quota.record(self.throttled_bytes)
             quota.held_back_total += self.held_back
+
+
+def _is_follower(partition: Any, replica_id: int, broker: Broker) -> bool:
+    """Matches Kafka's Partition.followerReplicaOrThrow: only an assigned replica other
+    than the leader itself has follower state."""
+    return replica_id != broker.broker_id and replica_id in partition.replicas
+
+
+def _unknown_replica_error(requested: Any) -> ErrorCode:
+    """Kafka's answer to a follower fetch from a replica it does not know: with a
+    current leader epoch in the request, UNKNOWN_LEADER_EPOCH (the follower retries);
+    without one, NOT_LEADER_OR_FOLLOWER."""
+    if getattr(requested, "current_leader_epoch", -1) >= 0:
+        return ErrorCode.unknown_leader_epoch
+    return ErrorCode.not_leader_or_follower
 
 
 def _check_leader_epoch(partition: Any, requested_epoch: int) -> None:
