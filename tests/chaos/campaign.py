@@ -33,7 +33,7 @@ from .checker import (
     replica_batches,
 )
 from .cluster import ChaosCluster
-from .load import AckingProducer, CommitSampler, CommittingConsumer
+from .load import CLIENT_LOG, AckingProducer, CommitSampler, CommittingConsumer
 from .nemesis import Nemesis
 
 TOPIC = "chaos"
@@ -77,6 +77,7 @@ def _campaign(
     settings: Settings, cluster: ChaosCluster, rng: random.Random, log: Callable[[str], None]
 ) -> dict[str, Any]:
     bootstrap = cluster.bootstrap_servers
+    CLIENT_LOG.protocol_errors.clear()
     create_topic(
         bootstrap,
         TOPIC,
@@ -112,9 +113,11 @@ def _campaign(
     acks = [ack for producer in producers for ack in producer.acks]
     verdict = Verdict()
     check_acknowledgements_and_replicas(verdict, cluster, settings.partitions, acks)
+    verdict.protocol_errors = list(CLIENT_LOG.protocol_errors)
     verdict.regressions = [
-        f"partition {r.partition}: committed {r.committed} read after a commit of "
-        f"{r.earlier_acknowledged} was acknowledged"
+        f"partition {r.partition}: committed {r.committed} read at {r.at - load_started:.1f} s "
+        f"after a commit of {r.earlier_acknowledged} was acknowledged"
+        + "".join(f" [during {what}]" for what in _faults_at(nemesis, r.at, load_started))
         for r in sampler.regressions
     ]
     verdict.longest_unavailable_s = longest_gaps(
@@ -212,6 +215,15 @@ def _faults_during(nemesis: Nemesis, acks: list, partition: int, gap: float) -> 
         f"{r.kind}: {r.what}"
         for r in nemesis.history
         if r.started <= end and (r.settled or r.started) >= start
+    ]
+
+
+def _faults_at(nemesis: Nemesis, moment: float, origin: float) -> list[str]:
+    """The faults in progress (applied but not yet settled) at ``moment``."""
+    return [
+        f"{r.kind} at {r.started - origin:.1f} s: {r.what}"
+        for r in nemesis.history
+        if r.started <= moment and (r.settled == 0 or r.settled >= moment)
     ]
 
 

@@ -14,6 +14,8 @@ counts (the names the summary and the JSON use):
   (another base offset, last offset or CRC; a replica missing a batch counts too);
 - ``regressions``: a committed offset of the group read back lower than one whose commit
   was acknowledged before the read began (``load.CommitSampler``);
+- ``unread``: a partition the consumer could not read up to its high watermark;
+- ``protocol_errors``: librdkafka log lines saying it could not parse a response;
 - ``longest_unavailable_s``: the longest time a partition went without an acknowledgement
   while the load ran.
 """
@@ -88,6 +90,7 @@ class Verdict:
     divergent: list[str] = field(default_factory=list)
     regressions: list[str] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)
+    protocol_errors: list[str] = field(default_factory=list)
     longest_unavailable_s: dict[int, float] = field(default_factory=dict)
     high_watermarks: dict[int, int] = field(default_factory=dict)
 
@@ -99,6 +102,7 @@ class Verdict:
         "divergent",
         "regressions",
         "unread",
+        "protocol_errors",
     )
 
     def violations(self) -> int:

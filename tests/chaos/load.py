@@ -15,6 +15,7 @@ Each runs in its own thread; ``stop()`` ends it. Nothing here judges the log its
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,6 +23,29 @@ from dataclasses import dataclass, field
 import confluent_kafka
 
 Position = tuple[int, int]  # (partition, offset)
+
+
+class ClientLog(logging.Handler):
+    """Collects librdkafka's log lines (off the terminal) and keeps its protocol errors:
+    a response a real client cannot parse is a broker bug, whatever the fault."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines = 0
+        self.protocol_errors: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines += 1
+        message = record.getMessage()
+        if "PROTOERR" in message or "Protocol parse failure" in message:
+            self.protocol_errors.append(message[:300])
+
+
+CLIENT_LOG = ClientLog()
+CLIENT_LOGGER = logging.getLogger("tests.chaos.clients")
+CLIENT_LOGGER.addHandler(CLIENT_LOG)
+CLIENT_LOGGER.setLevel(logging.DEBUG)
+CLIENT_LOGGER.propagate = False
 
 
 @dataclass
@@ -53,6 +77,7 @@ class AckingProducer:
         return confluent_kafka.Producer(
             {
                 "bootstrap.servers": self._bootstrap,
+                "logger": CLIENT_LOGGER,
                 "enable.idempotence": True,
                 "acks": "all",
                 "linger.ms": 5,
@@ -130,6 +155,7 @@ class CommittingConsumer:
         self._consumer = confluent_kafka.Consumer(
             {
                 "bootstrap.servers": bootstrap,
+                "logger": CLIENT_LOGGER,
                 "group.id": group,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
@@ -197,7 +223,7 @@ class CommitSampler:
     def _run(self) -> None:
         # Same group id, never subscribes: committed() is an OffsetFetch for the group.
         reader = confluent_kafka.Consumer(
-            {"bootstrap.servers": self.bootstrap, "group.id": self.group}
+            {"bootstrap.servers": self.bootstrap, "group.id": self.group, "logger": CLIENT_LOGGER}
         )
         wanted = [confluent_kafka.TopicPartition(self.topic, p) for p in range(self.partitions)]
         try:
