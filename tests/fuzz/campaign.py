@@ -16,6 +16,7 @@ import statistics
 import struct
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from typing import Any
 from . import batches
 from .inputs import API_VERSIONS, make_input
 from .requests import frame, header
-from .target import CONTROL_TOPIC, HEALTH_TOPIC, FuzzTarget, Prober, RssWatchdog, read_frame
+from .target import CONTROL_TOPIC, HEALTH_TOPIC, FuzzTarget, Prober, RssWatchdog, Sender, read_frame
 
 
 @dataclass
@@ -35,6 +36,8 @@ class Settings:
     inputs: int = 50_000
     first: int = 0  # index of the first input (replay a range)
     batch: int = 500
+    workers: int = 4  # connections sending inputs at once
+    batch_budget_s: float = 120.0  # a batch taking longer counts as a hang
     rss_limit_mb: float = 1024
     latency_limit_s: float = 1.0
     directory: Path | None = None
@@ -88,39 +91,72 @@ def run_fuzz(settings: Settings, log: Callable[[str], None] = print) -> dict[str
         for start in range(settings.first, end, settings.batch):
             stop = min(start + settings.batch, end)
             span = f"inputs {start}..{stop - 1}"
-            for index in range(start, stop):
-                try:
-                    item = make_input(settings.seed, index, pairs)
-                except Exception as error:  # a generator bug, not a broker bug
-                    generator_errors.append(f"input {index}: {error!r:.200}")
-                    continue
-                kinds[item.kind] += 1
-                apis[item.api_key] += 1
-                if item.kind in ("batch_lie", "connection_abuse"):
-                    details[f"{item.kind}:{item.detail.split(' ')[0]}"] += 1
-                outcome = target.send(item)
-                outcomes[outcome] += 1
-                if outcome == "silent":
-                    silent[f"{item.kind} api {item.api_key}"] += 1
-                if not target.broker.is_running():
-                    # Killed by the watchdog (RSS), or crashed: note it, bring it back.
-                    killed = watchdog.take()
-                    if killed:
-                        rss_max = max(rss_max, *killed)
-                        rss_over.append(
-                            f"input {index} ({item.kind}: {item.detail}): RSS reached "
-                            f"{max(killed):.0f} MB; the watchdog killed the broker"
-                        )
-                        log(f"RSS OVER: {rss_over[-1]}")
-                        target.restart()
-                    else:
-                        tail = target.restart()
-                        crashes.append(
-                            f"input {index} ({item.kind}: {item.detail}): broker died; "
-                            f"log tail:\n{tail}"
-                        )
-                        log(f"CRASH: {crashes[-1]}")
-                    prober.take()  # its timeouts while the broker was down are not hangs
+            batch_began = time.monotonic()
+            lock = threading.Lock()
+            next_index = start
+
+            def work(
+                sender: Sender,
+                lock: threading.Lock = lock,
+                stop: int = stop,
+                batch_began: float = batch_began,
+            ) -> None:
+                nonlocal next_index
+                while True:
+                    with lock:
+                        index = next_index
+                        next_index += 1
+                    if index >= stop or time.monotonic() - batch_began > settings.batch_budget_s:
+                        return
+                    try:
+                        item = make_input(settings.seed, index, pairs)
+                    except Exception as error:  # a generator bug, not a broker bug
+                        generator_errors.append(f"input {index}: {error!r:.200}")
+                        continue
+                    outcome = sender.send(item)
+                    with lock:
+                        kinds[item.kind] += 1
+                        apis[item.api_key] += 1
+                        if item.kind in ("batch_lie", "connection_abuse"):
+                            details[f"{item.kind}:{item.detail.split(' ')[0]}"] += 1
+                        outcomes[outcome] += 1
+                        if outcome == "silent":
+                            silent[f"{item.kind} api {item.api_key}"] += 1
+                        if not target.broker.is_running():
+                            _bring_back(index, item)
+
+            def _bring_back(index: int, item: Any) -> None:
+                """Killed by the watchdog (RSS) or crashed: note it, start it again."""
+                nonlocal rss_max
+                killed = watchdog.take()
+                if killed:
+                    rss_max = max(rss_max, *killed)
+                    rss_over.append(
+                        f"around input {index} (last sent: {item.kind} {item.detail}): RSS "
+                        f"reached {max(killed):.0f} MB; the watchdog killed the broker"
+                    )
+                    log(f"RSS OVER: {rss_over[-1]}")
+                    target.restart()
+                else:
+                    tail = target.restart()
+                    crashes.append(
+                        f"around input {index} (last sent: {item.kind} {item.detail}): "
+                        f"broker died; log tail:\n{tail}"
+                    )
+                    log(f"CRASH: {crashes[-1]}")
+                prober.take()  # its timeouts while the broker was down are not hangs
+
+            senders = [target.sender() for _ in range(settings.workers)]
+            threads = [threading.Thread(target=work, args=(s,)) for s in senders]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            for sender in senders:
+                sender.close()
+            if next_index < stop:
+                hangs.append(f"{span}: the batch did not finish in {settings.batch_budget_s} s")
+                log(f"SLOW: {hangs[-1]}")
             latencies, failures = prober.take()
             all_latencies += latencies
             worst = max(latencies, default=0.0)

@@ -180,7 +180,6 @@ class FuzzTarget:
         self.broker.start()
         self.broker.wait_registered(60)
         self.restarts = 0
-        self._sock: socket.socket | None = None
         self.control: dict[int, bytes] = {}
         self._setup_topics()
 
@@ -201,38 +200,13 @@ class FuzzTarget:
         self.control = dict(enumerate(values))
 
     def stop(self) -> None:
-        self.close_connection()
         self.broker.stop()
         self.zookeeper.stop()
 
     # sending inputs --------------------------------------------------------------------
-    def close_connection(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-
-    def send(self, item: Input) -> str:
-        """Send one input; returns "answered", "closed", "silent" or "unreachable"."""
-        if item.abuse is not None:
-            return self.abuse(item)
-        try:
-            if self._sock is None:
-                self._sock = socket.create_connection(
-                    (self.broker.host, self.broker.port), timeout=5
-                )
-            self._sock.sendall(item.data)
-        except OSError:
-            self.close_connection()
-            return "unreachable"
-        wait = ANSWER_TIMEOUT_S if item.expect_response else 0.05
-        answer = read_frame(self._sock, time.monotonic() + wait)
-        if answer is not None:
-            return "answered"
-        # No answer: either closed, or still busy. Start afresh for the next input, so
-        # one unanswered request never delays the next.
-        closed = _closed(self._sock)
-        self.close_connection()
-        return "closed" if closed else "silent"
+    def sender(self) -> Sender:
+        """A sender with its own connection (one per worker thread)."""
+        return Sender(self)
 
     def abuse(self, item: Input) -> str:
         assert item.params is not None
@@ -383,12 +357,48 @@ class FuzzTarget:
     def restart(self) -> str:
         """Bring a dead or stuck broker back; returns the tail of its log."""
         tail = log_tail(self.broker.log_path, 30)
-        self.close_connection()
         self.broker.kill()
         self.broker.start()
         self.broker.wait_registered(60)
         self.restarts += 1
         return tail
+
+
+class Sender:
+    """Sends inputs over one connection, reopened whenever the broker closes it or an
+    answer does not come in time."""
+
+    def __init__(self, target: FuzzTarget) -> None:
+        self.target = target
+        self._sock: socket.socket | None = None
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def send(self, item: Input) -> str:
+        """Send one input; returns "answered", "closed", "silent", "unreachable" or
+        "abused" (connection abuse runs on connections of its own)."""
+        if item.abuse is not None:
+            return self.target.abuse(item)
+        broker = self.target.broker
+        try:
+            if self._sock is None:
+                self._sock = socket.create_connection((broker.host, broker.port), timeout=5)
+            self._sock.sendall(item.data)
+        except OSError:
+            self.close()
+            return "unreachable"
+        wait = ANSWER_TIMEOUT_S if item.expect_response else 0.05
+        answer = read_frame(self._sock, time.monotonic() + wait)
+        if answer is not None:
+            return "answered"
+        # No answer: either closed, or still busy. Start afresh for the next input, so
+        # one unanswered request never delays the next.
+        closed = _closed(self._sock)
+        self.close()
+        return "closed" if closed else "silent"
 
 
 def _closed(sock: socket.socket) -> bool:
