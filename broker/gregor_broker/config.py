@@ -280,6 +280,11 @@ def parse_properties(text: str) -> dict[str, str]:
 # --- the broker configuration ----------------------------------------------------------------
 
 
+# replica.selector.class values (Kafka's class names; replication/replica_selector.py).
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
+
+
 def _key(
     default: Any,
     config_type: ConfigType,
@@ -470,6 +475,12 @@ class BrokerConfig:
         validator=at_least(0),
     )  # fmt: skip
     log_preallocate: bool = _key(False, _T.BOOLEAN, "Preallocate segment files.")
+    log_max_open_files: int = _key(
+        1000, _T.INT,
+        "Gregor only: most segment .log files kept open at once; the least recently used "
+        "are closed and reopened on demand (a file being sent is never closed).",
+        validator=at_least(16),
+    )  # fmt: skip
     compression_type: str = _key(
         "producer", _T.STRING, "Default topic compression; producer keeps the producer's codec.",
         validator=one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
@@ -477,6 +488,14 @@ class BrokerConfig:
     message_max_bytes: int = _key(
         1048588, _T.INT, "Largest record batch the broker accepts.", validator=at_least(0)
     )
+    produce_decompressed_max_bytes: int = _key(
+        104857600, _T.INT,
+        "Gregor only: most bytes the compressed record batches of one Produce request may "
+        "inflate to while the broker validates them (streamed, never held whole); past it "
+        "the batch is refused with MESSAGE_TOO_LARGE. Defaults to socket.request.max.bytes' "
+        "default, so a compressed request costs at most the work of the largest plain one.",
+        validator=at_least(1),
+    )  # fmt: skip
     num_recovery_threads_per_data_dir: int = _key(
         1, _T.INT, "Threads per log dir for recovery at start-up and flush at shutdown.",
         validator=at_least(1),
@@ -492,6 +511,12 @@ class BrokerConfig:
         True, _T.BOOLEAN, "Create a topic when a client asks for its metadata."
     )
     delete_topic_enable: bool = _key(True, _T.BOOLEAN, "Allow topic deletion.")
+    max_partitions_per_request: int = _key(
+        10000, _T.INT,
+        "Gregor only (Kafka's controller hard-codes 10000): most partitions one CreateTopics "
+        "or CreatePartitions request may add; more is refused with POLICY_VIOLATION.",
+        validator=at_least(1),
+    )  # fmt: skip
     # Replication
     min_insync_replicas: int = _key(
         1, _T.INT, "Replicas that must acknowledge an acks=all write.", validator=at_least(1)
@@ -501,6 +526,15 @@ class BrokerConfig:
     )
     replica_lag_time_max_ms: int = _key(
         30000, _T.LONG, "A follower not caught up for this long leaves the ISR."
+    )
+    replica_selector_class: str | None = _key(
+        None,
+        _T.STRING,
+        "Which replica consumers read from (KIP-392): unset or "
+        "org.apache.kafka.common.replica.LeaderSelector for the leader, "
+        "org.apache.kafka.common.replica.RackAwareReplicaSelector for a replica in the "
+        "consumer's client.rack.",
+        validator=one_of(RACK_AWARE_REPLICA_SELECTOR, LEADER_SELECTOR),
     )
     replica_fetch_max_bytes: int = _key(
         1048576, _T.INT, "Bytes per partition a follower fetches.", validator=at_least(0)

@@ -161,6 +161,13 @@ class BrokerCollector(Collector):
         )
         replication.add_metric([], replicas.replication_bytes_out_total)
         yield replication
+        follower_served = CounterMetricFamily(
+            "gregor_fetch_from_follower_bytes",
+            "Record bytes this broker served consumers as a follower (KIP-392, "
+            "replica.selector.class)",
+        )
+        follower_served.add_metric([], replicas.follower_served_bytes_total)
+        yield follower_served
         quota = replicas.leader_replication_quota
         throttled_bytes = CounterMetricFamily(
             "gregor_leader_replication_throttled_bytes",

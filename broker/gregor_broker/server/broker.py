@@ -56,6 +56,7 @@ def replication_config_for(config: BrokerConfig) -> ReplicationConfig:
         fetch_min_bytes=config.replica_fetch_min_bytes,
         fetch_max_bytes=config.replica_fetch_max_bytes,
         fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
+        replica_selector=config.replica_selector_class,
         truncate_to_high_watermark=str(
             config.extra.get(UNSAFE_TRUNCATE_TO_HIGH_WATERMARK, "false")
         ).lower()
@@ -137,7 +138,11 @@ class Broker:
 
         log_dirs = [Path(d) for d in config.log_dirs]
         self._lock_fds = [_lock_log_dir(d) for d in log_dirs]
-        self.logs = LogManager(log_dirs, default_config=log_config_for(config, {}))
+        self.logs = LogManager(
+            log_dirs,
+            default_config=log_config_for(config, {}),
+            max_open_files=config.log_max_open_files,
+        )
         self.logs.write_meta_properties(config.broker_id, self.metadata.cluster_id)
         topic_configs = await asyncio.to_thread(self._read_all_topic_configs)
         self.logs.load(lambda topic: log_config_for(config, topic_configs.get(topic, {})))
@@ -149,6 +154,7 @@ class Broker:
             lambda overrides: log_config_for(config, overrides),
             zk_admin=self.zk_admin,
             replication_config=replication_config_for(config),
+            produce_decompressed_max_bytes=config.produce_decompressed_max_bytes,
         )
         self.topic_admin = TopicAdmin(self, self.zk_admin)
         # Before metadata arrives: it listens for __consumer_offsets leadership.

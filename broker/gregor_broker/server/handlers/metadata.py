@@ -10,6 +10,7 @@ takes LEADER_NOT_AVAILABLE as temporary and would ask again forever.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from ...cluster.metadata_cache import TopicInfo
 from ...cluster.topic_names import topic_name_error
 from ...protocol.acl_operations import AclResourceType, authorized_operations
+from ...protocol.metadata_response import MetadataBroker, MetadataResponse, MetadataTopic
 from ..topic_admin import TopicAdminError
 
 if TYPE_CHECKING:
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 
 AUTO_CREATE_WAIT_S = 2.0
 CONTROLLER_WAIT_S = 5.0
+_NO_ID = uuid.UUID(int=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +100,7 @@ async def _auto_create_then_respond(
     names: list[str],
     missing: list[str],
     unknown_ids: list[Any],
-) -> dict[str, Any]:
+) -> MetadataResponse:
     errors: dict[str, ErrorCode] = {}
     created = []
     for name in missing:
@@ -124,7 +127,7 @@ def _response_for(
     unknown_ids: list[Any],
     *,
     creating: bool,
-) -> dict[str, Any]:
+) -> MetadataResponse:
     metadata = broker.metadata
     known = []
     absent = []
@@ -157,48 +160,62 @@ def _response_for(
 
 def _response(
     broker: Broker, operations: _Operations, topics: list[TopicInfo], absent: list[dict[str, Any]]
-) -> dict[str, Any]:
+) -> MetadataResponse:
     metadata = broker.metadata
     live = metadata.brokers
-    return {
-        "throttle_time": 0,
-        "error_code": ErrorCode.none,
-        "brokers": [
-            {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+    return MetadataResponse(
+        brokers=[
+            MetadataBroker(b.broker_id, b.host, b.port, b.rack)
             for b in sorted(live.values(), key=lambda b: b.broker_id)
         ],
-        "cluster_id": metadata.cluster_id,
-        "controller_id": metadata.controller_id,
-        "topics": [_topic(t, live, operations.topic) for t in topics] + absent,
-        "cluster_authorized_operations": operations.cluster,
-    }
+        cluster_id=metadata.cluster_id,
+        controller_id=metadata.controller_id,
+        topics=[_topic(t, live, operations.topic) for t in topics]
+        + [
+            MetadataTopic(
+                entry["error_code"], entry["name"], entry.get("topic_id") or _NO_ID, False, ()
+            )
+            for entry in absent
+        ],
+        cluster_authorized_operations=operations.cluster,
+    )
 
 
-def _topic(topic: TopicInfo, live: dict[int, Any], topic_operations: int) -> dict[str, Any]:
+def _topic(topic: TopicInfo, live: dict[int, Any], topic_operations: int) -> MetadataTopic:
+    """Hot with thousands of partitions: tuples, and the common case (every replica
+    live) without per-replica work."""
     partitions = []
+    everyone_live = all(b in live for b in _replicas_of(topic))
     for index in sorted(topic.partitions):
         info = topic.partitions[index]
-        leader = info.leader
+        state = info.state
+        leader = state.leader if state is not None else -1
+        replicas = info.replicas
         partitions.append(
-            {
-                "error_code": (
-                    ErrorCode.none
-                    if leader >= 0 and leader in live
-                    else ErrorCode.leader_not_available
-                ),
-                "partition_index": index,
-                "leader_id": leader,
-                "leader_epoch": info.leader_epoch,
-                "replica_nodes": list(info.replicas),
-                "isr_nodes": list(info.isr),
-                "offline_replicas": [r for r in info.replicas if r not in live],
-            }
+            (
+                ErrorCode.none.value
+                if leader >= 0 and leader in live
+                else ErrorCode.leader_not_available.value,
+                index,
+                leader,
+                state.leader_epoch if state is not None else -1,
+                replicas,
+                state.isr if state is not None else (),
+                () if everyone_live else tuple(r for r in replicas if r not in live),
+            )
         )
-    return {
-        "error_code": ErrorCode.none,
-        "name": topic.name,
-        "topic_id": topic.uuid,
-        "is_internal": topic.internal,
-        "partitions": partitions,
-        "topic_authorized_operations": topic_operations,
-    }
+    return MetadataTopic(
+        ErrorCode.none.value,
+        topic.name,
+        topic.uuid,
+        topic.internal,
+        partitions,
+        topic_authorized_operations=topic_operations,
+    )
+
+
+def _replicas_of(topic: TopicInfo) -> set[int]:
+    replicas: set[int] = set()
+    for info in topic.partitions.values():
+        replicas.update(info.replicas)
+    return replicas
