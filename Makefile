@@ -26,7 +26,15 @@ PYTEST_TIMEOUT ?= 300
 BENCH_ARGS ?=
 BENCH_STAMP := $(VENV)/.gregor-bench-installed
 
-.PHONY: help deps venv kafkajs run stop test lint format bench
+# make chaos / make fuzz (docs/testing.md): SEED empty picks a new seed (printed);
+# CHAOS_ARGS / FUZZ_ARGS pass further options (python -m tests.chaos --help).
+SEED ?=
+DURATION ?= 600
+INPUTS ?= 50000
+CHAOS_ARGS ?=
+FUZZ_ARGS ?=
+
+.PHONY: help deps venv kafkajs run stop test lint format bench chaos fuzz
 
 help:
 	@echo "make run     start a local Gregor cluster in the background (make stop stops it)"
@@ -34,6 +42,8 @@ help:
 	@echo "make lint    ruff check + ruff format --check"
 	@echo "make bench   benchmark Gregor against tansu and this machine's limits (docs/performance.md)"
 	@echo "make format  ruff format + ruff check --fix"
+	@echo "make chaos   seeded fault campaign on a 3-broker cluster (SEED=, DURATION=600; docs/testing.md)"
+	@echo "make fuzz    seeded network fuzzer against a live broker (SEED=, INPUTS=50000)"
 	@echo "make deps    install the Debian packages (zookeeper, kcat, Java) if missing"
 	@echo "make venv    create .venv with gregor and its test dependencies"
 
@@ -78,3 +88,11 @@ lint: venv
 format: venv
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+chaos: deps venv
+	nice $(BIN)/python -m tests.chaos $(if $(SEED),--seed $(SEED)) --duration $(DURATION) \
+		--json chaos-result.json $(CHAOS_ARGS)
+
+fuzz: deps venv
+	nice $(BIN)/python -m tests.fuzz $(if $(SEED),--seed $(SEED)) --inputs $(INPUTS) \
+		--json fuzz-result.json $(FUZZ_ARGS)
