@@ -11,8 +11,10 @@ BIN := $(VENV)/bin
 # Rebuilt when pyproject.toml changes.
 VENV_STAMP := $(VENV)/.gregor-installed
 
-# make run
-BROKERS ?= 1
+# make run: the shape users deploy, three brokers on racks a, b and c, each with its
+# /metrics on (9404, 9405, 9406).
+BROKERS ?= 3
+RACKS ?= a,b,c
 DATA_DIR ?= $(CURDIR)/.gregor
 # make test: pytest-xdist workers. Tests mostly wait on broker and ZooKeeper processes, so
 # more workers than cores pays: on 2 cores the suite took 198 s with -n 2, 116 s with -n 4
@@ -51,7 +53,7 @@ $(VENV_STAMP): pyproject.toml | deps
 	@touch $@
 
 run: deps venv
-	$(BIN)/gregor local up --brokers $(BROKERS) --data-dir $(DATA_DIR) --detach
+	$(BIN)/gregor local up --brokers $(BROKERS) --racks '$(RACKS)' --data-dir $(DATA_DIR) --detach
 
 stop:
 	@if [ -x $(BIN)/gregor ]; then $(BIN)/gregor local down --data-dir $(DATA_DIR); \
