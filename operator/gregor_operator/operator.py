@@ -58,7 +58,7 @@ def build(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, kopf.OperatorS
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="gregor.dev", key="last-handled-configuration"
     )
-    settings.posting.level = logging.WARNING  # log lines as events only from warnings up
+    settings.posting.level = logging.INFO  # kopf.info() events (plans applied) need INFO
     settings.watching.server_timeout = 60
     settings.queueing.error_delays = [1, 2, 5, 10]
     settings.execution.default_backoff = max(1.0, config.status_interval)

@@ -12,7 +12,7 @@ Owns the emulator's set-up, not what runs against it (the operator, the kubelet 
 kmock is deliberately simple; ``GregorEmulator`` adds the parts of a real API server that
 kopf and the operator rely on (TOOLING.md): ``metadata.namespace`` copied from the URL,
 ``uid``, ``resourceVersion`` bumped on every write, ``generation`` bumped on spec changes,
-``creationTimestamp``. It does not validate schemas, apply label selectors, or run
+``creationTimestamp``, ``generateName``. It does not validate schemas, apply label selectors, or run
 controllers (a StatefulSet makes no pods: the kubelet stand-in does).
 
 Resources declared: the built-in kinds Gregor uses (below) and every CRD in
@@ -127,6 +127,8 @@ class GregorEmulator(kmock.KubernetesEmulator):
         if request.resource is not None and isinstance(data, dict):
             if request.action == kmock.action.CREATE:
                 metadata = data.setdefault("metadata", {})
+                if not metadata.get("name") and metadata.get("generateName"):
+                    metadata["name"] = metadata["generateName"] + uuid.uuid4().hex[:5]
                 if request.namespace and not metadata.get("namespace"):
                     metadata["namespace"] = request.namespace
                 metadata.setdefault("uid", str(uuid.uuid4()))
@@ -137,7 +139,7 @@ class GregorEmulator(kmock.KubernetesEmulator):
                 metadata = data.setdefault("metadata", {})
                 metadata["resourceVersion"] = self._next_version()
                 key = (request.resource, request.namespace, request.name)
-                current = self.objects[key] if key in self.objects else None
+                current = self.objects.get(key, None)
                 if current is not None and not current.deleted:
                     generation = current.get("metadata", {}).get("generation", 1)
                     spec_changed = "spec" in data and request.subresource in (None, "scale")

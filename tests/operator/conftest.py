@@ -38,7 +38,7 @@ def run_operator(kube: Any) -> Iterator[Callable[..., OperatorConfig]]:
         return config
 
     yield start
-    for thread, stop in running:
+    for _thread, stop in running:
         stop.set()
     for thread, _ in running:
         thread.join(20)

@@ -76,7 +76,9 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
             kopf.info(body, reason="PlanApplied", message=f"removed quota {path}")
         except UNAVAILABLE as error:
             if retry + 1 < ctx.config.finalizer_retries:
-                raise kopf.TemporaryError(str(error), delay=ctx.config.finalizer_retry_delay)
+                raise kopf.TemporaryError(
+                    str(error), delay=ctx.config.finalizer_retry_delay
+                ) from error
             message = (
                 f"Quota {namespace}/{name}: finalizer released after {retry + 1} attempts "
                 f"without removing {path}: {error}. If the cluster still exists, remove it "

@@ -130,10 +130,15 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
                 return
             apply_plan(admin, spec, state, plan, throttle, body, uid)
             state = read_state(admin, spec.name)
-            if state is not None and not state.reassigning and admin.get_reassignment() is None:
-                if any(k.endswith("throttled.replicas") for k in state.config):
-                    remove_throttles(admin, [spec.name])
-                    state = read_state(admin, spec.name)
+            if (
+                state is not None
+                and not state.reassigning
+                and any(k.endswith("throttled.replicas") for k in state.config)
+                and admin.get_reassignment() is None
+            ):
+                # The move is done: clear its throttles, as kafka-reassign-partitions --verify.
+                remove_throttles(admin, [spec.name])
+                state = read_state(admin, spec.name)
             fields = status_fields(admin, spec, state)
         waiting = plan.waiting or (
             "replicas moving" if state is not None and state.reassigning else None
