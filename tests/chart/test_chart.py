@@ -150,7 +150,13 @@ def test_probes_point_at_the_endpoints_the_processes_serve() -> None:
     container = one(objects, "Deployment", "-operator")["spec"]["template"]["spec"]["containers"][0]
     (port,) = container["ports"]
     assert port == {"name": "http", "containerPort": 8181}
-    assert "--liveness=http://0.0.0.0:8181/healthz" in container["args"]
+    # The operator's own CLI parses the rendered args and serves /healthz on that port.
+    from gregor_operator.cli import parser
+
+    args = parser().parse_args(container["args"])
+    assert args.command == "run"
+    assert args.http_port == 8181
+    assert args.namespace == ["gregor"]
     for probe in ("livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "http"}
     # ZooKeeper: ready only with a quorum (srvr's Mode line), alive while the port answers.
