@@ -17,7 +17,7 @@ from .render import CHART, by_kind, crd_schemas, helm, one, render
 KUBERNETES_VERSION = "1.30.0"
 # Custom resources of other projects the chart may render (validated only when enabled
 # and known: the prometheus-operator's CRD is not ours to ship).
-FOREIGN_KINDS = {"ServiceMonitor"}
+FOREIGN_KINDS = {"ServiceMonitor", "PodMonitor"}
 
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "default": {},
@@ -171,12 +171,20 @@ def test_metrics_port_is_a_broker_config_only_when_metrics_are_enabled() -> None
     assert on["metrics.port"] == "9500"
     off = one(render({"metrics": {"enabled": False}}), "GregorCluster")["spec"]["config"]
     assert "metrics.port" not in off
-    monitor = one(render({"metrics": {"serviceMonitor": {"enabled": True}}}), "ServiceMonitor")
-    assert {e["path"] for e in monitor["spec"]["endpoints"]} == {"/metrics"}
-    assert not by_kind(
-        render({"metrics": {"enabled": False, "serviceMonitor": {"enabled": True}}}),
-        "ServiceMonitor",
-    )
+    monitored = render({"metrics": {"serviceMonitor": {"enabled": True}}})
+    pods = one(monitored, "PodMonitor")
+    # The brokers' pods carry the operator's labels and a container port named "metrics".
+    assert pods["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "gregor",
+        "app.kubernetes.io/instance": one(monitored, "GregorCluster")["metadata"]["name"],
+    }
+    assert pods["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+    operator = one(monitored, "ServiceMonitor")
+    service = one(monitored, "Service", "-operator")
+    assert operator["spec"]["selector"]["matchLabels"] == service["spec"]["selector"]
+    assert operator["spec"]["endpoints"][0]["port"] in {p["name"] for p in service["spec"]["ports"]}
+    off = render({"metrics": {"enabled": False, "serviceMonitor": {"enabled": True}}})
+    assert not by_kind(off, "ServiceMonitor") and not by_kind(off, "PodMonitor")
 
 
 def test_hpa_targets_the_gregorcluster_scale_subresource() -> None:
