@@ -356,3 +356,33 @@ def test_authorized_operations_are_reported_when_asked(broker):
     assert set(cluster.authorized_operations) == ALL_CLUSTER_OPERATIONS
     assert set(described.authorized_operations) == ALL_TOPIC_OPERATIONS
     assert not plain.authorized_operations
+
+
+def test_keyless_records_in_a_batch_to_a_compacted_topic_are_named(broker):
+    """0011 produce_batch: a compacted topic refuses records without a key. Kafka fails the
+    batch with INVALID_RECORD and names the bad records in ``record_errors`` (KIP-467), so
+    librdkafka reports INVALID_RECORD for exactly those and _INVALID_DIFFERENT_RECORD for
+    their batch mates (without ``record_errors`` all 100 got INVALID_RECORD)."""
+    topic = unique_topic("rk-keyless")
+    create_topic(broker.bootstrap, topic, partitions=1, **{"cleanup.policy": "compact"})
+    client = producer(broker.bootstrap, **{"linger.ms": 500, "batch.num.messages": 1000})
+    reports: dict[int, int | None] = {}
+
+    def on_delivery(error, message) -> None:
+        reports[int(message.value().split(b"-")[1])] = None if error is None else error.code()
+
+    keyless = {i for i in range(100) if i % 10 == 3}
+    for i in range(100):
+        key = None if i in keyless else f"key-{i}".encode()
+        client.produce(
+            topic, key=key, value=f"value-{i}".encode(), partition=0, on_delivery=on_delivery
+        )
+    assert client.flush(TIMEOUT) == 0
+
+    assert len(reports) == 100
+    assert {i for i, code in reports.items() if code == KafkaError.INVALID_RECORD} == keyless
+    assert {i for i, code in reports.items() if code == KafkaError._INVALID_DIFFERENT_RECORD} == (
+        set(range(100)) - keyless
+    )
+    low, high = consumer(broker.bootstrap).get_watermark_offsets(TopicPartition(topic, 0), 10)
+    assert (low, high) == (0, 0), "nothing of the refused batch may be stored"
