@@ -116,6 +116,8 @@ def test_a_retried_batch_truncated_as_follower_is_appended_again(cluster_factory
             # Frozen followers stay in the ISR: only truncation may remove P2's batch.
             "replica.lag.time.max.ms": "120000",
             "auto.leader.rebalance.enable": "false",
+            # Short follower long polls: a pending one ends well within the pause below.
+            "replica.fetch.wait.max.ms": "100",
         }
     )
     zookeeper = cluster.zookeeper_connect
@@ -131,7 +133,8 @@ def test_a_retried_batch_truncated_as_follower_is_appended_again(cluster_factory
     second.signal(signal.SIGSTOP)
     try:
         # Let the follower's pending long-poll fetch (replica.fetch.wait.max.ms) end
-        # before the write, or its answer would carry the batch to the frozen follower.
+        # before the write, or its answer would carry the batch to the frozen follower
+        # (then the retry would rightly be a duplicate).
         time.sleep(1.5)
         retried = _batch(p2, 1, [b"p2-1", b"p2-2", b"p2-3"])
         assert _produce(first.bootstrap, retried, timeout_ms=1000) == (
