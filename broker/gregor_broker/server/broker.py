@@ -118,6 +118,7 @@ class Broker:
         # runner waits on it next to SIGTERM, and exits with ``exit_status``.
         self.shutdown_requested = asyncio.Event()
         self.exit_status = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def broker_id(self) -> int:
@@ -150,7 +151,6 @@ class Broker:
         self.logs.write_meta_properties(config.broker_id, self.metadata.cluster_id)
         topic_configs = await asyncio.to_thread(self._read_all_topic_configs)
         self.logs.load(lambda topic: log_config_for(config, topic_configs.get(topic, {})))
-        self.logs.dir_failure_listeners.append(self._on_log_dir_failure)
 
         self.replicas = ReplicaManager(
             config.broker_id,
@@ -160,6 +160,8 @@ class Broker:
             zk_admin=self.zk_admin,
             replication_config=replication_config_for(config),
         )
+        # After the replica manager's own listener: its partitions go offline first.
+        self.logs.dir_failure_listeners.append(self._on_log_dir_failure)
         self.topic_admin = TopicAdmin(self, self.zk_admin)
         # Before metadata arrives: it listens for __consumer_offsets leadership.
         self.coordinator = CoordinatorService(self)
@@ -372,6 +374,8 @@ class Broker:
     def _on_log_dir_failure(self, log_dir: Path, partitions: list[tuple[str, int]]) -> None:
         """After ``ReplicaManager`` took the dir's partitions offline: tell the controller
         (it elects other leaders), or shut down when no log dir is left (Kafka halts)."""
+        loop = self._loop
+        assert loop is not None, "log dirs fail only once the broker has started"
         if not self.logs.live_dirs:
             log.error(
                 "shutting down broker %d: every log dir has failed (%s)",
@@ -379,11 +383,11 @@ class Broker:
                 ", ".join(f"{d}: {e}" for d, e in self.logs.offline_dirs.items()),
             )
             self.exit_status = 1
-            self._loop.call_soon_threadsafe(self.shutdown_requested.set)
+            loop.call_soon_threadsafe(self.shutdown_requested.set)
             return
         if partitions and getattr(self, "zk_admin", None) is not None:
             asyncio.run_coroutine_threadsafe(
-                self._notify_log_dir_failure(log_dir, partitions), self._loop
+                self._notify_log_dir_failure(log_dir, partitions), loop
             )
 
     async def _notify_log_dir_failure(
