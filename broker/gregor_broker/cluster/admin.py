@@ -26,6 +26,7 @@ from gregor_broker.cluster.models import (
     ControllerRegistration,
     EntityConfig,
     IsrChangeNotification,
+    LogDirEventNotification,
     PartitionReassignment,
     PartitionState,
     PreferredReplicaElection,
@@ -586,6 +587,16 @@ class ZkAdmin:
         self.client.create(
             paths.ADMIN_PREFERRED_REPLICA_ELECTION,
             PreferredReplicaElection(tuple(partitions)).to_json(),
+            makepath=True,
+        )
+
+    def notify_log_dir_failure(self, broker_id: int, partitions: Iterable[tuple[str, int]]) -> str:
+        """Create a ``/log_dir_event_notification/log_dir_event_<seq>`` for the controller:
+        ``partitions`` of ``broker_id`` are offline (their log dir failed)."""
+        return self.client.create(
+            paths.LOG_DIR_EVENT_PREFIX,
+            LogDirEventNotification(broker_id, tuple(partitions)).to_json(),
+            sequence=True,
             makepath=True,
         )
 

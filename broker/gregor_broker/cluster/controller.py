@@ -11,7 +11,11 @@ What it handles now:
 - broker loss and return: a partition whose leader is gone gets a new leader from
   the live ISR, in assignment order; with none, it stays offline (leader -1) unless
   ``unclean.leader.election.enable`` lets a live out-of-sync replica lead;
-- topic deletion requests under ``/admin/delete_topics``.
+- topic deletion requests under ``/admin/delete_topics``;
+- failed log dirs (``/log_dir_event_notification``): the replicas a broker reports
+  offline count as dead for their partitions only (Kafka's ``onReplicasBecomeOffline``):
+  they leave the ISR, and a partition they led gets a new leader from the rest of the ISR.
+  The record lasts until that broker's registration changes (a restart).
 
 A broker acts as controller only while its own ``/brokers/ids/<id>`` exists and belongs
 to its current ZooKeeper session (checked before every event, and before standing for
@@ -42,7 +46,9 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from . import reassignment, zk_paths
 from .admin import BadVersion, ZkAdmin
 from .models import (
+    LOG_DIR_FAILURE_EVENT,
     ControllerRegistration,
+    LogDirEventNotification,
     PartitionReassignment,
     PartitionState,
     PreferredReplicaElection,
@@ -88,6 +94,8 @@ class Controller:
         self._watched_topics: set[str] = set()
         self._watches_set = False
         self._live_brokers: set[int] = set()
+        # Replicas on failed log dirs: broker -> (its registration's czxid, partitions).
+        self._offline_replicas: dict[int, tuple[int, set[tuple[str, int]]]] = {}
         self._stopped = False
         self.elections_total = 0
         self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
@@ -195,7 +203,10 @@ class Controller:
             return
         elif kind == "brokers":
             self._live_brokers = {int(b) for b in payload}
+            self._forget_restarted_offline_replicas()
             self._reconcile_all()
+        elif kind == "log_dir_events":
+            self._handle_log_dir_events(payload)
         elif kind == "topics":
             for topic in payload:
                 if topic not in self._watched_topics:
@@ -254,6 +265,9 @@ class Controller:
             ChildrenWatch(self.client, zk_paths.BROKER_IDS, self._enqueue("brokers"))
             ChildrenWatch(self.client, zk_paths.BROKER_TOPICS, self._enqueue("topics"))
             ChildrenWatch(self.client, zk_paths.ADMIN_DELETE_TOPICS, self._on_delete_requests)
+            ChildrenWatch(
+                self.client, zk_paths.LOG_DIR_EVENT_NOTIFICATION, self._enqueue("log_dir_events")
+            )
             DataWatch(
                 self.client,
                 zk_paths.ADMIN_REASSIGN_PARTITIONS,
@@ -268,6 +282,53 @@ class Controller:
         self._load_reassignments_in_flight()
         self._on_delete_requests([])  # deletions a former controller left unfinished
         self._schedule_tick()
+
+    # failed log dirs ----------------------------------------------------------------------
+    def _handle_log_dir_events(self, children: list[str]) -> None:
+        """Read and delete each notification, then re-decide the partitions it names."""
+        topics: set[str] = set()
+        for child in sorted(children):
+            path = f"{zk_paths.LOG_DIR_EVENT_NOTIFICATION}/{child}"
+            try:
+                data, _ = self.client.get(path)
+                event: LogDirEventNotification | None = LogDirEventNotification.from_json(data)
+            except NoNodeError:
+                continue
+            except (ValueError, ZkDataError) as error:
+                log.error("ignoring unreadable %s: %s", path, error)
+                event = None
+            if event is not None and event.event == LOG_DIR_FAILURE_EVENT and event.partitions:
+                stat = self.client.exists(zk_paths.broker_path(event.broker))
+                czxid = stat.czxid if stat is not None else -1
+                known_czxid, offline = self._offline_replicas.get(event.broker, (czxid, set()))
+                if known_czxid != czxid:
+                    offline = set()
+                offline.update(event.partitions)
+                self._offline_replicas[event.broker] = (czxid, offline)
+                topics.update(topic for topic, _ in event.partitions)
+                log.warning(
+                    "broker %d reports a failed log dir; offline replicas: %s",
+                    event.broker,
+                    ", ".join(f"{t}-{p}" for t, p in event.partitions),
+                )
+            with contextlib.suppress(NoNodeError):
+                self.client.delete(path)
+        if topics:
+            self._reconcile_topics(sorted(topics))
+
+    def _forget_restarted_offline_replicas(self) -> None:
+        """A broker that left or registered anew (a restart) recovered its log dirs."""
+        for broker, (czxid, _) in list(self._offline_replicas.items()):
+            stat = self.client.exists(zk_paths.broker_path(broker))
+            if stat is None or stat.czxid != czxid:
+                del self._offline_replicas[broker]
+
+    def _online(self, replica: int, topic: str, index: int) -> bool:
+        """Live and, for this partition, not on a failed log dir."""
+        if replica not in self._live_brokers:
+            return False
+        offline = self._offline_replicas.get(replica)
+        return offline is None or (topic, index) not in offline[1]
 
     # decisions ------------------------------------------------------------------------
     def _reconcile_all(self) -> None:
@@ -352,21 +413,21 @@ class Controller:
         """The state a partition should move to: (state, expected version or None to
         create, whether it is a leader election), or None when nothing changes."""
         assert self.epoch is not None
-        live = [r for r in replicas if r in self._live_brokers]
+        live = [r for r in replicas if self._online(r, topic, index)]
         if current is None:
             if not live:
                 return None  # offline until a replica registers; retried on broker change
             return PartitionState(self.epoch, live[0], 0, tuple(live)), None, True
         state, version = current
-        if state.leader in self._live_brokers:
-            dead_in_sync = [r for r in state.isr if r not in self._live_brokers]
+        if self._online(state.leader, topic, index):
+            dead_in_sync = [r for r in state.isr if not self._online(r, topic, index)]
             if not dead_in_sync:
                 return None
-            # Matches Kafka: a replica on a dead broker leaves the ISR at once, so
-            # acks=all does not wait replica.lag.time.max.ms for it.
-            isr = tuple(r for r in state.isr if r in self._live_brokers)
+            # Matches Kafka: a replica on a dead broker (or a failed log dir) leaves the
+            # ISR at once, so acks=all does not wait replica.lag.time.max.ms for it.
+            isr = tuple(r for r in state.isr if self._online(r, topic, index))
             return PartitionState(self.epoch, state.leader, state.leader_epoch, isr), version, False
-        in_sync_live = [r for r in replicas if r in state.isr and r in self._live_brokers]
+        in_sync_live = [r for r in replicas if r in state.isr and self._online(r, topic, index)]
         if in_sync_live:
             leader = in_sync_live[0]
             isr = tuple(in_sync_live)

@@ -642,6 +642,19 @@ class PartitionLog:
         self._segments, self._base_offsets = [], []
         self._closed = True
 
+    def abandon(self) -> None:
+        """Stop using the log without writing anything (its log dir failed): no flush,
+        no index writes, files left as they are for recovery at the next start.
+        Descriptors follow the deletion rule (a fetch may still be sending from them)."""
+        if self._closed:
+            return
+        self._closed = True
+        deadline = self._now_ms() + self.config.file_delete_delay_ms
+        for segment in self._segments:
+            if segment.is_open:
+                self._deleted_segments.append((deadline, segment))
+        self._segments, self._base_offsets = [], []
+
     @property
     def is_deleted(self) -> bool:
         return self._deleted

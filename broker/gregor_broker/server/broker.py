@@ -5,6 +5,11 @@ Start-up order matters and follows Kafka's: connect to ZooKeeper, claim the log 
 and only then register ``/brokers/ids/<id>`` so that nobody is sent to a broker that
 cannot answer yet. Shutdown reverses it: deregister, stop serving, flush and close
 the logs with a clean-shutdown marker so the next start skips recovery.
+
+A failed log dir (any I/O error writing to it, e.g. a full disk) takes its partitions
+offline (``LogManager``, ``ReplicaManager``); the broker then tells the controller with a
+``/log_dir_event_notification`` so their leadership moves to healthy replicas, and when
+no log dir is left it shuts down (exit status 1), as Kafka does.
 """
 
 from __future__ import annotations
@@ -110,6 +115,11 @@ class Broker:
         self._bound_port = 0
         self.started = asyncio.Event()
         self.stopping = False
+        # Set when the broker must stop by itself (every log dir failed); the process
+        # runner waits on it next to SIGTERM, and exits with ``exit_status``.
+        self.shutdown_requested = asyncio.Event()
+        self.exit_status = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def broker_id(self) -> int:
@@ -118,7 +128,7 @@ class Broker:
     # start-up ---------------------------------------------------------------------------
     async def start(self) -> None:
         config = self.config
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         if config.metrics_port:
             # First, so that /healthz answers (and /readyz says "starting") during recovery.
             self.metrics_server = MetricsServer(self, config.metrics_port)
@@ -156,6 +166,8 @@ class Broker:
             replication_config=replication_config_for(config),
             produce_decompressed_max_bytes=config.produce_decompressed_max_bytes,
         )
+        # After the replica manager's own listener: its partitions go offline first.
+        self.logs.dir_failure_listeners.append(self._on_log_dir_failure)
         self.topic_admin = TopicAdmin(self, self.zk_admin)
         # Before metadata arrives: it listens for __consumer_offsets leadership.
         self.coordinator = CoordinatorService(self)
@@ -362,8 +374,43 @@ class Broker:
         self.logs.flush_due()
 
     def _roll(self) -> None:
-        for partition_log in self.logs.logs().values():
-            partition_log.maybe_roll()
+        self.logs.roll_due()
+
+    # failed log dirs ----------------------------------------------------------------------
+    def _on_log_dir_failure(self, log_dir: Path, partitions: list[tuple[str, int]]) -> None:
+        """After ``ReplicaManager`` took the dir's partitions offline: tell the controller
+        (it elects other leaders), or shut down when no log dir is left (Kafka halts)."""
+        loop = self._loop
+        assert loop is not None, "log dirs fail only once the broker has started"
+        if not self.logs.live_dirs:
+            log.error(
+                "shutting down broker %d: every log dir has failed (%s)",
+                self.broker_id,
+                ", ".join(f"{d}: {e}" for d, e in self.logs.offline_dirs.items()),
+            )
+            self.exit_status = 1
+            loop.call_soon_threadsafe(self.shutdown_requested.set)
+            return
+        if partitions and getattr(self, "zk_admin", None) is not None:
+            asyncio.run_coroutine_threadsafe(
+                self._notify_log_dir_failure(log_dir, partitions), loop
+            )
+
+    async def _notify_log_dir_failure(
+        self, log_dir: Path, partitions: list[tuple[str, int]]
+    ) -> None:
+        delay = REGISTRATION_RETRY_MIN_S
+        while not self.stopping:
+            try:
+                await asyncio.to_thread(
+                    self.zk_admin.notify_log_dir_failure, self.broker_id, partitions
+                )
+                log.info("told the controller that log dir %s failed", log_dir)
+                return
+            except Exception as error:  # ZooKeeper unreachable: keep trying
+                log.warning("cannot write the log dir event for %s (%s); retrying", log_dir, error)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, REGISTRATION_RETRY_MAX_S)
 
     # shutdown ---------------------------------------------------------------------------
     async def stop(self) -> None:

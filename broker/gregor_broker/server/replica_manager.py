@@ -8,6 +8,12 @@ the replica fetchers. Handlers call it with whole batches and never see files.
 Two kinds of waiters live here (Kafka's purgatories): fetches waiting for data
 (``append_waiters``, woken when data or the high watermark moves) and acks=all
 produces waiting for the high watermark to pass their last offset.
+
+A failed log dir (``LogManager.log_dir_failed``, on any ``OSError`` writing to it) takes
+its partitions offline here, as Kafka's ``ReplicaManager.handleLogDirFailure`` does: they
+stop following and leading, every request for them answers KAFKA_STORAGE_ERROR (acks=all
+produces waiting on them too), and metadata never recreates them on another dir until
+the broker restarts. Telling the controller is the broker's job (``server/broker.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from ..cluster.admin import BadVersion, ZkAdmin
 from ..cluster.metadata_cache import MetadataCache, PartitionInfo, TopicInfo
 from ..cluster.models import PartitionState
 from ..log.log_config import LogConfig
-from ..log.log_manager import LogManager
+from ..log.log_manager import LogDirOffline, LogManager
 from ..log.partition_log import AppendResult
 from ..log.producer_state import ProducerStateError, ProducerStates
 from ..log.validator import (
@@ -163,6 +169,7 @@ class ReplicaManager:
         # Record bytes this broker sent consumers as a follower (fetch from follower).
         self.follower_served_bytes_total = 0
         self.leader_replication_quota = LeaderReplicationQuota()
+        logs.dir_failure_listeners.append(self._on_log_dir_failure)
 
     # metadata -> local state ---------------------------------------------------------
     def reconcile(self, topics: set[str] | None = None) -> None:
@@ -180,15 +187,24 @@ class ReplicaManager:
                     continue
                 key = (topic.name, index)
                 wanted.add(key)
+                if self.logs.is_offline(key):
+                    continue  # Kafka: an offline replica stays offline until a restart
                 partition = self.partitions.get(key)
                 if partition is None:
-                    partition = self._create(topic, index, config)
+                    try:
+                        partition = self._create(topic, index, config)
+                    except LogDirOffline as error:
+                        log.error("cannot host %s-%d: %s", topic.name, index, error)
+                        continue
                 elif partition.log.config != config:
                     partition.log.update_config(config)
                 self._apply_state(partition, info)
         for key in list(self.partitions):
             if (topics is None or key[0] in topics) and key not in wanted:
                 self._drop(key)
+        for key in self.logs.offline_partitions():
+            if (topics is None or key[0] in topics) and key not in wanted:
+                self.logs.delete_log(*key)  # forgets it; the files stay on the failed dir
 
     def _create(self, topic: TopicInfo, index: int, config: LogConfig) -> Partition:
         partition_log = self.logs.get_or_create(topic.name, index, config)
@@ -245,6 +261,26 @@ class ReplicaManager:
         self.fetchers.unfollow(key)
         log.info("deleting local log of %s-%d (topic deleted or replica moved)", *key)
         self.logs.delete_log(partition.topic, partition.index)
+
+    def _on_log_dir_failure(self, log_dir: object, keys: list[TopicPartition]) -> None:
+        """Partitions on a failed log dir go offline here (Kafka's handleLogDirFailure)."""
+        for key in keys:
+            partition = self.partitions.pop(key, None)
+            self.fetchers.unfollow(key)
+            if partition is not None:
+                partition.leader = -1
+                self._notify_leadership(partition)
+            # Fetches and acks=all produces waiting on it answer KAFKA_STORAGE_ERROR now.
+            self.append_waiters.notify(key)
+            self.high_watermark_waiters.notify(key)
+
+    def storage_failed(self, partition: Partition, error: OSError) -> PartitionError:
+        """A write to ``partition``'s log failed: its log dir goes offline. Returns the
+        error to answer (KAFKA_STORAGE_ERROR)."""
+        key = (partition.topic, partition.index)
+        log.error("I/O error writing %s-%d: %s", partition.topic, partition.index, error)
+        self.logs.failed_on(key, error)
+        return PartitionError(ErrorCode.kafka_storage_error, f"log dir failed: {error}")
 
     def _notify_leadership(self, partition: Partition) -> None:
         for listener in self.leadership_listeners:
@@ -368,6 +404,7 @@ class ReplicaManager:
         """The partition if this broker leads it, else the Kafka error to return."""
         partition = self.partitions.get((topic, index))
         if partition is None:
+            self._raise_if_offline(topic, index)
             known = self.metadata.topics.get(topic)
             if known is None or index not in known.partitions:
                 raise PartitionError(ErrorCode.unknown_topic_or_partition)
@@ -425,8 +462,16 @@ class ReplicaManager:
     def hosted_partition(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))
         if partition is None:
+            self._raise_if_offline(topic, index)
             raise PartitionError(ErrorCode.unknown_topic_or_partition)
         return partition
+
+    def _raise_if_offline(self, topic: str, index: int) -> None:
+        if self.logs.is_offline((topic, index)):
+            raise PartitionError(
+                ErrorCode.kafka_storage_error,
+                f"{topic}-{index} is offline on this broker: its log dir failed",
+            )
 
     # produce -----------------------------------------------------------------------
     def append(
@@ -483,7 +528,13 @@ class ReplicaManager:
             return AppendResult(
                 duplicate.first_offset, duplicate.last_offset, -1, partition.log.log_start_offset
             )
-        result = partition.log.append(buffer, headers, leader_epoch=partition.leader_epoch)
+        try:
+            result = partition.log.append(buffer, headers, leader_epoch=partition.leader_epoch)
+        except OSError as error:
+            # Matches Kafka: KAFKA_STORAGE_ERROR for the partition, never a closed
+            # connection; the log dir goes offline (a failed segment write is truncated
+            # back, so nothing half-written stays in the log).
+            raise self.storage_failed(partition, error) from error
         self.producer_states.record_append(partition.log, buffer, headers)
         messages = result.last_offset - result.first_offset + 1
         self.messages_in_total += messages
@@ -518,6 +569,8 @@ class ReplicaManager:
         epoch = self.partitions[key].leader_epoch if key in self.partitions else -1
         while True:
             partition = self.partitions.get(key)
+            if partition is None and self.logs.is_offline(key):
+                return ErrorCode.kafka_storage_error
             if partition is None or not partition.is_leader(self.broker_id):
                 return ErrorCode.not_leader_or_follower
             if partition.leader_epoch != epoch:
@@ -535,7 +588,13 @@ class ReplicaManager:
     def append_as_follower(
         self, partition: Partition, buffer: bytearray, headers: list[BatchHeader]
     ) -> None:
-        partition.log.append(buffer, headers, assign_offsets=False)
+        """Append copied batches. On a disk error the partition goes offline here (and
+        stops being fetched); the fetcher carries on with the others."""
+        try:
+            partition.log.append(buffer, headers, assign_offsets=False)
+        except OSError as error:
+            self.storage_failed(partition, error)
+            return
         self.append_waiters.notify((partition.topic, partition.index))
 
     async def stop(self) -> None:
