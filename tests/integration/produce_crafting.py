@@ -54,15 +54,16 @@ def batch_around(payload: bytes, count: int, *, attributes: int = 0) -> bytes:
     return build_batch([b""] * count, attributes=attributes, records_payload=payload)
 
 
-def zstd_bomb(record_count: int, value_bytes: int) -> bytes:
-    """Zstd frame(s) inflating to ``record_count`` keyed records of ``value_bytes`` zeros.
+def zstd_bomb(record_count: int, value_bytes: int, window_log: int = 17) -> bytes:
+    """A zstd frame inflating to ``record_count`` keyed records of ``value_bytes`` zeros.
 
     Each 128 KiB of zeros is one 4-byte RLE block, so 80 records of 64 MiB are ~170 KB
-    compressed and 5 GiB inflated. Record fields around the value are raw blocks.
+    compressed and 5 GiB inflated. Record fields around the value are raw blocks. The
+    frame declares a window of 2^``window_log`` bytes (a decoder fills its window).
     """
     block_max = 128 * 1024
     out = bytearray(struct.pack("<I", 0xFD2FB528))
-    out += bytes([0x00, 0x38])  # no content size, no checksum; window descriptor: 2^17
+    out += bytes([0x00, (window_log - 10) << 3])  # no content size, no checksum; window
 
     def raw(data: bytes, last: bool = False) -> None:
         out.extend(((len(data) << 3) | int(last)).to_bytes(3, "little"))

@@ -234,9 +234,12 @@ def _walk(
             z = data[position]
             if z < 0x80:
                 position += 1
+            elif not final and end - position < 6:
+                return record_start, index
+            elif data[position + 1] < 0x80:
+                z = (z & 0x7F) | data[position + 1] << 7
+                position += 2
             else:
-                if not final and end - position < 6:
-                    return record_start, index
                 z, position = _varint_tail(data, position + 1, z, 5)
             if z & 1 or z < 2 * _MIN_RECORD_BODY:
                 raise _invalid(f"Found invalid record size {(z >> 1) ^ -(z & 1)} in record {index}")
@@ -259,6 +262,9 @@ def _walk(
             z = data[position]
             if z < 0x80:
                 position += 1
+            elif data[position + 1] < 0x80:
+                z = (z & 0x7F) | data[position + 1] << 7
+                position += 2
             else:
                 z, position = _varint_tail(data, position + 1, z, 5)
             if z != index << 1:

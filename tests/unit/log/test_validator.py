@@ -237,14 +237,15 @@ def test_every_frame_and_member_is_read() -> None:
 
 
 def test_inflating_past_the_budget_is_message_too_large_and_the_budget_is_shared() -> None:
-    batch = make_batch([Record(0, 0, b"k", b"\x00" * (3 * MIB))], compression=Compression.ZSTD)
-    assert len(batch) < 1024
-    assert _error(batch, limit=2 * MIB).error == "MESSAGE_TOO_LARGE"
-    budget = DecompressionBudget(5 * MIB)
+    value = b"\x00" * (24 * MIB)  # zstd level 3: a 2 MiB window, 1/8 of 16 MiB
+    batch = make_batch([Record(0, 0, b"k", value)], compression=Compression.ZSTD)
+    assert len(batch) < 4096
+    assert _error(batch, limit=16 * MIB).error == "MESSAGE_TOO_LARGE"
+    budget = DecompressionBudget(40 * MIB)
     headers = scan_batches(batch)
-    validate_records(batch, headers, budget=budget)  # 3 MiB of the request's 5
+    validate_records(batch, headers, budget=budget)  # 24 MiB of the request's 40
     with pytest.raises(InvalidBatch) as raised:
-        validate_records(batch, headers, budget=budget)  # 6 MiB in total
+        validate_records(batch, headers, budget=budget)  # 48 MiB in total
     assert raised.value.error == "MESSAGE_TOO_LARGE"
     # A raw snappy block declares its size: refused before it is inflated.
     raw = snappy.compress(_encoded([Record(0, 0, b"k", b"\x00" * (3 * MIB))]))
@@ -296,3 +297,18 @@ def test_produce_request_rules_for_v3_and_later() -> None:
         with pytest.raises(InvalidBatch) as raised:
             validate_produce_records(version, records)
         assert raised.value.error == expected
+
+
+def test_a_zstd_window_over_an_eighth_of_the_limit_is_refused_before_inflating() -> None:
+    """A zstd decoder fills its window as it inflates: a frame may declare at most 1/8 of
+    produce.decompressed.max.bytes (8 MiB by default, enough for levels up to 19)."""
+    records = _encoded(_keyed(50, b"x" * 1000))
+    streamed = zstandard.ZstdCompressor(level=22).compressobj()  # no content size known
+    ultra = streamed.compress(records) + streamed.flush()
+    error = _error(_around(ultra, 50, Compression.ZSTD), limit=100 * MIB)
+    assert error.error == "INVALID_RECORD"
+    assert "window" in str(error)
+    _validate(_around(ultra, 50, Compression.ZSTD), limit=1024 * MIB)  # 128 MiB allowed
+    streamed = zstandard.ZstdCompressor(level=19).compressobj()
+    level_19 = streamed.compress(records) + streamed.flush()
+    _validate(_around(level_19, 50, Compression.ZSTD), limit=100 * MIB)
