@@ -34,7 +34,13 @@ from gregor_broker.protocol.record_batch import (
     build_batch,
     scan_batches,
 )
-from gregor_broker.protocol.records import Compression, Record, encode_record, make_batch
+from gregor_broker.protocol.records import (
+    Compression,
+    Record,
+    encode_record,
+    iter_batch_records,
+    make_batch,
+)
 
 MIB = 1024 * 1024
 
@@ -126,10 +132,17 @@ def test_a_mutated_batch_is_refused_with_a_kafka_error_or_passes_but_never_crash
     from crc32c import crc32c
 
     struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    compacted = data.draw(st.booleans())
     try:
-        _validate(bytes(batch), compacted=data.draw(st.booleans()), limit=4 * MIB)
+        _validate(bytes(batch), compacted=compacted, limit=4 * MIB)
     except InvalidBatch as error:
         assert error.error in ("INVALID_RECORD", "CORRUPT_MESSAGE", "MESSAGE_TOO_LARGE")
+        return
+    # Passed: an independent decoder (protocol/records.py) reads the same records.
+    header = scan_batches(batch)[0]
+    decoded = list(iter_batch_records(bytes(batch), header))
+    assert [r.offset_delta for r in decoded] == list(range(header.records_count))
+    assert not compacted or all(r.key is not None for r in decoded)
 
 
 @pytest.mark.parametrize("codec", list(Compression))
@@ -181,6 +194,22 @@ def _compress(codec: Compression, payload: bytes) -> bytes:
     from gregor_broker.protocol.records import compress
 
     return compress(codec, payload)
+
+
+def test_a_header_count_larger_than_the_headers_present_is_invalid_record() -> None:
+    from gregor_broker.protocol.records import encode_varint
+
+    header = encode_varint(1) + b"h" + encode_varint(1) + b"x"
+    for declared in (2, 3):  # one header present
+        body = b"\x00" + encode_varint(0) + encode_varint(0) + encode_varint(1) + b"k"
+        body += encode_varint(1) + b"v" + encode_varint(declared) + header
+        record = encode_varint(len(body)) + body
+        assert _error(_around(record + _encoded([Record(1, 0, b"k", b"v")]), 2)).error == (
+            "INVALID_RECORD"
+        )
+    body = b"\x00" + encode_varint(0) + encode_varint(0) + encode_varint(1) + b"k"
+    body += encode_varint(1) + b"v" + encode_varint(1) + header
+    _validate(_around(encode_varint(len(body)) + body, 1))  # the honest record passes
 
 
 def test_a_field_running_past_its_record_is_invalid_record() -> None:
