@@ -11,34 +11,10 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from crc32c import crc32c
-
-from gregor_broker.protocol.record_batch import ATTRIBUTES, CRC, build_batch
+from gregor_broker.protocol.record_batch import build_batch
 from gregor_broker.protocol.records import Record, encode_record, encode_varint
 
 from .quota_helpers import kafka_request
-
-# Header fields a test may rewrite: offset in the batch and struct format (DefaultRecordBatch).
-FIELDS = {
-    "base_offset": (0, ">q"),
-    "batch_length": (8, ">i"),
-    "attributes": (21, ">h"),
-    "last_offset_delta": (23, ">i"),
-    "producer_id": (43, ">q"),
-    "producer_epoch": (51, ">h"),
-    "base_sequence": (53, ">i"),
-    "records_count": (57, ">i"),
-}
-
-
-def rewrite(batch: bytes, **fields: int) -> bytes:
-    """The batch with header ``fields`` replaced and its CRC-32C made right again."""
-    out = bytearray(batch)
-    for name, value in fields.items():
-        position, fmt = FIELDS[name]
-        struct.pack_into(fmt, out, position, value)
-    struct.pack_into(">I", out, CRC, crc32c(bytes(out[ATTRIBUTES:])))
-    return bytes(out)
 
 
 def records(count: int, *, key: bytes | None = b"k", value: bytes = b"v") -> list[Record]:

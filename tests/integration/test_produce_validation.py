@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from gregor_broker.protocol.record_batch import CONTROL_FLAG, TRANSACTIONAL_FLAG
+from gregor_broker.protocol.record_batch import rewrite_header as rewrite
 from gregor_broker.protocol.records import Compression, make_batch
 
 from .broker_helpers import consume_values, create_topic
@@ -20,7 +21,6 @@ from .produce_crafting import (
     log_end_offset,
     produce,
     records,
-    rewrite,
 )
 
 NONE = 0
