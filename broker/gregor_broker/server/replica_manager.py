@@ -36,6 +36,7 @@ from ..log.validator import (
 from ..protocol.record_batch import BatchHeader, InvalidBatch, scan_batches
 from ..replication.fetcher import ReplicaFetcherManager
 from ..replication.partition import Partition
+from ..replication.replica_selector import ReplicaView, select_read_replica
 from ..replication.throttle import LeaderReplicationQuota
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ class ReplicationConfig:
     fetch_min_bytes: int = 1
     fetch_max_bytes: int = 1048576
     fetch_response_max_bytes: int = 10485760
+    replica_selector: str | None = None  # replica.selector.class (KIP-392)
     # Pre-KIP-101 follower truncation, kept only to demonstrate the loss it causes.
     truncate_to_high_watermark: bool = False
 
@@ -158,6 +160,8 @@ class ReplicaManager:
         self.isr_expands_total = 0
         self.topic_counters: dict[str, TopicCounters] = {}
         self.replication_bytes_out_total = 0
+        # Record bytes this broker sent consumers as a follower (fetch from follower).
+        self.follower_served_bytes_total = 0
         self.leader_replication_quota = LeaderReplicationQuota()
 
     # metadata -> local state ---------------------------------------------------------
@@ -371,6 +375,52 @@ class ReplicaManager:
         if not partition.is_leader(self.broker_id):
             raise PartitionError(ErrorCode.not_leader_or_follower)
         return partition
+
+    def readable_partition(self, topic: str, index: int) -> Partition:
+        """A partition a consumer may read here: this broker leads it or follows it
+        (KIP-392; the follower serves up to its own high watermark)."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            known = self.metadata.topics.get(topic)
+            if known is None or index not in known.partitions:
+                raise PartitionError(ErrorCode.unknown_topic_or_partition)
+            raise PartitionError(ErrorCode.not_leader_or_follower)
+        if self.broker_id not in partition.replicas or partition.leader < 0:
+            raise PartitionError(ErrorCode.not_leader_or_follower)
+        return partition
+
+    def preferred_read_replica(
+        self, partition: Partition, client_rack: str, fetch_offset: int
+    ) -> int | None:
+        """The replica a consumer in ``client_rack`` should read from, if not this leader.
+
+        Candidates are followers that hold ``fetch_offset`` and are caught up within
+        ``replica.lag.time.max.ms`` (stricter than Kafka, which takes any replica holding
+        the offset: a lagging follower would make the consumer wait at its high watermark).
+        """
+        selector = self.replication_config.replica_selector
+        if selector is None:
+            return None
+        now = now_ms()
+        lag = self.replication_config.replica_lag_time_max_ms
+        brokers = self.metadata.brokers
+        own = brokers.get(self.broker_id)
+        leader = ReplicaView(
+            self.broker_id, own.rack if own is not None else None, partition.log.log_end_offset, 0
+        )
+        followers = []
+        for replica_id in partition.replicas:
+            follower = partition.followers.get(replica_id)
+            if replica_id == self.broker_id or follower is None or replica_id not in brokers:
+                continue
+            behind_ms = now - follower.last_caught_up_ms
+            if follower.log_end_offset >= fetch_offset and behind_ms <= lag:
+                followers.append(
+                    ReplicaView(
+                        replica_id, brokers[replica_id].rack, follower.log_end_offset, behind_ms
+                    )
+                )
+        return select_read_replica(selector, client_rack, leader, followers)
 
     def hosted_partition(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))
