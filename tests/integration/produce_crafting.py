@@ -11,34 +11,10 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from crc32c import crc32c
-
-from gregor_broker.protocol.record_batch import ATTRIBUTES, CRC, build_batch
+from gregor_broker.protocol.record_batch import build_batch
 from gregor_broker.protocol.records import Record, encode_record, encode_varint
 
 from .quota_helpers import kafka_request
-
-# Header fields a test may rewrite: offset in the batch and struct format (DefaultRecordBatch).
-FIELDS = {
-    "base_offset": (0, ">q"),
-    "batch_length": (8, ">i"),
-    "attributes": (21, ">h"),
-    "last_offset_delta": (23, ">i"),
-    "producer_id": (43, ">q"),
-    "producer_epoch": (51, ">h"),
-    "base_sequence": (53, ">i"),
-    "records_count": (57, ">i"),
-}
-
-
-def rewrite(batch: bytes, **fields: int) -> bytes:
-    """The batch with header ``fields`` replaced and its CRC-32C made right again."""
-    out = bytearray(batch)
-    for name, value in fields.items():
-        position, fmt = FIELDS[name]
-        struct.pack_into(fmt, out, position, value)
-    struct.pack_into(">I", out, CRC, crc32c(bytes(out[ATTRIBUTES:])))
-    return bytes(out)
 
 
 def records(count: int, *, key: bytes | None = b"k", value: bytes = b"v") -> list[Record]:
@@ -54,15 +30,16 @@ def batch_around(payload: bytes, count: int, *, attributes: int = 0) -> bytes:
     return build_batch([b""] * count, attributes=attributes, records_payload=payload)
 
 
-def zstd_bomb(record_count: int, value_bytes: int) -> bytes:
-    """Zstd frame(s) inflating to ``record_count`` keyed records of ``value_bytes`` zeros.
+def zstd_bomb(record_count: int, value_bytes: int, window_log: int = 17) -> bytes:
+    """A zstd frame inflating to ``record_count`` keyed records of ``value_bytes`` zeros.
 
     Each 128 KiB of zeros is one 4-byte RLE block, so 80 records of 64 MiB are ~170 KB
-    compressed and 5 GiB inflated. Record fields around the value are raw blocks.
+    compressed and 5 GiB inflated. Record fields around the value are raw blocks. The
+    frame declares a window of 2^``window_log`` bytes (a decoder fills its window).
     """
     block_max = 128 * 1024
     out = bytearray(struct.pack("<I", 0xFD2FB528))
-    out += bytes([0x00, 0x38])  # no content size, no checksum; window descriptor: 2^17
+    out += bytes([0x00, (window_log - 10) << 3])  # no content size, no checksum; window
 
     def raw(data: bytes, last: bool = False) -> None:
         out.extend(((len(data) << 3) | int(last)).to_bytes(3, "little"))

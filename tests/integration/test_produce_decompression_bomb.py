@@ -3,8 +3,9 @@
 On 25f0aff a compacted topic inflated a compressed batch whole to check its keys: a
 160 KB zstd batch was OOM-killed. Now batches inflate in chunks against the request's
 ``produce.decompressed.max.bytes``; these tests read the broker's peak RSS (VmHWM) around
-the bomb (reset to the current RSS first). The broker runs with RLIMIT_DATA set a little above its size, so a broker
-that inflates whole fails its allocation instead of taking the machine's memory.
+the bomb (reset to the current RSS first). The broker runs with RLIMIT_DATA set a little
+above its size, so a broker that inflates whole fails its allocation instead of taking
+the machine's memory.
 """
 
 from __future__ import annotations
@@ -72,19 +73,24 @@ def _send(broker: BrokerProcess, topic: str, batch: bytes) -> tuple[object, int,
 
 
 def test_a_160_kb_zstd_bomb_is_refused_without_inflating_it(bounded_broker):
-    """80 records of 64 MiB zeros: 5 GiB inflated from ~170 KB, past the 100 MiB limit."""
+    """80 records of 64 MiB zeros: 5 GiB inflated from ~170 KB, past the 100 MiB limit.
+
+    With a small window (128 KiB) and with the largest the broker allows by default
+    (8 MiB: a decoder fills its window as it inflates) the batch is MESSAGE_TOO_LARGE;
+    a frame declaring zstd's maximum window (128 MiB) is refused before inflating."""
     topic = f"bomb-{uuid.uuid4().hex[:8]}"
     create_topic(bounded_broker.bootstrap, topic, config={"cleanup.policy": "compact"})
-    bomb = batch_around(zstd_bomb(80, 64 * MIB), 80, attributes=4)
-    assert 150_000 < len(bomb) < 200_000
+    for window_log, error_code in ((17, MESSAGE_TOO_LARGE), (23, MESSAGE_TOO_LARGE), (27, 87)):
+        bomb = batch_around(zstd_bomb(80, 64 * MIB, window_log), 80, attributes=4)
+        assert 150_000 < len(bomb) < 200_000
 
-    response, growth, _elapsed = _send(bounded_broker, topic, bomb)
+        response, growth, _elapsed = _send(bounded_broker, topic, bomb)
 
-    assert response.error_code == MESSAGE_TOO_LARGE, response
-    assert "produce.decompressed.max.bytes" in response.error_message
-    assert growth < RSS_GROWTH_BOUND, f"peak RSS grew {growth / MIB:.0f} MiB"
-    assert log_end_offset(bounded_broker.bootstrap, topic) == 0
-    assert bounded_broker.is_running()
+        assert response.error_code == error_code, response
+        assert "produce.decompressed.max.bytes" in response.error_message
+        assert growth < RSS_GROWTH_BOUND, f"peak RSS grew {growth / MIB:.0f} MiB"
+        assert log_end_offset(bounded_broker.bootstrap, topic) == 0
+        assert bounded_broker.is_running()
 
 
 def test_a_bomb_under_the_limit_is_streamed_and_accepted(bounded_broker):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from gregor_broker.protocol.record_batch import CONTROL_FLAG, TRANSACTIONAL_FLAG
+from gregor_broker.protocol.record_batch import rewrite_header as rewrite
 from gregor_broker.protocol.records import Compression, make_batch
 
 from .broker_helpers import consume_values, create_topic
@@ -20,7 +21,6 @@ from .produce_crafting import (
     log_end_offset,
     produce,
     records,
-    rewrite,
 )
 
 NONE = 0
@@ -213,3 +213,38 @@ def test_a_consumer_reads_only_the_accepted_records(validating_broker):
     assert produce(bootstrap, topic, lie).error_code == INVALID_RECORD
     assert produce(bootstrap, topic, make_batch(records(2))).error_code == NONE
     assert consume_values(bootstrap, topic, 4, timeout=30) == [b"v0", b"v1", b"v0", b"v1"]
+
+
+def test_a_large_batch_arriving_in_pieces_is_validated_and_stored(validating_broker):
+    """A Produce frame over 16 KiB that arrives in several reads is assembled in a buffer
+    of its own; it must still decode (kio reads only read-only buffers) and validate."""
+    import socket
+    import struct
+    import time
+
+    from gregor_broker.protocol import entities
+
+    from .broker_helpers import host_port, read_response
+
+    bootstrap = validating_broker.bootstrap
+    topic = _topic(bootstrap)
+    batch = make_batch(records(2000, value=b"v" * 100))
+    assert len(batch) > 200_000
+    request = entities.build(
+        entities.payload_class(0, 9, "request"),
+        {
+            "transactional_id": None,
+            "acks": 1,
+            "timeout": 30000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+        },
+    )
+    frame = struct.pack(">hhih", 0, 9, 11, 4) + b"test" + b"\x00" + entities.encode(request)
+    frame = struct.pack(">i", len(frame)) + frame
+    with socket.create_connection(host_port(bootstrap), timeout=30) as sock:
+        for start in range(0, len(frame), 50_000):
+            sock.sendall(frame[start : start + 50_000])
+            time.sleep(0.05)
+        response = read_response(sock)
+    assert struct.unpack_from(">i", response)[0] == 11
+    assert log_end_offset(bootstrap, topic) == 2000

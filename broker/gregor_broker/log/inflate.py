@@ -28,7 +28,7 @@ _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = 16  # magic, version, compatible version
 _INT32 = struct.Struct(">i")
 # zstd's own default window limit (2^27), as Kafka's zstd-jni keeps it.
-_ZSTD_MAX_WINDOW = 1 << 27
+_ZSTD_MAX_WINDOW_LOG = 27
 _ZSTD_MAGIC = 0xFD2FB528
 _ZSTD_SKIPPABLE_MAGIC = 0x184D2A50
 _UINT32_LE = struct.Struct("<I")
@@ -158,14 +158,19 @@ def _lz4(payload: bytes) -> Iterator[bytes]:
             return
 
 
+def zstd_window_limit(budget: DecompressionBudget) -> int:
+    """Largest window a zstd frame may declare: 1/8 of ``produce.decompressed.max.bytes``
+    as a power of two (8 MiB by default, what zstd levels up to 19 use), at most zstd's
+    default limit. The decoder fills its window as it inflates, so this bounds memory."""
+    return 1 << min(_ZSTD_MAX_WINDOW_LOG, max(10, (budget.limit // 8).bit_length() - 1))
+
+
 def _zstd(payload: bytes, budget: DecompressionBudget) -> Iterator[bytes]:
     import zstandard
 
-    _check_zstd_frames(payload)
-    # A frame may declare a window up to zstd's default limit, but never one larger
-    # than the bytes this request may still inflate (rounded up to a power of two).
-    window = 1 << max(10, min(_ZSTD_MAX_WINDOW, max(budget.remaining, 1)).bit_length())
-    decompressor = zstandard.ZstdDecompressor(max_window_size=min(window, _ZSTD_MAX_WINDOW))
+    window_limit = zstd_window_limit(budget)
+    _check_zstd_frames(payload, window_limit, budget)
+    decompressor = zstandard.ZstdDecompressor(max_window_size=window_limit)
     with decompressor.stream_reader(
         payload, read_size=CHUNK_BYTES, read_across_frames=True
     ) as reader:
@@ -176,9 +181,10 @@ def _zstd(payload: bytes, budget: DecompressionBudget) -> Iterator[bytes]:
             yield chunk
 
 
-def _check_zstd_frames(payload: bytes) -> None:
+def _check_zstd_frames(payload: bytes, window_limit: int, budget: DecompressionBudget) -> None:
     """The reader stops quietly at a truncated last frame: walk the frame and block
-    headers (RFC 8878) to be sure the payload is whole frames and nothing else."""
+    headers (RFC 8878) to be sure the payload is whole frames and nothing else, and
+    refuse a frame whose window is over ``window_limit`` with a clear INVALID_RECORD."""
     position = 0
     end = len(payload)
     while position < end:
@@ -201,9 +207,22 @@ def _check_zstd_frames(payload: bytes) -> None:
         content_size_flag = descriptor >> 6
         single_segment = descriptor & 0x20
         has_checksum = descriptor & 0x04
-        position += 0 if single_segment else 1  # window descriptor
+        if not single_segment:
+            if position >= end:
+                raise ValueError("zstd frame header is truncated")
+            exponent, mantissa = payload[position] >> 3, payload[position] & 0x07
+            window = (1 << (10 + exponent)) + ((1 << (10 + exponent)) >> 3) * mantissa
+            _check_window(window, window_limit)
+            position += 1
         position += (0, 1, 2, 4)[descriptor & 0x03]  # dictionary id
-        position += (1 if single_segment else 0, 2, 4, 8)[content_size_flag]
+        size_bytes = (1 if single_segment else 0, 2, 4, 8)[content_size_flag]
+        if single_segment:  # the window is the content size
+            window = int.from_bytes(payload[position : position + size_bytes], "little")
+            window += 256 if size_bytes == 2 else 0
+            if window > budget.remaining:  # refused before inflating, like a snappy block
+                budget.charge(window)
+            _check_window(window, window_limit)
+        position += size_bytes
         while True:
             if end - position < 3:
                 raise ValueError("zstd frame ends inside a block header")
@@ -218,3 +237,12 @@ def _check_zstd_frames(payload: bytes) -> None:
         position += 4 if has_checksum else 0
         if position > end:
             raise ValueError("zstd frame is truncated")
+
+
+def _check_window(window: int, window_limit: int) -> None:
+    if window > window_limit:
+        raise InvalidBatch(
+            "INVALID_RECORD",
+            f"zstd frame declares a {window}-byte window; this broker allows "
+            f"{window_limit} (1/8 of produce.decompressed.max.bytes)",
+        )

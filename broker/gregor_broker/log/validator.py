@@ -234,9 +234,12 @@ def _walk(
             z = data[position]
             if z < 0x80:
                 position += 1
+            elif not final and end - position < 6:
+                return record_start, index
+            elif data[position + 1] < 0x80:
+                z = (z & 0x7F) | data[position + 1] << 7
+                position += 2
             else:
-                if not final and end - position < 6:
-                    return record_start, index
                 z, position = _varint_tail(data, position + 1, z, 5)
             if z & 1 or z < 2 * _MIN_RECORD_BODY:
                 raise _invalid(f"Found invalid record size {(z >> 1) ^ -(z & 1)} in record {index}")
@@ -259,6 +262,9 @@ def _walk(
             z = data[position]
             if z < 0x80:
                 position += 1
+            elif data[position + 1] < 0x80:
+                z = (z & 0x7F) | data[position + 1] << 7
+                position += 2
             else:
                 z, position = _varint_tail(data, position + 1, z, 5)
             if z != index << 1:
@@ -294,9 +300,7 @@ def _walk(
                 position += z >> 1
             elif z != 1:
                 raise _invalid(f"Found invalid value size {(z >> 1) ^ -1} in record {index}")
-            # headers
-            if position >= record_end:
-                raise _invalid(f"Found invalid record structure in record {index}")
+            # headers (a value that ran past the record is caught by the size check below)
             z = data[position]
             position += 1
             if z:
@@ -318,8 +322,8 @@ def _walk_headers(data: bytes, position: int, record_end: int, count: int, index
     if count < 0 or count > record_end - position:
         raise _invalid(f"Found invalid number of record headers {count} in record {index}")
     for _ in range(count):
-        if position >= record_end:
-            break
+        if position > record_end:
+            break  # the caller's size check refuses the record
         for is_key in (True, False):
             byte = data[position]
             position += 1

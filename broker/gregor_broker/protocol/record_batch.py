@@ -262,3 +262,31 @@ def build_batch(
     crc = crc32c(body)
     batch_length = 4 + 1 + 4 + len(body)  # leader epoch + magic + crc + body
     return struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, 2, crc) + body
+
+
+# Header fields ``rewrite_header`` may set: offset in the batch and struct format.
+_REWRITABLE = {
+    "base_offset": (BASE_OFFSET, _INT64),
+    "batch_length": (BATCH_LENGTH, _INT32),
+    "partition_leader_epoch": (PARTITION_LEADER_EPOCH, _INT32),
+    "attributes": (ATTRIBUTES, _INT16),
+    "last_offset_delta": (LAST_OFFSET_DELTA, _INT32),
+    "producer_id": (PRODUCER_ID, _INT64),
+    "producer_epoch": (PRODUCER_EPOCH, _INT16),
+    "base_sequence": (BASE_SEQUENCE, _INT32),
+    "records_count": (RECORDS_COUNT, _INT32),
+}
+
+
+def rewrite_header(batch: bytes, **fields: int) -> bytes:
+    """The batch with header ``fields`` replaced and its CRC-32C made right again.
+
+    For tests and tools that need a batch lying in exactly one field; the broker itself
+    never rewrites a header this way.
+    """
+    out = bytearray(batch)
+    for name, value in fields.items():
+        position, codec = _REWRITABLE[name]
+        codec.pack_into(out, position, value)
+    _UINT32.pack_into(out, CRC, crc32c(memoryview(out)[ATTRIBUTES:]))
+    return bytes(out)

@@ -248,7 +248,7 @@ class Connection(asyncio.BufferedProtocol):
             if self._large_filled < len(large):
                 return None
             self._large = None
-            return memoryview(large)
+            return memoryview(large).toreadonly()  # kio reads only read-only buffers
         start = self._start
         available = self._end - start
         if available < 4:

@@ -32,9 +32,16 @@ from gregor_broker.protocol.record_batch import (
     HEADER_SIZE,
     InvalidBatch,
     build_batch,
+    rewrite_header,
     scan_batches,
 )
-from gregor_broker.protocol.records import Compression, Record, encode_record, make_batch
+from gregor_broker.protocol.records import (
+    Compression,
+    Record,
+    encode_record,
+    iter_batch_records,
+    make_batch,
+)
 
 MIB = 1024 * 1024
 
@@ -126,10 +133,17 @@ def test_a_mutated_batch_is_refused_with_a_kafka_error_or_passes_but_never_crash
     from crc32c import crc32c
 
     struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    compacted = data.draw(st.booleans())
     try:
-        _validate(bytes(batch), compacted=data.draw(st.booleans()), limit=4 * MIB)
+        _validate(bytes(batch), compacted=compacted, limit=4 * MIB)
     except InvalidBatch as error:
         assert error.error in ("INVALID_RECORD", "CORRUPT_MESSAGE", "MESSAGE_TOO_LARGE")
+        return
+    # Passed: an independent decoder (protocol/records.py) reads the same records.
+    header = scan_batches(batch)[0]
+    decoded = list(iter_batch_records(bytes(batch), header))
+    assert [r.offset_delta for r in decoded] == list(range(header.records_count))
+    assert not compacted or all(r.key is not None for r in decoded)
 
 
 @pytest.mark.parametrize("codec", list(Compression))
@@ -181,6 +195,22 @@ def _compress(codec: Compression, payload: bytes) -> bytes:
     from gregor_broker.protocol.records import compress
 
     return compress(codec, payload)
+
+
+def test_a_header_count_larger_than_the_headers_present_is_invalid_record() -> None:
+    from gregor_broker.protocol.records import encode_varint
+
+    header = encode_varint(1) + b"h" + encode_varint(1) + b"x"
+    for declared in (2, 3):  # one header present
+        body = b"\x00" + encode_varint(0) + encode_varint(0) + encode_varint(1) + b"k"
+        body += encode_varint(1) + b"v" + encode_varint(declared) + header
+        record = encode_varint(len(body)) + body
+        assert _error(_around(record + _encoded([Record(1, 0, b"k", b"v")]), 2)).error == (
+            "INVALID_RECORD"
+        )
+    body = b"\x00" + encode_varint(0) + encode_varint(0) + encode_varint(1) + b"k"
+    body += encode_varint(1) + b"v" + encode_varint(1) + header
+    _validate(_around(encode_varint(len(body)) + body, 1))  # the honest record passes
 
 
 def test_a_field_running_past_its_record_is_invalid_record() -> None:
@@ -237,14 +267,15 @@ def test_every_frame_and_member_is_read() -> None:
 
 
 def test_inflating_past_the_budget_is_message_too_large_and_the_budget_is_shared() -> None:
-    batch = make_batch([Record(0, 0, b"k", b"\x00" * (3 * MIB))], compression=Compression.ZSTD)
-    assert len(batch) < 1024
-    assert _error(batch, limit=2 * MIB).error == "MESSAGE_TOO_LARGE"
-    budget = DecompressionBudget(5 * MIB)
+    value = b"\x00" * (24 * MIB)  # zstd level 3: a 2 MiB window, 1/8 of 16 MiB
+    batch = make_batch([Record(0, 0, b"k", value)], compression=Compression.ZSTD)
+    assert len(batch) < 4096
+    assert _error(batch, limit=16 * MIB).error == "MESSAGE_TOO_LARGE"
+    budget = DecompressionBudget(40 * MIB)
     headers = scan_batches(batch)
-    validate_records(batch, headers, budget=budget)  # 3 MiB of the request's 5
+    validate_records(batch, headers, budget=budget)  # 24 MiB of the request's 40
     with pytest.raises(InvalidBatch) as raised:
-        validate_records(batch, headers, budget=budget)  # 6 MiB in total
+        validate_records(batch, headers, budget=budget)  # 48 MiB in total
     assert raised.value.error == "MESSAGE_TOO_LARGE"
     # A raw snappy block declares its size: refused before it is inflated.
     raw = snappy.compress(_encoded([Record(0, 0, b"k", b"\x00" * (3 * MIB))]))
@@ -263,21 +294,7 @@ def test_inflating_past_the_budget_is_message_too_large_and_the_budget_is_shared
     ],
 )
 def test_client_batch_rules(fields, error) -> None:
-    offsets = {
-        "base_offset": (0, ">q"),
-        "attributes": (21, ">h"),
-        "last_offset_delta": (23, ">i"),
-        "producer_id": (43, ">q"),
-        "base_sequence": (53, ">i"),
-        "records_count": (57, ">i"),
-    }
-    from crc32c import crc32c
-
-    batch = bytearray(make_batch(_keyed(3)))
-    for name, value in fields.items():
-        struct.pack_into(offsets[name][1], batch, offsets[name][0], value)
-    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
-    assert _error(bytes(batch)).error == error
+    assert _error(rewrite_header(make_batch(_keyed(3)), **fields)).error == error
 
 
 def test_produce_request_rules_for_v3_and_later() -> None:
@@ -296,3 +313,18 @@ def test_produce_request_rules_for_v3_and_later() -> None:
         with pytest.raises(InvalidBatch) as raised:
             validate_produce_records(version, records)
         assert raised.value.error == expected
+
+
+def test_a_zstd_window_over_an_eighth_of_the_limit_is_refused_before_inflating() -> None:
+    """A zstd decoder fills its window as it inflates: a frame may declare at most 1/8 of
+    produce.decompressed.max.bytes (8 MiB by default, enough for levels up to 19)."""
+    records = _encoded(_keyed(50, b"x" * 1000))
+    streamed = zstandard.ZstdCompressor(level=22).compressobj()  # no content size known
+    ultra = streamed.compress(records) + streamed.flush()
+    error = _error(_around(ultra, 50, Compression.ZSTD), limit=100 * MIB)
+    assert error.error == "INVALID_RECORD"
+    assert "window" in str(error)
+    _validate(_around(ultra, 50, Compression.ZSTD), limit=1024 * MIB)  # 128 MiB allowed
+    streamed = zstandard.ZstdCompressor(level=19).compressobj()
+    level_19 = streamed.compress(records) + streamed.flush()
+    _validate(_around(level_19, 50, Compression.ZSTD), limit=100 * MIB)
