@@ -248,7 +248,9 @@ class Connection(asyncio.BufferedProtocol):
             if self._large_filled < len(large):
                 return None
             self._large = None
-            return memoryview(large)
+            # Read-only: kio's decoder refuses a writable buffer, and nothing may
+            # change a request's bytes while it is handled.
+            return memoryview(large).toreadonly()
         start = self._start
         available = self._end - start
         if available < 4:
