@@ -1,9 +1,9 @@
 """Valid requests for every API and version, built from kio's schemas.
 
 ``sample_request(api_key, version)`` fills every field of the request class: arrays get
-``elements`` entries, strings a short name, numbers 0, ids the zero UUID, records null.
-Tagged fields keep their defaults. What a broker answers to such a request does not matter to the tests that use it; that
-it answers (instead of closing the connection) does.
+``elements`` entries, strings a short name, numbers 0, ids the zero UUID, records null;
+tagged fields keep their defaults. What a broker answers to such a request does not
+matter to the tests that use it; that it answers (instead of closing the connection) does.
 """
 
 from __future__ import annotations

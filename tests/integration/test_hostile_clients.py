@@ -5,7 +5,10 @@ pipelined requests in one write, one that never reads its answers, eight floodin
 Metadata and DescribeConfigs) must not keep another client's ApiVersions waiting:
 p99 of its round trips stays under 100 ms while each attack runs. The attack runs in
 its own process (``hostile_clients``); the probe here sends an ApiVersions every 10 ms
-on its own connection. The broker's event-loop delay histogram is checked to exist.
+on its own connection. On a machine busy with other work the probe is slow even with no
+attack, so the limit is 100 ms over the probe's p99 measured just before the attack
+(about a millisecond on an idle machine). The broker's event-loop delay histogram is
+checked to exist.
 """
 
 from __future__ import annotations
@@ -35,13 +38,16 @@ def _p99(samples: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
-def _probe(bootstrap: str, attack: subprocess.Popen, minimum_s: float) -> list[float]:
-    """ApiVersions round trips, one every 10 ms, while the attack runs."""
+def _probe(bootstrap: str, attack: subprocess.Popen | None, minimum_s: float) -> list[float]:
+    """ApiVersions round trips, one every 10 ms, while the attack runs (and for at least
+    ``minimum_s``)."""
     samples = []
     started = time.monotonic()
     with socket.create_connection(host_port(bootstrap), timeout=30) as sock:
         correlation_id = 0
-        while attack.poll() is None or time.monotonic() - started < minimum_s:
+        while (attack is not None and attack.poll() is None) or (
+            time.monotonic() - started < minimum_s
+        ):
             correlation_id += 1
             sent = time.perf_counter()
             sock.sendall(api_versions_request(correlation_id))
@@ -58,6 +64,9 @@ def test_a_hostile_client_does_not_delay_another_clients_api_versions(
 ) -> None:
     metrics_port = free_port()
     broker = broker_factory(**{"metrics.port": str(metrics_port)})
+    # The same probe with no attack: what this machine's own load costs a round trip
+    # (other test workers share the cores). The attack may add at most 100 ms to it.
+    quiet_p99 = _p99(_probe(broker.bootstrap, None, 2.0))
     attack = subprocess.Popen(
         [
             sys.executable,
@@ -83,13 +92,22 @@ def test_a_hostile_client_does_not_delay_another_clients_api_versions(
     assert attack.returncode == 0, err[-2000:]
     outcome = json.loads(out.strip().splitlines()[-1])
     p99 = _p99(samples)
-    print(f"{scenario}: {outcome}, {len(samples)} probes, p99 {p99 * 1000:.1f} ms")
-    assert len(samples) >= 100
-    assert p99 < P99_LIMIT_S, (
-        f"{scenario}: another client's ApiVersions p99 was {p99 * 1000:.0f} ms "
-        f"(max {max(samples) * 1000:.0f} ms) over {len(samples)} requests; attack: {outcome}"
+    print(
+        f"{scenario}: {outcome}, {len(samples)} probes, p99 {p99 * 1000:.1f} ms "
+        f"(without the attack {quiet_p99 * 1000:.1f} ms)"
     )
+    assert len(samples) >= 100
+    assert p99 < quiet_p99 + P99_LIMIT_S, (
+        f"{scenario}: another client's ApiVersions p99 was {p99 * 1000:.0f} ms "
+        f"(max {max(samples) * 1000:.0f} ms, {quiet_p99 * 1000:.0f} ms without the attack) "
+        f"over {len(samples)} requests; attack: {outcome}"
+    )
+    metrics = scrape(metrics_port)
     if scenario in ("describe-burst", "api-versions-burst"):
         assert outcome["answered"] == outcome["sent"], outcome  # the attacker is served too
-    metrics = scrape(metrics_port)
+    if scenario == "never-reads":
+        # Answers pile up only to the write high-water mark and the socket buffers;
+        # the rest of what it sent stays unread in the kernel, not in the broker.
+        described = metrics.get('gregor_requests_total{api="DescribeConfigs"}', 0)
+        assert described < outcome["sent_frames"] / 10, (described, outcome)
     assert metrics["gregor_event_loop_delay_seconds_count"] > 0

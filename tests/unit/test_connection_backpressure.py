@@ -176,6 +176,7 @@ def test_a_large_frame_is_read_into_a_buffer_of_its_own_size_between_small_ones(
         def handler(_connection: Connection, frame: memoryview):
             (number,) = struct.unpack_from(">i", frame)
             assert bytes(frame[4:]) == (big if number == 1 else b"")
+            assert frame.readonly  # kio's decoder takes read-only buffers only
             seen.append((number, len(frame), type(frame.obj).__name__))
             return _frame(number)
 

@@ -110,6 +110,14 @@ def _check_step(buffer: memoryview, position: int, end: int, step: _Step, flexib
     kind, sequence, _tag = step
     if not sequence:
         return _check_value(buffer, position, end, kind, flexible)
+    count, position = _array_count(buffer, position, end, flexible)
+    for _ in range(count):
+        position = _check_value(buffer, position, end, kind, flexible)
+    return position
+
+
+def _array_count(buffer: memoryview, position: int, end: int, flexible: bool) -> tuple[int, int]:
+    """An array's element count (-1: null) and the position after it, checked."""
     if flexible:
         count, position = _varint(buffer, position, end)
         count -= 1
@@ -120,9 +128,7 @@ def _check_step(buffer: memoryview, position: int, end: int, step: _Step, flexib
     # Every element takes at least one byte, so a count above the bytes left is a lie.
     if count > end - position:
         raise MalformedRequest(f"array of {count} elements in {end - position} bytes")
-    for _ in range(count):
-        position = _check_value(buffer, position, end, kind, flexible)
-    return position
+    return count, position
 
 
 def _check_entity(buffer: memoryview, position: int, end: int, cls: type) -> int:
@@ -190,15 +196,7 @@ def _copy_step(
     if not sequence:
         return _copy_value(buffer, position, end, kind, flexible, out)
     start = position
-    if flexible:
-        count, position = _varint(buffer, position, end)
-        count -= 1
-    else:
-        count, position = _read_int(buffer, position, 4, end)
-    if count < -1:
-        raise MalformedRequest(f"negative array length {count}")
-    if count > end - position:
-        raise MalformedRequest(f"array of {count} elements in {end - position} bytes")
+    count, position = _array_count(buffer, position, end, flexible)
     out += buffer[start:position]
     for _ in range(count):
         position = _copy_value(buffer, position, end, kind, flexible, out)

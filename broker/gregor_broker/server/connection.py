@@ -248,7 +248,9 @@ class Connection(asyncio.BufferedProtocol):
             if self._large_filled < len(large):
                 return None
             self._large = None
-            return memoryview(large).toreadonly()  # kio reads only read-only buffers
+            # Read-only: kio's decoder refuses a writable buffer, and nothing may
+            # change a request's bytes while it is handled.
+            return memoryview(large).toreadonly()
         start = self._start
         available = self._end - start
         if available < 4:
@@ -344,17 +346,8 @@ class Connection(asyncio.BufferedProtocol):
     def _handle(self, frame: memoryview | bytes) -> None:
         try:
             result = self.handler(self, frame if type(frame) is memoryview else memoryview(frame))
-        except MalformedRequest as error:
-            self.close_for(f"malformed request: {error}")
-            return
         except Exception as error:
-            connection_errors.warning(
-                "request handler failed for %s (%r); closing the connection",
-                self.peer,
-                error,
-                error=error,
-            )
-            self.close_for("internal error", quiet=True)
+            self._failed(error)
             return
         if type(result) is bytes:
             self._outbox.append(result)
@@ -369,6 +362,20 @@ class Connection(asyncio.BufferedProtocol):
         if not is_awaitable(result):
             result = self._noop(result)
         self._task = asyncio.ensure_future(self._finish(result))
+
+    def _failed(self, error: Exception) -> None:
+        """A request that could not even be answered with an error: close the connection
+        (the router answers what it can; what reaches here cannot be)."""
+        if isinstance(error, MalformedRequest):
+            self.close_for(f"malformed request: {error}")
+            return
+        connection_errors.warning(
+            "request handler failed for %s (%r); closing the connection",
+            self.peer,
+            error,
+            error=error,
+        )
+        self.close_for("internal error", quiet=True)
 
     def _flush_outbox(self) -> None:
         outbox = self._outbox
@@ -385,17 +392,8 @@ class Connection(asyncio.BufferedProtocol):
         try:
             try:
                 result = await awaitable
-            except MalformedRequest as error:
-                self.close_for(f"malformed request: {error}")
-                return
             except Exception as error:
-                connection_errors.warning(
-                    "request handler failed for %s (%r); closing the connection",
-                    self.peer,
-                    error,
-                    error=error,
-                )
-                self.close_for("internal error", quiet=True)
+                self._failed(error)
                 return
             if self._closed:
                 return
