@@ -15,7 +15,12 @@ from kio.schema.errors import ErrorCode
 
 from ...cluster.metadata_cache import TopicInfo
 from ...cluster.topic_names import topic_name_error
-from ...protocol.metadata_response import MetadataBroker, MetadataResponse, MetadataTopic
+from ...protocol.metadata_response import (
+    MetadataBroker,
+    MetadataResponse,
+    MetadataTopic,
+    encode_topic,
+)
 from ..topic_admin import TopicAdminError
 
 if TYPE_CHECKING:
@@ -141,7 +146,7 @@ def _response(
         ],
         cluster_id=metadata.cluster_id,
         controller_id=metadata.controller_id,
-        topics=[_topic(t, live) for t in topics]
+        topics=[_encoded_topic(t, live, version, metadata.brokers_generation) for t in topics]
         + [
             MetadataTopic(
                 entry["error_code"], entry["name"], entry.get("topic_id") or _NO_ID, False, ()
@@ -149,6 +154,19 @@ def _response(
             for entry in absent
         ],
     )
+
+
+def _encoded_topic(
+    topic: TopicInfo, live: dict[int, Any], version: int, brokers_generation: int
+) -> bytes:
+    """The topic's entry, encoded once per change of the topic or the live brokers."""
+    key = (version, brokers_generation, topic.generation)
+    cached = topic.encoded
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    data = encode_topic(version, _topic(topic, live))
+    topic.encoded = (key, data)
+    return data
 
 
 def _topic(topic: TopicInfo, live: dict[int, Any]) -> MetadataTopic:
