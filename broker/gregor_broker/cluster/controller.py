@@ -42,7 +42,7 @@ from .models import (
     TopicAssignment,
     ZkDataError,
 )
-from .watches import start_data_watches
+from .watches import AsyncDataWatch
 
 log = logging.getLogger(__name__)
 
@@ -184,9 +184,8 @@ class Controller:
         elif kind == "topics":
             new = [topic for topic in payload if topic not in self._watched_topics]
             self._watched_topics.update(new)
-            start_data_watches(
-                self.client, [(zk_paths.topic_path(t), self._topic_changed(t)) for t in new]
-            )
+            for topic in new:
+                AsyncDataWatch(self.client, zk_paths.topic_path(topic), self._topic_changed(topic))
         elif kind == "topic":
             self._reconcile_topics(sorted(payload))
         elif kind == "delete_topics":

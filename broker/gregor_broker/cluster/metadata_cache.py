@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from . import zk_paths
@@ -37,7 +37,7 @@ from .models import (
     uuid_from_str,
     uuid_to_str,
 )
-from .watches import start_data_watches
+from .watches import AsyncDataWatch
 
 log = logging.getLogger(__name__)
 
@@ -345,9 +345,8 @@ class ZooKeeperMetadataWatcher:
         with self._lock:
             new = [t for t in children if t not in self._watched_topics]
             self._watched_topics.update(new)
-        start_data_watches(
-            self.client, [(zk_paths.topic_path(t), self._topic_watcher(t)) for t in new]
-        )
+        for topic in new:
+            AsyncDataWatch(self.client, zk_paths.topic_path(topic), self._topic_watcher(topic))
         return True
 
     def _topic_watcher(self, topic: str) -> Callable[[bytes | None, Any], bool]:
@@ -365,29 +364,44 @@ class ZooKeeperMetadataWatcher:
             except (ValueError, ZkDataError) as error:
                 log.error("ignoring unreadable topic znode %s: %s", topic, error)
                 return True
-            config = self._read_topic_config(topic)
-            self._post(self._apply_topic, topic, assignment, config)
-            fresh = []
-            with self._lock:
-                watched = self._watched_partitions.setdefault(topic, set())
-                for index in assignment.partitions:
-                    if index not in watched:
-                        watched.add(index)
-                        fresh.append(index)
-            start_data_watches(
-                self.client,
-                [
-                    (
-                        zk_paths.partition_state_path(topic, index),
-                        self._partition_watcher(topic, index),
-                    )
-                    for index in fresh
-                ],
-                inner=True,
+            # The config is read asynchronously too: a read per topic on kazoo's
+            # callback thread, one after the other, took minutes for thousands of topics.
+            self.client.get_async(zk_paths.topic_config_path(topic)).rawlink(
+                lambda result: self._topic_config_read(topic, assignment, result)
             )
             return True
 
         return on_topic
+
+    def _topic_config_read(self, topic: str, assignment: TopicAssignment, result: Any) -> None:
+        """Second half of a topic change, once its config is read (kazoo's callback
+        thread): hand both to the loop, then watch the new partitions' states."""
+        if self._stopped:
+            return
+        try:
+            data, _ = result.get()
+            config = self._parse_topic_config(topic, data)
+        except NoNodeError:
+            config = {}
+        except KazooException:  # connection trouble: read it the blocking way
+            config = self._read_topic_config(topic)
+        fresh = []
+        with self._lock:
+            if topic not in self._watched_topics:
+                return  # deleted while its config was being read
+            watched = self._watched_partitions.setdefault(topic, set())
+            for index in assignment.partitions:
+                if index not in watched:
+                    watched.add(index)
+                    fresh.append(index)
+        self._post(self._apply_topic, topic, assignment, config)
+        for index in fresh:
+            AsyncDataWatch(
+                self.client,
+                zk_paths.partition_state_path(topic, index),
+                self._partition_watcher(topic, index),
+                until_deleted=True,
+            )
 
     def _apply_topic(self, topic: str, assignment: TopicAssignment, config: dict[str, str]) -> None:
         info = self.cache.topics.get(topic)
@@ -454,6 +468,10 @@ class ZooKeeperMetadataWatcher:
             data, _ = self.client.get(zk_paths.topic_config_path(topic))
         except NoNodeError:
             return {}
+        return self._parse_topic_config(topic, data)
+
+    @staticmethod
+    def _parse_topic_config(topic: str, data: bytes) -> dict[str, str]:
         try:
             return dict(EntityConfig.from_json(data).config)
         except (ValueError, ZkDataError) as error:
