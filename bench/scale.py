@@ -52,7 +52,8 @@ FIGURES = {
     "metadata_all_p99_ms": "Metadata v9, every topic: p99, ms",
     "metadata_one_p50_ms": "Metadata v9, one topic: p50, ms",
     "metadata_one_p99_ms": "Metadata v9, one topic: p99, ms",
-    "delete_s": "delete topics (one DeleteTopics) until gone from metadata and disk, s",
+    "delete_metadata_s": "delete topics (one DeleteTopics) until gone from the metadata, s",
+    "delete_s": "... and until their directories are gone from disk, s",
     "newcomer_leader_s": "a topic created during that deletion: time to a leader, s",
     "fds_of_deleted_files": "descriptors still open on deleted segment files afterwards",
 }
