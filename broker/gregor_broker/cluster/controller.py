@@ -13,6 +13,13 @@ What it handles now:
   ``unclean.leader.election.enable`` lets a live out-of-sync replica lead;
 - topic deletion requests under ``/admin/delete_topics``.
 
+A broker acts as controller only while its own ``/brokers/ids/<id>`` exists and belongs
+to its current ZooKeeper session (checked before every event, and before standing for
+election). After a session loss the broker registers again first and only then stands
+for election, as Kafka's ``processRegisterBrokerAndReelect`` does; until then it resigns
+or holds back: a controller missing from ``/brokers/ids`` would count itself dead and
+move every partition it hosts away from itself.
+
 All ZooKeeper work runs on one thread fed by a queue, so events are handled one at a
 time in order, as Kafka's controller event thread does. Brokers learn the outcome by
 watching the partition state znodes (``metadata_cache``).
@@ -167,6 +174,29 @@ class Controller:
             except Exception:
                 log.exception("controller event %s failed", kind)
 
+    def registration_restored(self) -> None:
+        """The broker registered again (after a session loss): stand for election."""
+        if not self._stopped:
+            self._events.put(("elect", None))
+
+    def _registered(self) -> bool:
+        """Whether ``/brokers/ids/<id>`` exists and is this client's current session's.
+
+        ``/controller`` is created in the same session, so while this holds the two
+        ephemeral nodes live and die together.
+        """
+        session = self.client.client_id
+        stat = self.client.exists(zk_paths.broker_path(self.broker_id))
+        return stat is not None and session is not None and stat.ephemeralOwner == session[0]
+
+    def _resign(self, reason: str) -> None:
+        log.warning("broker %d resigns as controller: %s", self.broker_id, reason)
+        self.epoch = None
+        try:
+            self.admin.resign_controller(self.broker_id)
+        except Exception:  # the session may be gone; then /controller went with it
+            log.debug("could not delete /controller", exc_info=True)
+
     def _handle(self, kind: str, payload: Any) -> None:
         if kind == "delete_topics":
             self._deletion_queued = False  # a request arriving from now on queues again
@@ -177,6 +207,9 @@ class Controller:
                 log.info("broker %d is no longer the controller", self.broker_id)
             self.epoch = None
         elif not self.active:
+            return
+        elif not self._registered():
+            self._resign(f"its registration {zk_paths.broker_path(self.broker_id)} is missing")
             return
         elif kind == "brokers":
             self._live_brokers = {int(b) for b in payload}
@@ -220,6 +253,14 @@ class Controller:
         return callback
 
     def _elect(self) -> None:
+        if not self._registered():
+            if self.active:
+                self._resign(f"its registration {zk_paths.broker_path(self.broker_id)} is missing")
+            log.info(
+                "broker %d does not stand for controller until it is registered again",
+                self.broker_id,
+            )
+            return
         epoch = self.admin.try_become_controller(self.broker_id)
         if epoch is None:
             return

@@ -117,6 +117,10 @@ class PartitionLog:
             directory / LEADER_EPOCH_CHECKPOINT, lambda: self.log_end_offset
         )
         self._deleted_segments: list[tuple[int, LogSegment]] = []  # (close after ms, segment)
+        # Counts truncations (``truncate_to`` that removed batches, or a full truncation):
+        # state derived from the log's contents (idempotent producers) is rebuilt when it
+        # changes, even if the log has since grown back past where it was.
+        self.truncations = 0
         self._last_flush_ms = now_ms()
         self._closed = False
         self._deleted = False
@@ -464,6 +468,7 @@ class PartitionLog:
         """Drop every batch at or after ``offset`` (a batch holding it goes whole)."""
         if offset >= self.log_end_offset:
             return
+        self.truncations += 1
         if offset < self.log_start_offset:
             for segment in self._segments:
                 self._delete_segment(segment)

@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .acl_operations import NOT_REQUESTED as NO_AUTHORIZED_OPERATIONS
 from .wire import encode_array_length, encode_nullable_string, encode_string
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION = struct.Struct(">hii")  # error code, partition index, leader id
 _PARTITION_V7 = struct.Struct(">hiii")  # ... + leader epoch
-NO_AUTHORIZED_OPERATIONS = -(2**31)
 
 
 @dataclass(frozen=True, slots=True)
