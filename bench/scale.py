@@ -43,6 +43,22 @@ DELETE_TOPICS = 20
 PRODUCE = 0
 
 
+# The figures the harness summarises (median [min-max] over repetitions), with labels.
+FIGURES = {
+    "create_s": "create every partition (CreateTopics, 250 topics per request) until all led, s",
+    "fds_log_files": "open segment (.log) descriptors, every partition holding a record",
+    "fds_total": "open descriptors of the broker process in all",
+    "metadata_all_p50_ms": "Metadata v9, every topic: p50, ms",
+    "metadata_all_p99_ms": "Metadata v9, every topic: p99, ms",
+    "metadata_one_p50_ms": "Metadata v9, one topic: p50, ms",
+    "metadata_one_p99_ms": "Metadata v9, one topic: p99, ms",
+    "delete_metadata_s": "delete topics (one DeleteTopics) until gone from the metadata, s",
+    "delete_s": "... and until their directories are gone from disk, s",
+    "newcomer_leader_s": "a topic created during that deletion: time to a leader, s",
+    "fds_of_deleted_files": "descriptors still open on deleted segment files afterwards",
+}
+
+
 class ScaleTimedOut(RuntimeError):
     pass
 
@@ -138,17 +154,21 @@ def leaderless(connection: KafkaConnection, topics: list[str] | None) -> tuple[i
     return missing, names
 
 
-def open_fds(pid: int) -> tuple[int, int]:
-    """(all open descriptors, descriptors of segment .log files) of process ``pid``."""
-    total = logs = 0
+def open_fds(pid: int) -> tuple[int, int, int]:
+    """(all open descriptors, descriptors of segment .log files, of those the ones whose
+    file was deleted) of process ``pid``."""
+    total = logs = deleted = 0
     for fd in os.listdir(f"/proc/{pid}/fd"):
         total += 1
         try:
-            if ".log" in os.readlink(f"/proc/{pid}/fd/{fd}"):
-                logs += 1
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
         except OSError:
             continue
-    return total, logs
+        name = os.path.basename(target.removesuffix(" (deleted)"))
+        if name.endswith(".log") and name[:-4].isdigit():
+            logs += 1
+            deleted += target.endswith(" (deleted)") or "-delete/" in target
+    return total, logs, deleted
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -231,7 +251,7 @@ def run_once(
         create_s = time.monotonic() - started
         if produce:
             produce_one_record_each(broker.bootstrap, topics)
-        fds_total, fds_logs = open_fds(broker.pid)
+        fds_total, fds_logs, _ = open_fds(broker.pid)
 
         all_topics = metadata_latencies(broker.bootstrap, None, metadata_requests)
         one_topic = metadata_latencies(broker.bootstrap, topics[:1], metadata_requests * 5)
@@ -305,6 +325,7 @@ def run_once(
             "newcomer_leader_s": created_at[1] - created_at[0],
             "fds_after_delete": fds_after_delete[0],
             "fds_log_files_after_delete": fds_after_delete[1],
+            "fds_of_deleted_files": fds_after_delete[2],
         }
     finally:
         connection.close()

@@ -35,7 +35,7 @@ from gregor_broker.cluster.models import (
     encode_controller_epoch,
     new_uuid,
 )
-from gregor_broker.config import validate_topic_configs
+from gregor_broker.config import InvalidConfig, validate_topic_configs
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +207,74 @@ class ZkAdmin:
         except NodeExistsError:
             raise TopicExists(f"Topic '{name}' already exists.") from None
         return topic
+
+    def create_topics(
+        self, topics: list[tuple[str, Mapping[int, list[int]], Mapping[str, str], str]]
+    ) -> dict[str, TopicAssignment | ZkAdminError | InvalidConfig]:
+        """``create_topic`` for many topics (name, assignment, configs, topic id), pipelined:
+        one listing, then every config node, then every topic znode, each a batch of
+        requests in flight together (sequentially, 2,000 topics took minutes). Same
+        order per topic as AdminZkClient: the config node before the topic znode. Maps
+        each name to its assignment or its error."""
+        results: dict[str, TopicAssignment | ZkAdminError | InvalidConfig] = {}
+        existing = self.list_topics()
+        taken = {_collision_key(t): t for t in existing}
+        accepted = []
+        for name, assignment, configs, topic_id in topics:
+            try:
+                validate_topic_name(name)
+                _validate_assignment(name, assignment, 0)
+                validate_topic_configs(configs)
+            except (ZkAdminError, InvalidConfig) as error:
+                results[name] = error
+                continue
+            key = _collision_key(name)
+            if key in taken:
+                other = taken[key]
+                results[name] = (
+                    TopicExists(f"Topic '{name}' already exists.")
+                    if other == name
+                    else InvalidTopic(
+                        f"Topic '{name}' collides with existing topic: {other} "
+                        "('.' and '_' are the same in metric names)"
+                    )
+                )
+                continue
+            taken[key] = name
+            accepted.append((name, TopicAssignment.of(assignment, topic_id), configs))
+        config_writes = [
+            (
+                name,
+                configs,
+                self.client.create_async(
+                    paths.topic_config_path(name),
+                    EntityConfig(dict(configs)).to_json(),
+                    makepath=True,
+                ),
+            )
+            for name, _, configs in accepted
+        ]
+        for name, configs, pending in config_writes:
+            try:
+                pending.get()
+            except NodeExistsError:  # a leftover config node: overwrite it, as set would
+                self._write_entity_config(
+                    paths.topic_config_path(name), configs, delete_if_empty=False
+                )
+        topic_writes = [
+            (name, topic, self.client.create_async(paths.topic_path(name), topic.to_json()))
+            for name, topic, _ in accepted
+        ]
+        for name, topic, pending in topic_writes:
+            try:
+                pending.get()
+                results[name] = topic
+            except NodeExistsError:
+                results[name] = TopicExists(f"Topic '{name}' already exists.")
+            except NoNodeError:  # /brokers/topics itself is missing
+                self.client.create(paths.topic_path(name), topic.to_json(), makepath=True)
+                results[name] = topic
+        return results
 
     def add_partitions(self, name: str, new_partitions: Mapping[int, list[int]]) -> TopicAssignment:
         """Add partitions (ids continuing the existing ones) with a versioned rewrite."""

@@ -55,6 +55,7 @@ from .models import (
     TopicAssignment,
     ZkDataError,
 )
+from .watches import AsyncDataWatch
 
 log = logging.getLogger(__name__)
 
@@ -155,10 +156,27 @@ class Controller:
 
     # event thread ---------------------------------------------------------------------
     def _run(self) -> None:
+        following: tuple[str, Any] | None = None
         while True:
-            kind, payload = self._events.get()
+            kind, payload = following or self._events.get()
+            following = None
             if kind == "stop":
                 return
+            if kind == "topic":
+                # Consecutive topic events (thousands when topics are created in bulk)
+                # are reconciled together: a few pipelined round trips for all of them,
+                # not a few per topic.
+                topics = {payload}
+                while True:
+                    try:
+                        following = self._events.get_nowait()
+                    except queue.Empty:
+                        break
+                    if following[0] != "topic":
+                        break
+                    topics.add(following[1])
+                    following = None
+                payload = topics
             try:
                 self._handle(kind, payload)
             except Exception:
@@ -208,12 +226,12 @@ class Controller:
         elif kind == "log_dir_events":
             self._handle_log_dir_events(payload)
         elif kind == "topics":
-            for topic in payload:
-                if topic not in self._watched_topics:
-                    self._watched_topics.add(topic)
-                    DataWatch(self.client, zk_paths.topic_path(topic), self._topic_changed(topic))
+            new = [topic for topic in payload if topic not in self._watched_topics]
+            self._watched_topics.update(new)
+            for topic in new:
+                AsyncDataWatch(self.client, zk_paths.topic_path(topic), self._topic_changed(topic))
         elif kind == "topic":
-            self._reconcile_topic(payload)
+            self._reconcile_topics(sorted(payload))
         elif kind == "delete_topics":
             self._delete_requested_topics()
         elif kind == "reassign_request":
@@ -334,9 +352,6 @@ class Controller:
     def _reconcile_all(self) -> None:
         self._reconcile_topics(self.client.get_children(zk_paths.BROKER_TOPICS))
 
-    def _reconcile_topic(self, topic: str) -> None:
-        self._reconcile_topics([topic])
-
     def _reconcile_topics(self, topics: list[str]) -> None:
         """Bring every partition of ``topics`` in line with the live brokers.
 
@@ -368,7 +383,7 @@ class Controller:
             )
             for topic, index, replicas in partitions
         ]
-        writes = []
+        decisions = []
         for topic, index, replicas, pending in state_reads:
             try:
                 data, stat = pending.get()
@@ -382,12 +397,16 @@ class Controller:
                 log.error("controller skips unreadable state of %s-%d: %s", topic, index, error)
                 continue
             decision = self._decide(topic, index, replicas, current)
-            if decision is None:
-                continue
-            state, version, is_election = decision
+            if decision is not None:
+                decisions.append((topic, index, decision))
+        self._create_partition_parents(
+            [(topic, index) for topic, index, (_, version, _) in decisions if version is None]
+        )
+        writes = []
+        for topic, index, (state, version, is_election) in decisions:
             path = zk_paths.partition_state_path(topic, index)
             if version is None:
-                request = self.client.create_async(path, state.to_json(), makepath=True)
+                request = self.client.create_async(path, state.to_json())
             else:
                 request = self.client.set_async(path, state.to_json(), version=version)
             writes.append((topic, index, is_election, request))
@@ -400,8 +419,26 @@ class Controller:
             except (BadVersionError, NodeExistsError):
                 log.info("state of %s-%d changed meanwhile; re-reading", topic, index)
                 retry.add(topic)
+            except NoNodeError:
+                log.info("%s-%d is gone (topic deleted meanwhile)", topic, index)
         for topic in retry:
             self._events.put(("topic", topic))
+
+    def _create_partition_parents(self, partitions: list[tuple[str, int]]) -> None:
+        """Create ``/brokers/topics/<t>/partitions/<p>`` for new partitions in two
+        pipelined waves (kazoo's ``makepath`` walks each path on its own, several round
+        trips per partition, one after the other)."""
+        if not partitions:
+            return
+        topics = sorted({topic for topic, _ in partitions})
+        for wave in (
+            [zk_paths.topic_partitions_path(topic) for topic in topics],
+            [zk_paths.partition_path(topic, index) for topic, index in partitions],
+        ):
+            pending = [self.client.create_async(path, b"") for path in wave]
+            for request in pending:
+                with contextlib.suppress(NodeExistsError, NoNodeError):
+                    request.get()
 
     def _decide(
         self,

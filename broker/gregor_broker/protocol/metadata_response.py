@@ -54,7 +54,7 @@ class MetadataResponse:
     brokers: Sequence[MetadataBroker]
     cluster_id: str | None
     controller_id: int
-    topics: Sequence[MetadataTopic]
+    topics: Sequence[MetadataTopic | bytes]  # bytes: encode_topic's, for this version
     throttle_time: int = 0
     error_code: int = 0
     cluster_authorized_operations: int = NO_AUTHORIZED_OPERATIONS
@@ -77,6 +77,40 @@ def _int32_array(values: tuple[int, ...], flexible: bool) -> bytes:
 @lru_cache(maxsize=16384)
 def _topic_name(name: str, flexible: bool) -> bytes:
     return encode_string(name, flexible)
+
+
+def encode_topic(version: int, topic: MetadataTopic) -> bytes:
+    """One entry of the response's topics array; the broker caches these per topic, so a
+    Metadata request for every topic mostly joins bytes."""
+    flexible = version >= 9
+    tags = b"\x00" if flexible else b""
+    out = bytearray(_I16.pack(topic.error_code))
+    if topic.name is None:
+        out += encode_nullable_string(None, flexible)
+    else:
+        out += _topic_name(topic.name, flexible)
+    if version >= 10:
+        out += topic.topic_id.bytes
+    if version >= 1:
+        out += b"\x01" if topic.is_internal else b"\x00"
+    out += _array_length(len(topic.partitions), flexible)
+    with_epoch = version >= 7
+    with_offline = version >= 5
+    partition_struct = _PARTITION_V7 if with_epoch else _PARTITION
+    for error_code, index, leader, epoch, replicas, isr, offline in topic.partitions:
+        if with_epoch:
+            out += partition_struct.pack(error_code, index, leader, epoch)
+        else:
+            out += partition_struct.pack(error_code, index, leader)
+        out += _int32_array(replicas, flexible)
+        out += _int32_array(isr, flexible)
+        if with_offline:
+            out += _int32_array(offline, flexible)
+        out += tags
+    if version >= 8:
+        out += _I32.pack(topic.topic_authorized_operations)
+    out += tags
+    return bytes(out)
 
 
 def encode_metadata_response(
@@ -105,33 +139,8 @@ def encode_metadata_response(
     if version >= 1:
         out += _I32.pack(response.controller_id)
     out += _array_length(len(response.topics), flexible)
-    with_epoch = version >= 7
-    with_offline = version >= 5
-    partition_struct = _PARTITION_V7 if with_epoch else _PARTITION
     for topic in response.topics:
-        out += _I16.pack(topic.error_code)
-        if topic.name is None:
-            out += encode_nullable_string(None, flexible)
-        else:
-            out += _topic_name(topic.name, flexible)
-        if version >= 10:
-            out += topic.topic_id.bytes
-        if version >= 1:
-            out += b"\x01" if topic.is_internal else b"\x00"
-        out += _array_length(len(topic.partitions), flexible)
-        for error_code, index, leader, epoch, replicas, isr, offline in topic.partitions:
-            if with_epoch:
-                out += partition_struct.pack(error_code, index, leader, epoch)
-            else:
-                out += partition_struct.pack(error_code, index, leader)
-            out += _int32_array(replicas, flexible)
-            out += _int32_array(isr, flexible)
-            if with_offline:
-                out += _int32_array(offline, flexible)
-            out += tags
-        if version >= 8:
-            out += _I32.pack(topic.topic_authorized_operations)
-        out += tags
+        out += topic if isinstance(topic, bytes) else encode_topic(version, topic)
     if 8 <= version <= 10:
         out += _I32.pack(response.cluster_authorized_operations)
     if version >= 13:

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from ..cluster.admin import TopicExists, UnknownTopic, ZkAdmin
-from ..cluster.models import new_uuid
+from ..cluster.admin import InvalidReplicaAssignment, TopicExists, UnknownTopic, ZkAdmin
+from ..cluster.models import TopicAssignment, new_uuid
 from ..cluster.placement import PlacementError, assign_replicas
 from ..cluster.topic_names import topic_name_error
 from ..config import InvalidConfig, validate_topic_configs
@@ -210,6 +210,33 @@ class TopicAdmin:
                 ErrorCode.topic_already_exists, f"topic {name!r} already exists"
             ) from error
         return topic_id
+
+    async def create_topics(
+        self, topics: list[tuple[str, Mapping[int, list[int]], Mapping[str, str | None]]]
+    ) -> dict[str, str | TopicAdminError]:
+        """Create planned topics in one pipelined ZooKeeper batch; maps each name to its
+        new topic id or its error."""
+        batch = [
+            (name, assignment, {k: v for k, v in configs.items() if v is not None}, new_uuid())
+            for name, assignment, configs in topics
+        ]
+        outcome = await asyncio.to_thread(self.admin.create_topics, batch)
+        results: dict[str, str | TopicAdminError] = {}
+        for name, _, _, topic_id in batch:
+            created = outcome[name]
+            if isinstance(created, TopicAssignment):
+                results[name] = topic_id
+            elif isinstance(created, TopicExists):
+                results[name] = TopicAdminError(
+                    ErrorCode.topic_already_exists, f"topic {name!r} already exists"
+                )
+            elif isinstance(created, InvalidConfig):
+                results[name] = TopicAdminError(ErrorCode.invalid_config, str(created))
+            elif isinstance(created, InvalidReplicaAssignment):
+                results[name] = TopicAdminError(ErrorCode.invalid_replica_assignment, str(created))
+            else:
+                results[name] = TopicAdminError(ErrorCode.invalid_topic_exception, str(created))
+        return results
 
     async def wait_for_leaders(self, names: list[str], timeout: float) -> bool:
         metadata = self.broker.metadata

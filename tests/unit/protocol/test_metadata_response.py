@@ -12,6 +12,7 @@ from gregor_broker.protocol.metadata_response import (
     MetadataBroker,
     MetadataResponse,
     MetadataTopic,
+    encode_topic,
 )
 from gregor_broker.protocol.wire import frame, response_header
 
@@ -87,3 +88,15 @@ def test_a_null_topic_name_encodes_from_v12() -> None:
     response = MetadataResponse([], None, -1, [MetadataTopic(100, None, TOPIC_ID, False, [])])
     expected = frame(response_header(1, True), encode_response(3, 12, _as_dict(response)))
     assert response.encode_frame(12, 1) == expected
+
+
+@pytest.mark.parametrize("version", [0, 5, 9, 12, 13])
+def test_pre_encoded_topics_give_the_same_frame(version: int) -> None:
+    cached = MetadataResponse(
+        RESPONSE.brokers,
+        RESPONSE.cluster_id,
+        RESPONSE.controller_id,
+        [encode_topic(version, topic) for topic in RESPONSE.topics],
+        throttle_time=RESPONSE.throttle_time,
+    )
+    assert cached.encode_frame(version, 5) == RESPONSE.encode_frame(version, 5)

@@ -22,10 +22,10 @@ def _timeout_s(request: Any) -> float:
 
 async def handle_create_topics(broker: Broker, context: RequestContext, request: Any) -> Any:
     results = []
-    created: list[str] = []
     seen: set[str] = set()
     # Partitions this request creates so far: max.partitions.per.request bounds the sum.
     added = 0
+    planned: list[tuple[dict[str, Any], dict[int, list[int]], dict[str, str | None]]] = []
     for topic in request.topics:
         result: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none}
         results.append(result)
@@ -47,14 +47,29 @@ async def handle_create_topics(broker: Broker, context: RequestContext, request:
                 configs,
                 already_added=added,
             )
-            added += len(plan)
-            if not request.validate_only:
-                result["topic_id"] = await broker.topic_admin.create_topic(
-                    topic.name, plan, configs
-                )
-                created.append(topic.name)
         except TopicAdminError as error:
             result.update(error_code=error.error_code, error_message=error.message)
+            continue
+        added += len(plan)
+        planned.append((result, plan, configs))
+    created: list[str] = []
+    if planned and not request.validate_only:
+        # One pipelined ZooKeeper batch for every topic of the request.
+        outcome = await broker.topic_admin.create_topics(
+            [(result["name"], plan, configs) for result, plan, configs in planned]
+        )
+        for result, _, _ in planned:
+            created_or_error = outcome[result["name"]]
+            if isinstance(created_or_error, TopicAdminError):
+                result.update(
+                    error_code=created_or_error.error_code,
+                    error_message=created_or_error.message,
+                )
+            else:
+                result["topic_id"] = created_or_error
+                created.append(result["name"])
+    for result, plan, configs in planned:
+        if result["error_code"] != ErrorCode.none:
             continue
         result["num_partitions"] = len(plan)
         result["replication_factor"] = len(plan[0])
