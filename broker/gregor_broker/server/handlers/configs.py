@@ -12,6 +12,11 @@ key is refused with INVALID_CONFIG naming it, never stored and ignored.
 from __future__ import annotations
 
 import asyncio
+import collections
+import struct
+import typing
+from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -25,6 +30,8 @@ from ...config import (
     validate_dynamic_broker_configs,
     validate_topic_configs,
 )
+from ...protocol import entities
+from ...protocol.wire import encode_array_length, frame, response_header
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -32,75 +39,165 @@ if TYPE_CHECKING:
 
 TOPIC = 2
 BROKER = 4
+DESCRIBE_CONFIGS_KEY = 32
+_INT32 = struct.Struct(">i")
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
+# Encoded results of recent describes, by what they depend on: a client (or a hostile
+# one) asking the same again costs a dictionary lookup, not ~10 ms of encoding.
+DESCRIBE_CACHE_SIZE = 512
+_described: collections.OrderedDict[tuple[Any, ...], bytes] = collections.OrderedDict()
+
+
+@dataclass(slots=True)
+class DescribeConfigsResponse:
+    """A DescribeConfigs response whose results are already encoded, one by one."""
+
+    results: list[bytes]
+    throttle_time: int = 0
+
+    def encode_frame(self, version: int, correlation_id: int) -> bytes:
+        flexible = version >= 4
+        body = b"".join(
+            [
+                _INT32.pack(self.throttle_time),
+                encode_array_length(len(self.results), flexible),
+                *self.results,
+                b"\x00" if flexible else b"",
+            ]
+        )
+        return frame(response_header(correlation_id, flexible), body)
+
+
 def handle_describe_configs(broker: Broker, context: RequestContext, request: Any) -> Any:
+    """Describe each resource into its own encoded result. A request naming many
+    resources is worked through a few at a time, giving the event loop back in
+    between, so that describing thousands cannot stall every other client."""
+    if len(request.resources) <= 1:
+        return DescribeConfigsResponse(
+            [_describe(broker, context.version, request, r) for r in request.resources]
+        )
+    return _describe_many(broker, context.version, request)
+
+
+async def _describe_many(broker: Broker, version: int, request: Any) -> DescribeConfigsResponse:
     results = []
-    for resource in request.resources:
-        result: dict[str, Any] = {
-            "error_code": ErrorCode.none,
-            "error_message": None,
-            "resource_type": resource.resource_type,
-            "resource_name": resource.resource_name,
-            "configs": [],
-        }
-        results.append(result)
-        if resource.resource_type == TOPIC:
-            topic = broker.metadata.topics.get(resource.resource_name)
-            if topic is None:
-                result.update(
-                    error_code=ErrorCode.unknown_topic_or_partition,
-                    error_message=f"unknown topic {resource.resource_name!r}",
-                )
-                continue
-            entries = describe_topic_configs(broker.config, topic.config)
-        elif resource.resource_type == BROKER:
-            if resource.resource_name not in ("", str(broker.config.broker_id)):
-                result.update(
-                    error_code=ErrorCode.invalid_request,
-                    error_message=f"this is broker {broker.config.broker_id}, "
-                    f"not {resource.resource_name}",
-                )
-                continue
-            broker_configs = broker.metadata.broker_configs
-            entries = sorted(
-                describe_broker_configs(broker.config)
-                + describe_dynamic_broker_configs(
-                    broker_configs.get(str(broker.config.broker_id), {}),
-                    broker_configs.get(zk_paths.DEFAULT_ENTITY, {}),
-                ),
-                key=lambda entry: entry.name,
+    for number, resource in enumerate(request.resources):
+        if number:
+            await asyncio.sleep(0)
+        results.append(_describe(broker, version, request, resource))
+    return DescribeConfigsResponse(results)
+
+
+def _describe(broker: Broker, version: int, request: Any, resource: Any) -> bytes:
+    topic_config = None
+    if resource.resource_type == TOPIC:
+        topic = broker.metadata.topics.get(resource.resource_name)
+        if topic is not None:
+            topic_config = tuple(sorted((topic.config or {}).items()))
+    elif resource.resource_type == BROKER:
+        # Dynamic broker configs change what a broker describes.
+        broker_configs = broker.metadata.broker_configs
+        topic_config = tuple(
+            tuple(sorted(broker_configs.get(entity, {}).items()))
+            for entity in (str(broker.config.broker_id), zk_paths.DEFAULT_ENTITY)
+        )
+    key = (
+        version,
+        id(broker.config),
+        resource.resource_type,
+        resource.resource_name,
+        resource.configuration_keys,
+        request.include_synonyms,
+        getattr(request, "include_documentation", False),
+        topic_config,
+    )
+    encoded = _described.get(key)
+    if encoded is not None:
+        _described.move_to_end(key)
+        return encoded
+    result = _describe_result(broker, request, resource)
+    cls = _result_class(version)
+    encoded = entities.encode(entities.build(cls, result))
+    if topic_config is not None or result["error_code"] == ErrorCode.none:
+        _described[key] = encoded
+        if len(_described) > DESCRIBE_CACHE_SIZE:
+            _described.popitem(last=False)
+    return encoded
+
+
+@cache
+def _result_class(version: int) -> type:
+    response = entities.payload_class(DESCRIBE_CONFIGS_KEY, version, "response")
+    nested, _sequence = entities.nested_entity_class(typing.get_type_hints(response)["results"])
+    assert nested is not None
+    return nested
+
+
+def _describe_result(broker: Broker, request: Any, resource: Any) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "resource_type": resource.resource_type,
+        "resource_name": resource.resource_name,
+        "configs": [],
+    }
+    if resource.resource_type == TOPIC:
+        topic = broker.metadata.topics.get(resource.resource_name)
+        if topic is None:
+            result.update(
+                error_code=ErrorCode.unknown_topic_or_partition,
+                error_message=f"unknown topic {resource.resource_name!r}",
             )
-        else:
+            return result
+        entries = describe_topic_configs(broker.config, topic.config)
+    elif resource.resource_type == BROKER:
+        if resource.resource_name not in ("", str(broker.config.broker_id)):
             result.update(
                 error_code=ErrorCode.invalid_request,
-                error_message=f"resource type {resource.resource_type} is not supported",
+                error_message=f"this is broker {broker.config.broker_id}, "
+                f"not {resource.resource_name}",
             )
-            continue
-        wanted = set(resource.configuration_keys) if resource.configuration_keys else None
-        result["configs"] = [
-            {
-                "name": entry.name,
-                "value": entry.value,
-                "read_only": entry.read_only,
-                "config_source": int(entry.source),
-                "is_sensitive": entry.is_sensitive,
-                "synonyms": [
-                    {"name": name, "value": value, "source": int(source)}
-                    for name, value, source in entry.synonyms
-                ]
-                if request.include_synonyms
-                else [],
-                "config_type": int(entry.config_type),
-                "documentation": entry.documentation
-                if getattr(request, "include_documentation", False)
-                else None,
-            }
-            for entry in entries
-            if wanted is None or entry.name in wanted
-        ]
-    return {"results": results, "throttle_time": 0}
+            return result
+        broker_configs = broker.metadata.broker_configs
+        entries = sorted(
+            describe_broker_configs(broker.config)
+            + describe_dynamic_broker_configs(
+                broker_configs.get(str(broker.config.broker_id), {}),
+                broker_configs.get(zk_paths.DEFAULT_ENTITY, {}),
+            ),
+            key=lambda entry: entry.name,
+        )
+    else:
+        result.update(
+            error_code=ErrorCode.invalid_request,
+            error_message=f"resource type {resource.resource_type} is not supported",
+        )
+        return result
+    wanted = set(resource.configuration_keys) if resource.configuration_keys else None
+    result["configs"] = [
+        {
+            "name": entry.name,
+            "value": entry.value,
+            "read_only": entry.read_only,
+            "config_source": int(entry.source),
+            "is_sensitive": entry.is_sensitive,
+            "synonyms": [
+                {"name": name, "value": value, "source": int(source)}
+                for name, value, source in entry.synonyms
+            ]
+            if request.include_synonyms
+            else [],
+            "config_type": int(entry.config_type),
+            "documentation": entry.documentation
+            if getattr(request, "include_documentation", False)
+            else None,
+        }
+        for entry in entries
+        if wanted is None or entry.name in wanted
+    ]
+    return result
 
 
 async def handle_alter_configs(broker: Broker, context: RequestContext, request: Any) -> Any:

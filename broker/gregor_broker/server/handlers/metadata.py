@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from ...cluster.metadata_cache import TopicInfo
 from ...cluster.topic_names import topic_name_error
 from ...protocol.acl_operations import AclResourceType, authorized_operations
+from ...protocol.error_response import RequestFailed
 from ...protocol.metadata_response import MetadataBroker, MetadataResponse, MetadataTopic
 from ..topic_admin import TopicAdminError
 
@@ -78,6 +79,12 @@ def _handle(broker: Broker, context: RequestContext, request: Any) -> Any:
     unknown_ids: list[Any] = []
     for topic in request.topics:
         name = topic.name
+        if name is None and version < 12:
+            # Matches Kafka: topic ids (and so null names) only exist from v12; before,
+            # the request is invalid and answered INVALID_REQUEST for each topic.
+            raise RequestFailed(
+                ErrorCode.invalid_request, f"Topic name can not be null for version {version}"
+            )
         if name is None:
             info = metadata.topic_by_uuid(getattr(topic, "topic_id", None))
             if info is None:

@@ -91,17 +91,30 @@ async def handle_delete_topics(broker: Broker, context: RequestContext, request:
     else:
         names = [(name, None) for name in request.topic_names]
     responses = []
+    seen: set[str] = set()
+    unique: list[str] = []
     for name, topic_id in names:
         response: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0}
         responses.append(response)
         if name is None:
             response["error_code"] = ErrorCode.unknown_topic_id
+        elif name in seen:
+            # Matches Kafka (and CreateTopics here): a topic named twice is an invalid
+            # request for the repeat; the first mention is handled as usual.
+            response.update(
+                error_code=ErrorCode.invalid_request, error_message="Duplicate topic name."
+            )
+        else:
+            seen.add(name)
+            unique.append(name)
     # One pipelined ZooKeeper batch for the whole request (2,000 topics: milliseconds).
-    outcome = await broker.topic_admin.delete_topics([n for n, _ in names if n is not None])
+    # A topic deleted by someone else meanwhile answers UNKNOWN_TOPIC_OR_PARTITION, one
+    # already marked for deletion succeeds (Kafka's ZooKeeper mode).
+    outcome = await broker.topic_admin.delete_topics(unique)
     deleted = []
     for response in responses:
         name = response["name"]
-        if name is None:
+        if name is None or response["error_code"]:
             continue
         error = outcome.get(name)
         if error is None:

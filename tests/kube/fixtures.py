@@ -1,0 +1,29 @@
+"""pytest fixtures of the Kubernetes test kit (imported by ``tests/conftest.py``).
+
+- ``kube``: the emulator (``emulator.EmulatorThread``) for one test, with a ``KubeClient``
+  at ``kube.client``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.kube.client import KubeClient
+from tests.kube.emulator import EmulatorThread
+
+
+class Kube:
+    def __init__(self, thread: EmulatorThread) -> None:
+        self.thread = thread
+        self.url = thread.url
+        self.client = KubeClient(thread.url)
+
+
+@pytest.fixture
+def kube() -> Iterator[Kube]:
+    with EmulatorThread() as thread:
+        # No Namespace objects: kmock's router reads POST /api/v1/namespaces as a namespaced
+        # path and fails; namespaced objects need none to exist.
+        yield Kube(thread)
