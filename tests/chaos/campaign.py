@@ -8,10 +8,8 @@ acknowledged twice, no replicas diverged and no committed offset went back.
 from __future__ import annotations
 
 import itertools
-import json
 import random
 import shutil
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -259,11 +257,3 @@ def summary(result: dict[str, Any]) -> str:
     verdict = "PASS" if result.get("violations") == 0 else "FAIL"
     lines.append(f"{verdict}: {result.get('violations')} violations")
     return "\n".join(lines)
-
-
-def write_json(result: dict[str, Any], path: Path | None) -> None:
-    text = json.dumps(result, indent=2, default=str)
-    if path is None:
-        sys.stdout.write(text + "\n")
-    else:
-        path.write_text(text + "\n")

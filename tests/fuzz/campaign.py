@@ -10,11 +10,9 @@ names the batch's input range: ``--first``/``--inputs`` replay it with the same 
 
 from __future__ import annotations
 
-import json
 import socket
 import statistics
 import struct
-import sys
 import tempfile
 import threading
 import time
@@ -290,11 +288,3 @@ def summary(result: dict[str, Any]) -> str:
         f"{'PASS' if result['violations'] == 0 else 'FAIL'}: {result['violations']} violations"
     )
     return "\n".join(lines)
-
-
-def write_json(result: dict[str, Any], path: Path | None) -> None:
-    text = json.dumps(result, indent=2, default=str)
-    if path is None:
-        sys.stdout.write(text + "\n")
-    else:
-        path.write_text(text + "\n")
