@@ -14,11 +14,11 @@ from . import batches
 
 
 @pytest.mark.parametrize("lie", batches.LIES)
-def test_every_lie_is_judged_invalid(lie: str) -> None:
+def test_every_lie_is_judged_invalid(lie: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Small bombs: the validator's judgement does not depend on the size.
+    monkeypatch.setattr(batches, "BOMB_SIZES", {codec: [1 << 20] for codec in batches.CODECS})
     for seed in range(20):
         rng = random.Random(seed)
-        if lie == "bomb":
-            batches.BOMB_SIZES.update({codec: [1 << 20] for codec in batches.CODECS})
         record_set = batches._LIES[lie](rng)
         if lie == "two_batches":
             continue  # each batch alone is valid; a broker must refuse the pair
