@@ -9,6 +9,7 @@ offset went back (2 when the campaign itself could not run).
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
@@ -39,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="write the result here")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else new_seed()
+    # kazoo logs every reconnection attempt while the nemesis has ZooKeeper down.
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
 
     settings = Settings(
         seed=seed,
