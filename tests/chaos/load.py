@@ -54,7 +54,7 @@ CLIENT_LOGGER.propagate = False
 class Ack:
     value: bytes
     partition: int
-    offset: int
+    offset: int | None  # None: librdkafka knows it was stored, not where
     at: float  # time.monotonic()
 
 

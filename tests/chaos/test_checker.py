@@ -32,6 +32,15 @@ def test_each_kind_of_violation_is_counted() -> None:
     assert verdict.violations() == 5
 
 
+def test_an_ack_without_offset_is_checked_for_presence_only() -> None:
+    acks = [Ack(b"kept", 0, None, 1.0), Ack(b"gone", 0, -1, 1.1)]
+    verdict = Verdict()
+    check_acknowledgements(verdict, acks, {(0, 7): b"kept"})
+    assert verdict.acked_without_offset == 2
+    assert [v.split(" ")[0] for v in verdict.lost] == ["gone"]
+    assert verdict.violations() == 1
+
+
 def test_replicas_that_differ_below_the_high_watermark_diverge() -> None:
     same = [(0, 4, 111), (5, 9, 222)]
     assert divergence({1: same, 2: list(same), 3: [*same, (10, 12, 333)]}, 10) == []
