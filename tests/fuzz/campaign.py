@@ -10,6 +10,7 @@ names the batch's input range: ``--first``/``--inputs`` replay it with the same 
 
 from __future__ import annotations
 
+import os
 import socket
 import statistics
 import struct
@@ -173,6 +174,7 @@ def run_fuzz(settings: Settings, log: Callable[[str], None] = print) -> dict[str
             if worst > settings.latency_limit_s or failures or health.round_trip_s is None:
                 hangs.append(
                     f"{span}: another client's ApiVersions took up to {worst:.2f} s "
+                    f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs) "
                     f"({failures} failed); round trip "
                     + (f"{health.round_trip_s:.2f} s" if health.round_trip_s else "FAILED")
                     + (f"; {health.problem}" if health.problem else "")
