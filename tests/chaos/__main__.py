@@ -9,12 +9,12 @@ offset went back (2 when the campaign itself could not run).
 from __future__ import annotations
 
 import argparse
-import random
+import logging
 import sys
-import time
 from pathlib import Path
 
-from .campaign import Settings, run_campaign, summary, write_json
+from ..seeded_run import could_not_run, finish, new_seed, stamped_log
+from .campaign import Settings, run_campaign, summary
 from .nemesis import FAULTS
 
 
@@ -39,10 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep files even when clean")
     parser.add_argument("--json", type=Path, default=None, help="write the result here")
     args = parser.parse_args(argv)
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
-
-    def log(line: str) -> None:
-        print(time.strftime("%H:%M:%S ") + line, flush=True)
+    seed = args.seed if args.seed is not None else new_seed()
+    # kazoo logs every reconnection attempt while the nemesis has ZooKeeper down.
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
 
     settings = Settings(
         seed=seed,
@@ -56,15 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         keep=args.keep,
     )
     try:
-        result = run_campaign(settings, log=log)
+        result = run_campaign(settings, log=stamped_log)
     except Exception as error:
-        print(f"chaos campaign with seed {seed} could not run: {error!r}", file=sys.stderr)
-        return 2
-    print(summary(result), flush=True)
-    if args.json is not None:
-        write_json(result, args.json)
-        print(f"result written to {args.json}")
-    return 0 if result["violations"] == 0 else 1
+        return could_not_run("chaos campaign", seed, error)
+    return finish(result, summary(result), args.json)
 
 
 if __name__ == "__main__":

@@ -8,10 +8,8 @@ acknowledged twice, no replicas diverged and no committed offset went back.
 from __future__ import annotations
 
 import itertools
-import json
 import random
 import shutil
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -141,6 +139,7 @@ def _campaign(
         "longest_unavailable_by_partition_s": {
             p: round(s, 2) for p, s in sorted(verdict.longest_unavailable_s.items())
         },
+        "longest_unavailable_by_fault_kind_s": _gaps_by_fault_kind(nemesis, acks),
         "longest_unavailable_during": _faults_during(
             nemesis, acks, worst_partition, verdict.longest_unavailable_s[worst_partition]
         ),
@@ -200,6 +199,24 @@ def check_acknowledgements_and_replicas(
             verdict.divergent.append(f"partition {partition}: {problem}")
 
 
+def _gaps_by_fault_kind(nemesis: Nemesis, acks: list) -> dict[str, float]:
+    """Per fault kind, the longest gap between acknowledgements (any partition) that
+    overlapped a fault of that kind: how long each kind of fault stops writes."""
+    times: dict[int, list[float]] = {}
+    for ack in acks:
+        times.setdefault(ack.partition, []).append(ack.at)
+    longest: dict[str, float] = {}
+    for moments in times.values():
+        moments.sort()
+        for a, b in itertools.pairwise(moments):
+            if b - a < 0.5:
+                continue
+            for record in nemesis.history:
+                if record.started <= b and (record.settled or record.started) >= a:
+                    longest[record.kind] = max(longest.get(record.kind, 0.0), b - a)
+    return {kind: round(gap, 2) for kind, gap in sorted(longest.items())}
+
+
 def _faults_during(nemesis: Nemesis, acks: list, partition: int, gap: float) -> list[str]:
     """The faults that overlapped the longest gap of ``partition``."""
     moments = sorted(ack.at for ack in acks if ack.partition == partition)
@@ -237,8 +254,11 @@ def summary(result: dict[str, Any]) -> str:
         "",
         f"{'fault kind':28s} {'count':>6s}",
     ]
+    gaps = result.get("longest_unavailable_by_fault_kind_s", {})
+    lines[-1] += "  longest gap without acks while it lasted"
     for kind, count in result.get("faults", {}).items():
-        lines.append(f"{kind:28s} {count:6d}")
+        gap = f"{gaps[kind]:8.2f} s" if kind in gaps else "       -"
+        lines.append(f"{kind:28s} {count:6d}  {gap}")
     for kind, reason in result.get("skipped_kinds", {}).items():
         lines.append(f"{kind:28s} {'skipped':>6s}  ({reason})")
     lines += ["", f"{'check':28s} {'value':>8s}"]
@@ -259,11 +279,3 @@ def summary(result: dict[str, Any]) -> str:
     verdict = "PASS" if result.get("violations") == 0 else "FAIL"
     lines.append(f"{verdict}: {result.get('violations')} violations")
     return "\n".join(lines)
-
-
-def write_json(result: dict[str, Any], path: Path | None) -> None:
-    text = json.dumps(result, indent=2, default=str)
-    if path is None:
-        sys.stdout.write(text + "\n")
-    else:
-        path.write_text(text + "\n")

@@ -83,6 +83,7 @@ def divergence(replicas: dict[int, list[BatchKey]], high_watermark: int) -> list
 @dataclass
 class Verdict:
     acknowledged: int = 0
+    acked_without_offset: int = 0
     lost: list[str] = field(default_factory=list)
     wrong_offset: list[str] = field(default_factory=list)
     acked_twice: list[str] = field(default_factory=list)
@@ -109,7 +110,10 @@ class Verdict:
         return sum(len(getattr(self, name)) for name in self.VIOLATIONS)
 
     def counts(self) -> dict[str, int | float]:
-        counts: dict[str, int | float] = {"acknowledged": self.acknowledged}
+        counts: dict[str, int | float] = {
+            "acknowledged": self.acknowledged,
+            "acked_without_offset": self.acked_without_offset,
+        }
         counts.update({name: len(getattr(self, name)) for name in self.VIOLATIONS})
         counts["longest_unavailable_s"] = round(
             max(self.longest_unavailable_s.values(), default=0), 2
@@ -130,11 +134,18 @@ def check_acknowledgements(
             verdict.duplicates.append(f"{value.decode(errors='replace')} at {sorted(positions)}")
     by_position: dict[Position, set[bytes]] = defaultdict(set)
     for ack in acks:
+        name = ack.value.decode(errors="replace")
+        if ack.offset is None or ack.offset < 0:
+            # librdkafka reports some idempotent retries as persisted with no offset
+            # (e.g. after DUPLICATE_SEQUENCE_NUMBER): only presence can be checked.
+            verdict.acked_without_offset += 1
+            if not any(p == ack.partition for p, _ in where.get(ack.value, ())):
+                verdict.lost.append(f"{name} acknowledged in partition {ack.partition}, not stored")
+            continue
         position = (ack.partition, ack.offset)
         by_position[position].add(ack.value)
         if served.get(position) == ack.value:
             continue
-        name = ack.value.decode(errors="replace")
         if ack.value in where:
             verdict.wrong_offset.append(
                 f"{name} acknowledged at {position}, stored at {sorted(where[ack.value])}"

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 import confluent_kafka
 
+from ..seeded_run import BackgroundLoop
+
 Position = tuple[int, int]  # (partition, offset)
 
 
@@ -52,7 +54,7 @@ CLIENT_LOGGER.propagate = False
 class Ack:
     value: bytes
     partition: int
-    offset: int
+    offset: int | None  # None: librdkafka knows it was stored, not where
     at: float  # time.monotonic()
 
 
@@ -207,7 +209,7 @@ class Regression:
 
 
 @dataclass
-class CommitSampler:
+class CommitSampler(BackgroundLoop):
     """Reads the group's committed offsets in a loop and records regressions."""
 
     bootstrap: str
@@ -217,8 +219,7 @@ class CommitSampler:
     source: CommittingConsumer
     regressions: list[Regression] = field(default_factory=list)
     samples: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    thread_name = "commit-sampler"
 
     def _run(self) -> None:
         # Same group id, never subscribes: committed() is an OffsetFetch for the group.
@@ -227,7 +228,7 @@ class CommitSampler:
         )
         wanted = [confluent_kafka.TopicPartition(self.topic, p) for p in range(self.partitions)]
         try:
-            while not self._stop.wait(0.5):
+            while not self.stopping.wait(0.5):
                 began = time.monotonic()
                 floor: dict[int, int] = {}
                 for acknowledged_at, offsets in list(self.source.commits):
@@ -249,12 +250,3 @@ class CommitSampler:
                         )
         finally:
             reader.close()
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="commit-sampler", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()

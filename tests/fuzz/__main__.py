@@ -8,12 +8,11 @@ when the run itself could not start).
 from __future__ import annotations
 
 import argparse
-import random
 import sys
-import time
 from pathlib import Path
 
-from .campaign import Settings, run_fuzz, summary, write_json
+from ..seeded_run import could_not_run, finish, new_seed, stamped_log
+from .campaign import Settings, run_fuzz, summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,10 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help="broker files go here")
     parser.add_argument("--json", type=Path, default=None, help="write the result here")
     args = parser.parse_args(argv)
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
-
-    def log(line: str) -> None:
-        print(time.strftime("%H:%M:%S ") + line, flush=True)
+    seed = args.seed if args.seed is not None else new_seed()
 
     settings = Settings(
         seed=seed,
@@ -46,15 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         directory=args.dir,
     )
     try:
-        result = run_fuzz(settings, log=log)
+        result = run_fuzz(settings, log=stamped_log)
     except Exception as error:
-        print(f"fuzzing with seed {seed} could not run: {error!r}", file=sys.stderr)
-        return 2
-    print(summary(result), flush=True)
-    if args.json is not None:
-        write_json(result, args.json)
-        print(f"result written to {args.json}")
-    return 0 if result["violations"] == 0 else 1
+        return could_not_run("fuzzing", seed, error)
+    return finish(result, summary(result), args.json)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from gregor_broker.protocol.record_batch import (
     TRANSACTIONAL_FLAG,
     Compression,
 )
-from gregor_broker.protocol.records import Record, decode_varint, encode_record
+from gregor_broker.protocol.records import Record, decode_records, decode_varint, encode_record
 
 CODECS = [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD]
 # Inflated sizes of the bombs: the biggest is far above any sane per-request budget.
@@ -268,8 +268,14 @@ def _inflate(codec: int, data: bytes) -> bytes:
     raise ValueError(f"unknown compression codec {codec}")
 
 
-def why_invalid(batch: bytes) -> str | None:
-    """Why Kafka would refuse this stored batch from a client, or None if it would not."""
+def why_invalid(batch: bytes, marker_producers: frozenset[int] = frozenset()) -> str | None:
+    """Why Kafka would refuse this stored batch from a client, or None if it would not.
+
+    A control batch is valid only as a transaction marker (the broker writes those); a
+    transactional batch only from a producer whose transaction left a marker in the same
+    partition (``marker_producers``; the coordinator aborts an unfinished transaction
+    after its timeout, which writes one).
+    """
     (
         _base,
         _length,
@@ -290,7 +296,9 @@ def why_invalid(batch: bytes) -> str | None:
     if crc32c(batch[21:]) != crc:
         return "CRC mismatch"
     if attributes & CONTROL_FLAG:
-        return "control batch from a client"
+        return None if _is_marker(batch, count) else "control batch that is no transaction marker"
+    if attributes & TRANSACTIONAL_FLAG and producer_id not in marker_producers:
+        return f"transactional batch of producer {producer_id} with no transaction marker"
     if count <= 0:
         return f"record count {count}"
     if last_delta != count - 1:
@@ -303,6 +311,25 @@ def why_invalid(batch: bytes) -> str | None:
     except Exception as error:
         return f"codec {codec} payload does not decompress: {error!r:.120}"
     return _why_records_invalid(payload, count)
+
+
+def _is_marker(batch: bytes, count: int) -> bool:
+    """One record whose key is (version 0, type ABORT 0 or COMMIT 1)."""
+    if count != 1 or batch[22] & 0x07:  # markers are never compressed
+        return False
+    try:
+        record = next(iter(decode_records(batch[HEADER_SIZE:], 1)))
+    except Exception:
+        return False
+    return record.key in (b"\x00\x00\x00\x00", b"\x00\x00\x00\x01")
+
+
+def producers_with_markers(batches_: list[bytes]) -> frozenset[int]:
+    return frozenset(
+        struct.unpack_from(">q", batch, 43)[0]
+        for batch in batches_
+        if struct.unpack_from(">h", batch, 21)[0] & CONTROL_FLAG and _is_marker(batch, 1)
+    )
 
 
 def _why_records_invalid(payload: bytes, count: int) -> str | None:
@@ -335,6 +362,7 @@ def invalid_stored(log_dir: Path, skip_topics: set[str]) -> list[str]:
         topic = partition_dir.name.rsplit("-", 1)[0]
         if topic in skip_topics or topic.startswith("__") or partition_dir.name.endswith("-delete"):
             continue
+        stored: list[tuple[int, bytes]] = []
         for segment in sorted(partition_dir.glob("*.log")):
             try:
                 fd = os.open(segment, os.O_RDONLY)
@@ -343,12 +371,12 @@ def invalid_stored(log_dir: Path, skip_topics: set[str]) -> list[str]:
             try:
                 size = os.fstat(fd).st_size
                 for position, header in iter_headers(fd, 0, size):
-                    batch = os.pread(fd, header.size, position)
-                    reason = why_invalid(batch)
-                    if reason is not None:
-                        problems.append(
-                            f"{partition_dir.name} offset {header.base_offset}: {reason}"
-                        )
+                    stored.append((header.base_offset, os.pread(fd, header.size, position)))
             finally:
                 os.close(fd)
+        markers = producers_with_markers([batch for _, batch in stored])
+        for base_offset, batch in stored:
+            reason = why_invalid(batch, markers)
+            if reason is not None:
+                problems.append(f"{partition_dir.name} offset {base_offset}: {reason}")
     return problems

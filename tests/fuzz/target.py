@@ -28,6 +28,7 @@ from gregor_broker.cluster.local_cluster import BrokerProcess, log_tail
 from gregor_broker.cluster.zookeeper_server import ZooKeeperServer
 
 from ..integration.broker_helpers import create_topic
+from ..seeded_run import BackgroundLoop
 from .inputs import COMPACT_TOPIC, DELETE_TOPIC, Input, api_versions_frame
 
 CONTROL_TOPIC = f"fuzz-control-{uuid.uuid4().hex[:8]}"
@@ -65,7 +66,7 @@ def read_frame(sock: socket.socket, deadline: float) -> bytes | None:
 
 
 @dataclass
-class Prober:
+class Prober(BackgroundLoop):
     """Another client's view: ApiVersions every ``interval`` s on one connection."""
 
     host: str
@@ -74,14 +75,13 @@ class Prober:
     timeout: float = 10.0
     latencies: list[float] = field(default_factory=list)
     failures: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    thread_name = "prober"
 
     def _run(self) -> None:
         sock: socket.socket | None = None
         correlation = 0
-        while not self._stop.wait(self.interval):
+        while not self.stopping.wait(self.interval):
             try:
                 if sock is None:
                     sock = socket.create_connection((self.host, self.port), timeout=5)
@@ -110,29 +110,19 @@ class Prober:
             self.latencies, self.failures = [], 0
         return latencies, failures
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="prober", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
 
 @dataclass
-class RssWatchdog:
+class RssWatchdog(BackgroundLoop):
     """Kills the broker (SIGKILL) the moment its RSS passes ``hard_limit_mb``: a
     decompression bomb must not take the whole machine down with it."""
 
     target: FuzzTarget
     hard_limit_mb: float
     kills: list[float] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    thread_name = "rss-watchdog"
 
     def _run(self) -> None:
-        while not self._stop.wait(0.05):
+        while not self.stopping.wait(0.05):
             rss = self.target.rss_mb()
             if rss > self.hard_limit_mb:
                 self.kills.append(rss)
@@ -141,15 +131,6 @@ class RssWatchdog:
     def take(self) -> list[float]:
         kills, self.kills = self.kills, []
         return kills
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="rss-watchdog", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
 
 
 @dataclass
