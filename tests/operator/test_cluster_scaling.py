@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import confluent_kafka
+import pytest
 
 from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.cluster.local_cluster import zookeeper_client
@@ -138,6 +139,8 @@ def wait_phase(kube: Any, phase: str, replicas: int, timeout: float = 120) -> di
         raise AssertionError(f"{error}; status: {status_of(kube)}") from None
 
 
+# About 2-3 minutes on an idle 2-core machine; 9 minutes at a load average of 25.
+@pytest.mark.timeout(900)
 def test_scale_3_to_5_to_3_under_acks_all_load_and_refuse_going_below_rf(
     kube, kubelet, run_operator, zk_connect
 ):
