@@ -13,6 +13,13 @@ What it handles now:
   ``unclean.leader.election.enable`` lets a live out-of-sync replica lead;
 - topic deletion requests under ``/admin/delete_topics``.
 
+A broker acts as controller only while its own ``/brokers/ids/<id>`` exists and belongs
+to its current ZooKeeper session (checked before every event, and before standing for
+election). After a session loss the broker registers again first and only then stands
+for election, as Kafka's ``processRegisterBrokerAndReelect`` does; until then it resigns
+or holds back: a controller missing from ``/brokers/ids`` would count itself dead and
+move every partition it hosts away from itself.
+
 All ZooKeeper work runs on one thread fed by a queue, so events are handled one at a
 time in order, as Kafka's controller event thread does. Brokers learn the outcome by
 watching the partition state znodes (``metadata_cache``).
@@ -46,6 +53,9 @@ from .models import (
 log = logging.getLogger(__name__)
 
 TICK_S = 0.5
+# Topics deleted per controller event: other events (new topics, broker changes) wait
+# at most one batch.
+DELETE_BATCH = 200
 
 
 def _set_or_drop(mapping: dict[int, tuple[int, ...]], index: int, value: tuple[int, ...]) -> None:
@@ -87,6 +97,7 @@ class Controller:
         self.reassignments: dict[tuple[str, int], tuple[int, ...]] = {}
         self._timer: threading.Timer | None = None
         self._last_balance_check = time.monotonic()
+        self._deletion_queued = False
 
     @property
     def active(self) -> bool:
@@ -145,7 +156,32 @@ class Controller:
             except Exception:
                 log.exception("controller event %s failed", kind)
 
+    def registration_restored(self) -> None:
+        """The broker registered again (after a session loss): stand for election."""
+        if not self._stopped:
+            self._events.put(("elect", None))
+
+    def _registered(self) -> bool:
+        """Whether ``/brokers/ids/<id>`` exists and is this client's current session's.
+
+        ``/controller`` is created in the same session, so while this holds the two
+        ephemeral nodes live and die together.
+        """
+        session = self.client.client_id
+        stat = self.client.exists(zk_paths.broker_path(self.broker_id))
+        return stat is not None and session is not None and stat.ephemeralOwner == session[0]
+
+    def _resign(self, reason: str) -> None:
+        log.warning("broker %d resigns as controller: %s", self.broker_id, reason)
+        self.epoch = None
+        try:
+            self.admin.resign_controller(self.broker_id)
+        except Exception:  # the session may be gone; then /controller went with it
+            log.debug("could not delete /controller", exc_info=True)
+
     def _handle(self, kind: str, payload: Any) -> None:
+        if kind == "delete_topics":
+            self._deletion_queued = False  # a request arriving from now on queues again
         if kind == "elect":
             self._elect()
         elif kind == "resign":
@@ -153,6 +189,9 @@ class Controller:
                 log.info("broker %d is no longer the controller", self.broker_id)
             self.epoch = None
         elif not self.active:
+            return
+        elif not self._registered():
+            self._resign(f"its registration {zk_paths.broker_path(self.broker_id)} is missing")
             return
         elif kind == "brokers":
             self._live_brokers = {int(b) for b in payload}
@@ -165,14 +204,23 @@ class Controller:
         elif kind == "topic":
             self._reconcile_topic(payload)
         elif kind == "delete_topics":
-            for topic in payload:
-                self._delete_topic(topic)
+            self._delete_requested_topics()
         elif kind == "reassign_request":
             self._start_requested_reassignments()
         elif kind == "preferred_election":
             self._run_requested_preferred_election()
         elif kind == "tick":
             self._tick()
+
+    def _on_delete_requests(self, _children: list[str]) -> bool:
+        """Every deleted request node fires this watch; one queued event reads them all
+        (handling each firing's full list was quadratic in the topics being deleted)."""
+        if self._stopped:
+            return False
+        if not self._deletion_queued:
+            self._deletion_queued = True
+            self._events.put(("delete_topics", None))
+        return True
 
     def _topic_changed(self, topic: str) -> Callable[[bytes | None, Any], bool]:
         def callback(data: bytes | None, _stat: Any) -> bool:
@@ -187,6 +235,14 @@ class Controller:
         return callback
 
     def _elect(self) -> None:
+        if not self._registered():
+            if self.active:
+                self._resign(f"its registration {zk_paths.broker_path(self.broker_id)} is missing")
+            log.info(
+                "broker %d does not stand for controller until it is registered again",
+                self.broker_id,
+            )
+            return
         epoch = self.admin.try_become_controller(self.broker_id)
         if epoch is None:
             return
@@ -197,7 +253,7 @@ class Controller:
             self._watches_set = True
             ChildrenWatch(self.client, zk_paths.BROKER_IDS, self._enqueue("brokers"))
             ChildrenWatch(self.client, zk_paths.BROKER_TOPICS, self._enqueue("topics"))
-            ChildrenWatch(self.client, zk_paths.ADMIN_DELETE_TOPICS, self._enqueue("delete_topics"))
+            ChildrenWatch(self.client, zk_paths.ADMIN_DELETE_TOPICS, self._on_delete_requests)
             DataWatch(
                 self.client,
                 zk_paths.ADMIN_REASSIGN_PARTITIONS,
@@ -210,6 +266,7 @@ class Controller:
             )
         self._reconcile_all()
         self._load_reassignments_in_flight()
+        self._on_delete_requests([])  # deletions a former controller left unfinished
         self._schedule_tick()
 
     # decisions ------------------------------------------------------------------------
@@ -579,15 +636,37 @@ class Controller:
         except (BadVersionError, NoNodeError):
             self._events.put(("reassign_request", None))
 
-    def _delete_topic(self, topic: str) -> None:
-        request = zk_paths.delete_topic_path(topic)
-        if not self.delete_topic_enable:
-            log.warning("ignoring deletion of %s: delete.topic.enable=false", topic)
-            self.client.delete(request)
+    def _delete_requested_topics(self) -> None:
+        """Delete the topics under ``/admin/delete_topics``, ``DELETE_BATCH`` at a time.
+
+        Brokers drop their logs when they see the topic znode go. Each batch is a few
+        pipelined ZooKeeper round trips (``ZkAdmin.delete_topics_znodes``); between
+        batches the event queue runs, so new topics get leaders while a mass deletion
+        goes on.
+        """
+        try:
+            requested = sorted(self.client.get_children(zk_paths.ADMIN_DELETE_TOPICS))
+        except NoNodeError:
             return
-        log.info("deleting topic %s", topic)
-        self.client.delete(zk_paths.topic_path(topic), recursive=True)
-        with contextlib.suppress(NoNodeError):
-            self.client.delete(zk_paths.topic_config_path(topic))
-        with contextlib.suppress(NoNodeError):
-            self.client.delete(request)
+        if not requested:
+            return
+        batch = requested[:DELETE_BATCH]
+        if not self.delete_topic_enable:
+            log.warning("ignoring deletion of %d topics: delete.topic.enable=false", len(batch))
+            for topic in batch:
+                with contextlib.suppress(NoNodeError):
+                    self.client.delete(zk_paths.delete_topic_path(topic))
+        else:
+            started = time.monotonic()
+            deleted = self.admin.delete_topics_znodes(batch)
+            self._watched_topics.difference_update(deleted)
+            log.info(
+                "deleted %d topics in %.2f s (%s%s)",
+                len(deleted),
+                time.monotonic() - started,
+                ", ".join(deleted[:5]),
+                ", ..." if len(deleted) > 5 else "",
+            )
+        if len(requested) > len(batch) and not self._deletion_queued:
+            self._deletion_queued = True
+            self._events.put(("delete_topics", None))

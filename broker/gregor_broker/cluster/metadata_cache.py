@@ -97,6 +97,7 @@ class MetadataCache:
         self.cluster_id: str | None = None
         self.listeners: list[Callable[[], None]] = []
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+        self._waiters_check_scheduled = False
         self.topics_by_id: dict[str, TopicInfo] = {}
         # Topics changed since the last ``take_changed_topics`` (so that reacting to one
         # partition's change costs one topic's work, not the whole cluster's).
@@ -115,6 +116,21 @@ class MetadataCache:
     def notify(self) -> None:
         for listener in self.listeners:
             listener()
+        if not self._waiters or self._waiters_check_scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._check_waiters()
+            return
+        # Once per burst, not once per update: creating or deleting thousands of
+        # partitions posts thousands of updates, and a waiter's predicate may look at
+        # every partition of a request (that was quadratic).
+        self._waiters_check_scheduled = True
+        loop.call_soon(self._check_waiters)
+
+    def _check_waiters(self) -> None:
+        self._waiters_check_scheduled = False
         still_waiting = []
         for predicate, future in self._waiters:
             if future.done():
@@ -241,7 +257,8 @@ class ZooKeeperMetadataWatcher:
         self.cache = cache
         self.loop = loop
         self._watched_topics: set[str] = set()
-        self._watched_partitions: set[tuple[str, int]] = set()
+        # Partitions with a state watch, by topic (a deleted topic drops its own entry).
+        self._watched_partitions: dict[str, set[int]] = {}
         self._lock = threading.Lock()
         self._last_config_change = -1
         self._stopped = False
@@ -329,9 +346,7 @@ class ZooKeeperMetadataWatcher:
             if data is None:
                 with self._lock:
                     self._watched_topics.discard(topic)
-                    self._watched_partitions = {
-                        key for key in self._watched_partitions if key[0] != topic
-                    }
+                    self._watched_partitions.pop(topic, None)
                 self._post(self.cache.set_topic, topic, None)
                 return False
             try:
@@ -343,9 +358,10 @@ class ZooKeeperMetadataWatcher:
             self._post(self._apply_topic, topic, assignment, config)
             for index in assignment.partitions:
                 with self._lock:
-                    if (topic, index) in self._watched_partitions:
+                    watched = self._watched_partitions.setdefault(topic, set())
+                    if index in watched:
                         continue
-                    self._watched_partitions.add((topic, index))
+                    watched.add(index)
                 DataWatch(
                     self.client,
                     zk_paths.partition_state_path(topic, index),
@@ -367,7 +383,7 @@ class ZooKeeperMetadataWatcher:
             if self._stopped:
                 return False
             with self._lock:
-                if (topic, index) not in self._watched_partitions:
+                if index not in self._watched_partitions.get(topic, ()):
                     return False
             state = None
             if data:

@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .checkpoints import (
@@ -26,6 +27,7 @@ from .checkpoints import (
     write_offset_checkpoint,
 )
 from .log_config import LogConfig
+from .open_files import OPEN_FILES
 from .partition_log import PartitionLog, parse_partition_directory, wall_clock_ms
 
 logger = logging.getLogger(__name__)
@@ -56,7 +58,11 @@ class LogManager:
         *,
         default_config: LogConfig,
         now_ms: Callable[[], int] = wall_clock_ms,
+        max_open_files: int | None = None,
     ) -> None:
+        if max_open_files is not None:
+            # log.max.open.files: the bound is per process, like the descriptor limit.
+            OPEN_FILES.max_open = max_open_files
         if not log_dirs:
             raise ValueError("log.dirs is empty: give the broker at least one log directory")
         self.log_dirs = [Path(d) for d in log_dirs]
@@ -64,7 +70,11 @@ class LogManager:
         self._now_ms = now_ms
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._dir_of: dict[tuple[str, int], Path] = {}
+        self._partitions_in: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)
         self._deleted: list[PartitionLog] = []
+        # Removes the directories of deleted partitions (renamed to ``*-delete`` first,
+        # so a crash before removal is finished at the next start-up).
+        self._remover: ThreadPoolExecutor | None = None
         self._broker_id: int | None = None
         self._cluster_id: str | None = None
         for log_dir in self.log_dirs:
@@ -113,6 +123,7 @@ class LogManager:
                 )
                 self._logs[key] = log
                 self._dir_of[key] = log_dir
+                self._partitions_in[log_dir] += 1
             # A crash from now on must not look clean (Kafka deletes the marker too).
             marker.unlink(missing_ok=True)
             if self._broker_id is not None and not (log_dir / META_PROPERTIES).exists():
@@ -168,25 +179,34 @@ class LogManager:
         log = self._logs.get(key)
         if log is not None:
             return log
-        counts = {log_dir: 0 for log_dir in self.log_dirs}
-        for log_dir in self._dir_of.values():
-            counts[log_dir] += 1
-        # Kafka's nextLogDirs: the log dir holding the fewest partitions.
+        # Kafka's nextLogDirs: the log dir holding the fewest partitions (counted as
+        # they come and go: counting them per new partition was quadratic).
+        counts = self._partitions_in
         log_dir = min(self.log_dirs, key=lambda d: counts[d])
         log = PartitionLog.open(log_dir / f"{topic}-{partition}", config, now_ms=self._now_ms)
         self._logs[key] = log
         self._dir_of[key] = log_dir
+        counts[log_dir] += 1
         return log
 
     def delete_log(self, topic: str, partition: int) -> None:
         key = (topic, partition)
         log = self._logs.pop(key, None)
-        self._dir_of.pop(key, None)
+        log_dir = self._dir_of.pop(key, None)
+        if log_dir is not None:
+            self._partitions_in[log_dir] -= 1
         if log is None:
             return
-        log.delete()
+        # The rename is the durable step; removing the files (milliseconds per
+        # partition, seconds for thousands) happens on the remover thread.
+        log.delete(self._remove_later)
         if log.close_deleted_segments():
             self._deleted.append(log)
+
+    def _remove_later(self, directory: Path) -> None:
+        if self._remover is None:
+            self._remover = ThreadPoolExecutor(1, thread_name_prefix="log-remover")
+        self._remover.submit(shutil.rmtree, directory, ignore_errors=True)
 
     def logs(self) -> dict[tuple[str, int], PartitionLog]:
         return dict(self._logs)
@@ -230,6 +250,9 @@ class LogManager:
         for log in self._deleted:
             log.close_deleted_segments(force=True)
         self._deleted = []
+        if self._remover is not None:
+            self._remover.shutdown(wait=True)
+            self._remover = None
         self.checkpoint()
         for log_dir in self.log_dirs:
             write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, "")

@@ -124,6 +124,16 @@ def peek_offset_and_length(
     return _OFFSET_AND_LENGTH.unpack_from(buffer, position)
 
 
+def first_batch_is_transactional(records: bytes | None) -> bool:
+    """Whether the first batch of a record set has the transactional flag (raw bytes,
+    nothing validated yet: a record set too short to say is not transactional)."""
+    return (
+        records is not None
+        and len(records) > ATTRIBUTES + 1
+        and bool(records[ATTRIBUTES + 1] & TRANSACTIONAL_FLAG)
+    )
+
+
 def compute_crc(buffer: bytes | bytearray | memoryview, header: BatchHeader) -> int:
     """CRC-32C over attributes..end of batch, as the v2 format defines it."""
     start = header.position + ATTRIBUTES

@@ -27,15 +27,24 @@ from ..log.log_config import LogConfig
 from ..log.log_manager import LogManager
 from ..log.partition_log import AppendResult
 from ..log.producer_state import ProducerStateError, ProducerStates
+from ..log.validator import (
+    DecompressionBudget,
+    RecordValidationError,
+    validate_produce_records,
+    validate_records,
+)
 from ..protocol.record_batch import BatchHeader, InvalidBatch, scan_batches
-from ..protocol.records import iter_batch_records
 from ..replication.fetcher import ReplicaFetcherManager
 from ..replication.partition import Partition
+from ..replication.replica_selector import ReplicaView, select_read_replica
 from ..replication.throttle import LeaderReplicationQuota
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+# produce.decompressed.max.bytes: socket.request.max.bytes, so a compressed request costs
+# at most the validation work of the largest uncompressed one.
+DEFAULT_PRODUCE_DECOMPRESSED_MAX_BYTES = 104857600
 
 __all__ = ["Partition", "PartitionError", "ReplicaManager", "ReplicationConfig"]
 
@@ -43,9 +52,16 @@ __all__ = ["Partition", "PartitionError", "ReplicaManager", "ReplicationConfig"]
 class PartitionError(Exception):
     """A per-partition failure carrying the Kafka error code to return."""
 
-    def __init__(self, error_code: ErrorCode, message: str = "") -> None:
+    def __init__(
+        self,
+        error_code: ErrorCode,
+        message: str = "",
+        record_errors: list[tuple[int, str]] | None = None,
+    ) -> None:
         super().__init__(message or error_code.name)
         self.error_code = error_code
+        # KIP-467: the records of the batch that made it fail (batch index, message).
+        self.record_errors = record_errors
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +71,7 @@ class ReplicationConfig:
     fetch_min_bytes: int = 1
     fetch_max_bytes: int = 1048576
     fetch_response_max_bytes: int = 10485760
+    replica_selector: str | None = None  # replica.selector.class (KIP-392)
     # Pre-KIP-101 follower truncation, kept only to demonstrate the loss it causes.
     truncate_to_high_watermark: bool = False
 
@@ -119,8 +136,10 @@ class ReplicaManager:
         *,
         zk_admin: ZkAdmin | None = None,
         replication_config: ReplicationConfig | None = None,
+        produce_decompressed_max_bytes: int = DEFAULT_PRODUCE_DECOMPRESSED_MAX_BYTES,
     ) -> None:
         self.broker_id = broker_id
+        self.produce_decompressed_max_bytes = produce_decompressed_max_bytes
         self.logs = logs
         self.metadata = metadata
         self.log_config_for = log_config_for
@@ -141,6 +160,8 @@ class ReplicaManager:
         self.isr_expands_total = 0
         self.topic_counters: dict[str, TopicCounters] = {}
         self.replication_bytes_out_total = 0
+        # Record bytes this broker sent consumers as a follower (fetch from follower).
+        self.follower_served_bytes_total = 0
         self.leader_replication_quota = LeaderReplicationQuota()
 
     # metadata -> local state ---------------------------------------------------------
@@ -355,6 +376,52 @@ class ReplicaManager:
             raise PartitionError(ErrorCode.not_leader_or_follower)
         return partition
 
+    def readable_partition(self, topic: str, index: int) -> Partition:
+        """A partition a consumer may read here: this broker leads it or follows it
+        (KIP-392; the follower serves up to its own high watermark)."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            known = self.metadata.topics.get(topic)
+            if known is None or index not in known.partitions:
+                raise PartitionError(ErrorCode.unknown_topic_or_partition)
+            raise PartitionError(ErrorCode.not_leader_or_follower)
+        if self.broker_id not in partition.replicas or partition.leader < 0:
+            raise PartitionError(ErrorCode.not_leader_or_follower)
+        return partition
+
+    def preferred_read_replica(
+        self, partition: Partition, client_rack: str, fetch_offset: int
+    ) -> int | None:
+        """The replica a consumer in ``client_rack`` should read from, if not this leader.
+
+        Candidates are followers that hold ``fetch_offset`` and are caught up within
+        ``replica.lag.time.max.ms`` (stricter than Kafka, which takes any replica holding
+        the offset: a lagging follower would make the consumer wait at its high watermark).
+        """
+        selector = self.replication_config.replica_selector
+        if selector is None:
+            return None
+        now = now_ms()
+        lag = self.replication_config.replica_lag_time_max_ms
+        brokers = self.metadata.brokers
+        own = brokers.get(self.broker_id)
+        leader = ReplicaView(
+            self.broker_id, own.rack if own is not None else None, partition.log.log_end_offset, 0
+        )
+        followers = []
+        for replica_id in partition.replicas:
+            follower = partition.followers.get(replica_id)
+            if replica_id == self.broker_id or follower is None or replica_id not in brokers:
+                continue
+            behind_ms = now - follower.last_caught_up_ms
+            if follower.log_end_offset >= fetch_offset and behind_ms <= lag:
+                followers.append(
+                    ReplicaView(
+                        replica_id, brokers[replica_id].rack, follower.log_end_offset, behind_ms
+                    )
+                )
+        return select_read_replica(selector, client_rack, leader, followers)
+
     def hosted_partition(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))
         if partition is None:
@@ -362,18 +429,43 @@ class ReplicaManager:
         return partition
 
     # produce -----------------------------------------------------------------------
-    def append(self, topic: str, index: int, records: bytes | None, acks: int) -> AppendResult:
-        """Append as leader. For acks=all, follow with ``wait_for_replication``."""
+    def append(
+        self,
+        topic: str,
+        index: int,
+        records: bytes | None,
+        acks: int,
+        *,
+        api_version: int | None = None,
+        budget: DecompressionBudget | None = None,
+    ) -> AppendResult:
+        """Append as leader. For acks=all, follow with ``wait_for_replication``.
+
+        ``api_version`` is the Produce request's (None for the broker's own writes);
+        ``budget`` bounds what the request's compressed batches may inflate to while
+        they are validated (``produce.decompressed.max.bytes``, shared by the request).
+        """
         partition = self.leader_partition(topic, index)
-        if not records:
-            raise PartitionError(ErrorCode.corrupt_message, "produce without records")
-        config = partition.log.config
         try:
+            if api_version is not None:
+                validate_produce_records(api_version, records)
+            if not records:
+                raise PartitionError(ErrorCode.corrupt_message, "produce without records")
+            config = partition.log.config
             headers = scan_batches(records, max_batch_size=config.max_message_bytes)
+            validate_records(
+                records,
+                headers,
+                budget=budget or DecompressionBudget(self.produce_decompressed_max_bytes),
+                compacted=config.compacted,
+                topic_partition=f"{topic}-{index}",
+            )
+        except RecordValidationError as error:
+            raise PartitionError(
+                ErrorCode.invalid_record, str(error), error.record_errors
+            ) from error
         except InvalidBatch as error:
             raise PartitionError(ErrorCode[error.error.lower()], str(error)) from error
-        if config.compacted:
-            _require_keys(records, headers)
         if acks == -1 and len(partition.isr) < config.min_insync_replicas:
             raise PartitionError(
                 ErrorCode.not_enough_replicas,
@@ -448,17 +540,3 @@ class ReplicaManager:
 
     async def stop(self) -> None:
         await self.fetchers.stop()
-
-
-def _require_keys(records: bytes, headers: list) -> None:
-    """Matches Kafka: a compacted topic rejects records without a key (INVALID_RECORD)."""
-    for header in headers:
-        try:
-            for record in iter_batch_records(records, header):
-                if record.key is None:
-                    raise PartitionError(
-                        ErrorCode.invalid_record,
-                        "compacted topic rejects a record without a key",
-                    )
-        except InvalidBatch as error:
-            raise PartitionError(ErrorCode[error.error.lower()], str(error)) from error

@@ -6,6 +6,7 @@ import pytest
 from log_helpers import FakeClock, batch, consume_offsets, produce
 
 from gregor_broker.log import InconsistentBrokerMetadata, LogConfig, LogManager
+from gregor_broker.log.partition_log import log_delete_dir_name
 
 ONE = batch(1, value_size=100)
 CONFIG = LogConfig(segment_bytes=3 * len(ONE))
@@ -128,10 +129,31 @@ def test_delete_log_removes_the_partition_and_reaps_descriptors_later(tmp_path, 
     log.read(0, 1000)
     logs.delete_log("orders", 0)
     assert logs.get("orders", 0) is None
-    assert [p.name for p in (tmp_path / "d1").iterdir()] == []
+    assert not (tmp_path / "d1" / "orders-0").exists()
     clock.advance(1000)
     logs.run_retention()
     assert logs._deleted == []
+    logs.close()  # waits for the remover thread
+    assert [p.name for p in (tmp_path / "d1").iterdir() if p.is_dir()] == []
+
+
+def test_a_249_character_topic_is_deletable_on_disk(tmp_path, clock):
+    # Matches Kafka's logDeleteDirName: the topic part of the "-delete" name is cut so
+    # the directory name stays within 255 bytes.
+    topic = "t" * 249
+    logs = manager(tmp_path, clock)
+    log = logs.get_or_create(topic, 7, CONFIG)
+    produce(log, ONE)
+    logs.delete_log(topic, 7)
+    logs.close()
+    assert [p.name for p in (tmp_path / "d1").iterdir() if p.is_dir()] == []
+
+
+def test_delete_dir_name_fits_in_255_bytes_and_keeps_the_partition():
+    name = log_delete_dir_name("x" * 249, 123)
+    assert len(name.encode()) == 255
+    assert name.endswith("-delete") and "-123." in name
+    assert log_delete_dir_name("orders", 0).startswith("orders-0.")
 
 
 def test_run_retention_and_flush_due_cover_every_log(tmp_path, clock):

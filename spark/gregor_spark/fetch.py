@@ -1,0 +1,120 @@
+"""What one Spark task does: read offsets ``[start, end)`` of one partition as Arrow batches.
+
+Runs on executors, in a pickled copy of the reader: it opens its own confluent-kafka consumer,
+assigns exactly the one partition at ``start``, and turns each list that ``consume()`` returns
+(whole fetched batches) into one ``pyarrow.RecordBatch``. The end is below the high watermark
+the driver saw, so a read never waits for data that is not there yet. Offsets may be missing
+inside the range (compaction, transaction markers): the read stops at the first record at or
+past ``end``, or when the consumer reports the end of the partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from gregor_spark.client import consumer_config
+from gregor_spark.options import SourceOptions
+from gregor_spark.planning import OffsetRange
+from gregor_spark.schema import record_batch
+
+log = logging.getLogger("gregor_spark")
+
+# Messages asked of consume() at once; librdkafka hands over what it has buffered (whole
+# fetched batches), up to this many.
+CONSUME_BATCH = 10_000
+
+DATA_LOSS_HINT = (
+    "Some data may have been lost because they are not available in Kafka any more; either "
+    "the data was aged out by Kafka or the topic may have been deleted before all the data in "
+    "the topic was processed. If you don't want your streaming query to fail on such cases, "
+    'set the source option "failOnDataLoss" to "false".'
+)
+
+
+class DataLossError(RuntimeError):
+    """Offsets a read needed are gone from the log and ``failOnDataLoss`` is on."""
+
+
+def report_data_loss(options: SourceOptions, offsets: OffsetRange, now_from: int) -> None:
+    """Fail, or log the skipped range, when ``[offsets.start, now_from)`` is gone."""
+    message = (
+        f"Offsets [{offsets.start}, {now_from}) of {offsets.topic}-{offsets.partition} are "
+        "no longer in the log (deleted by retention or DeleteRecords)"
+    )
+    if options.fail_on_data_loss:
+        raise DataLossError(f"{message}. {DATA_LOSS_HINT}")
+    log.warning("%s; skipping them (failOnDataLoss is false).", message)
+
+
+def read_range(options: SourceOptions, offsets: OffsetRange) -> Iterator[pa.RecordBatch]:
+    if offsets.size == 0:
+        return
+    consumer = Consumer(consumer_config(options))
+    try:
+        yield from _read(consumer, options, offsets)
+    finally:
+        consumer.close()
+
+
+def _read(
+    consumer: Consumer, options: SourceOptions, offsets: OffsetRange
+) -> Iterator[pa.RecordBatch]:
+    topic_partition = TopicPartition(offsets.topic, offsets.partition)
+    low, high = consumer.get_watermark_offsets(topic_partition, timeout=30.0)
+    start = offsets.start
+    if start < low:
+        report_data_loss(options, offsets, min(low, offsets.end))
+        start = low
+    if start >= offsets.end:
+        return
+    if high < offsets.end:
+        # The log ends before the planned end (truncated after a leader change, or deleted).
+        message = (
+            f"{offsets.topic}-{offsets.partition}: planned to read up to offset {offsets.end} "
+            f"but the log now ends at {high}"
+        )
+        if options.fail_on_data_loss:
+            raise DataLossError(f"{message}. {DATA_LOSS_HINT}")
+        log.warning("%s; reading up to %d.", message, high)
+    consumer.assign([TopicPartition(offsets.topic, offsets.partition, start)])
+    deadline = time.monotonic() + options.poll_timeout_ms / 1000
+    position = start
+    while position < offsets.end:
+        messages = consumer.consume(CONSUME_BATCH, timeout=1.0)
+        records = []
+        at_end = False
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    # The log holds nothing more: offsets up to ``end`` were gaps.
+                    at_end = message.offset() >= min(offsets.end, high)
+                    continue
+                if error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                    raise DataLossError(
+                        f"{offsets.topic}-{offsets.partition}: offset {position} is out of "
+                        f"range. {DATA_LOSS_HINT}"
+                    )
+                raise KafkaException(error)
+            offset = message.offset()
+            if offset >= offsets.end:
+                at_end = True
+                break
+            records.append(message)
+            position = offset + 1
+        if records:
+            deadline = time.monotonic() + options.poll_timeout_ms / 1000
+            yield record_batch(records, options.include_headers)
+        if at_end:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"{offsets.topic}-{offsets.partition}: no records for "
+                f"{options.poll_timeout_ms} ms while reading offset {position} of "
+                f"[{offsets.start}, {offsets.end}) (kafkaConsumer.pollTimeoutMs)"
+            )
