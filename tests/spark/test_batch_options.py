@@ -10,6 +10,9 @@ import pytest
 
 from .helpers import create_topic, produce, task_count
 
+# One SparkSession for all Spark tests: make test runs them on one xdist worker.
+pytestmark = pytest.mark.xdist_group("spark")
+
 TOPIC, OTHER = "events", "events-archive"
 PARTITIONS, PER_PARTITION = 3, 10
 OLD, NEW = 1_700_000_000_000, 1_700_000_100_000  # CreateTime of the first and last 5 records

@@ -21,6 +21,9 @@ from pyspark.sql.types import (
 
 from .helpers import create_topic, produce, task_count
 
+# One SparkSession for all Spark tests: make test runs them on one xdist worker.
+pytestmark = pytest.mark.xdist_group("spark")
+
 PARTITIONS = 6
 PER_PARTITION = 50
 

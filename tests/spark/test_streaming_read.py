@@ -9,9 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.integration.group_helpers import wait_until
 
 from .helpers import create_topic, produce
+
+# One SparkSession for all Spark tests: make test runs them on one xdist worker.
+pytestmark = pytest.mark.xdist_group("spark")
 
 PARTITIONS = 3
 TOPIC = "clicks"

@@ -17,6 +17,9 @@ from pyspark.sql.types import (
 
 from .helpers import create_topic
 
+# One SparkSession for all Spark tests: make test runs them on one xdist worker.
+pytestmark = pytest.mark.xdist_group("spark")
+
 PARTITIONS = 3
 SINK_SCHEMA = StructType(
     [
