@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 
+import confluent_kafka
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from .helpers import create_topic, produce, task_count
 
-# One SparkSession for all Spark tests: make test runs them on one xdist worker.
-pytestmark = pytest.mark.xdist_group("spark")
+# One SparkSession for all Spark tests: make test runs them on one xdist worker. Spark jobs
+# start Python workers and a JVM: on a loaded machine a test can take minutes.
+pytestmark = [pytest.mark.xdist_group("spark"), pytest.mark.timeout(900)]
 
 TOPIC, OTHER = "events", "events-archive"
 PARTITIONS, PER_PARTITION = 3, 10
@@ -147,3 +150,25 @@ def test_an_option_spark_rejects_fails_the_query_with_sparks_message(spark) -> N
         read(
             spark, "127.0.0.1:9", subscribe=TOPIC, **{"kafka.auto.offset.reset": "earliest"}
         ).collect()
+
+
+def test_a_deleted_range_fails_the_read_or_is_skipped_with_a_log_line(
+    spark, spark_broker, capfd
+) -> None:
+    bootstrap = spark_broker.bootstrap
+    create_topic(bootstrap, "trimmed", 1)
+    produce(bootstrap, "trimmed", [(0, None, f"r{i}".encode(), None) for i in range(30)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deleted = admin.delete_records([confluent_kafka.TopicPartition("trimmed", 0, 10)])
+    for future in deleted.values():
+        assert future.result(30).offset == 10  # the new log start offset
+    options = {
+        "assign": json.dumps({"trimmed": [0]}),
+        "startingOffsets": json.dumps({"trimmed": {"0": 0}}),
+    }
+    with pytest.raises(Exception, match=r"Offsets \[0, 10\) of trimmed-0 are no longer in the log"):
+        read(spark, bootstrap, **options).collect()
+    capfd.readouterr()
+    skipped = read(spark, bootstrap, failOnDataLoss="false", **options)
+    assert offsets_by_partition(skipped) == {("trimmed", 0): list(range(10, 30))}
+    assert "Offsets [0, 10) of trimmed-0 are no longer in the log" in capfd.readouterr().err

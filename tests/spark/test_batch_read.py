@@ -21,8 +21,9 @@ from pyspark.sql.types import (
 
 from .helpers import create_topic, produce, task_count
 
-# One SparkSession for all Spark tests: make test runs them on one xdist worker.
-pytestmark = pytest.mark.xdist_group("spark")
+# One SparkSession for all Spark tests: make test runs them on one xdist worker. Spark jobs
+# start Python workers and a JVM: on a loaded machine a test can take minutes.
+pytestmark = [pytest.mark.xdist_group("spark"), pytest.mark.timeout(900)]
 
 PARTITIONS = 6
 PER_PARTITION = 50
