@@ -38,6 +38,8 @@ def views_per_minute(spark: SparkSession, bootstrap: str) -> DataFrame:
 def run(spark: SparkSession, bootstrap: str, out: Path, available_now: bool = True) -> None:
     counts = views_per_minute(spark, bootstrap)
     trigger = {"availableNow": True} if available_now else {"processingTime": "10 seconds"}
+    # One query at a time: each starts Python workers, and a busy small machine is better
+    # off starting them in turn (drop the awaits to run both side by side).
     to_topic = (
         counts.selectExpr(
             "CONCAT(url, '@', CAST(minute AS STRING)) AS key",
@@ -51,6 +53,8 @@ def run(spark: SparkSession, bootstrap: str, out: Path, available_now: bool = Tr
         .trigger(**trigger)
         .start()
     )
+    if available_now:
+        to_topic.awaitTermination()
     to_parquet = (
         counts.writeStream.format("parquet")
         .outputMode("append")
