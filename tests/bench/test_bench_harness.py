@@ -225,3 +225,12 @@ def test_markdown_compares_three_brokers_with_one_and_shows_failover_times() -> 
     assert "| failover: 2,000 partitions, 3 brokers, RF=3" in text
     assert "zookeeper.session.timeout.ms, 6.00 s) | 6.20 [6.10-6.40] |" in text
     assert "| kill to every partition led | 8.70 |" in text
+
+
+def test_the_spark_group_runs_only_when_asked_for() -> None:
+    parser = argparse.ArgumentParser()
+    harness.add_arguments(parser)
+    assert parser.parse_args(["--only", "spark"]).only == ["spark"]
+    assert "spark" not in harness.GROUPS  # not part of a default run
+    assert not set(harness.SPARK_ROWS) & set(harness.row_ids())
+    assert harness.row_ids(("spark",)) == ["spark/batch-read", "spark/stream-read"]
