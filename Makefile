@@ -16,7 +16,9 @@ VENV_STAMP := $(VENV)/.gregor-installed
 BROKERS ?= 3
 RACKS ?= a,b,c
 DATA_DIR ?= $(CURDIR)/.gregor
-# make test: pytest-xdist workers. Tests mostly wait on broker and ZooKeeper processes, so
+# make test: pytest-xdist workers (--dist loadgroup: tests marked xdist_group share a
+# worker, so the Spark tests start one SparkSession, not one per worker). Tests mostly
+# wait on broker and ZooKeeper processes, so
 # more workers than cores pays: on 2 cores the suite took 198 s with -n 2, 116 s with -n 4
 # and 153 s with -n 6.
 PYTEST_WORKERS ?= 4
@@ -36,13 +38,14 @@ INPUTS ?= 50000
 CHAOS_ARGS ?=
 FUZZ_ARGS ?=
 
-.PHONY: help deps venv kafkajs run stop test lint format bench chaos fuzz images helm manifests
+.PHONY: help deps venv kafkajs run stop test lint format bench chaos fuzz images helm manifests pipeline-demo
 
 help:
 	@echo "make run     start a local Gregor cluster in the background (make stop stops it)"
 	@echo "make test    run the whole test suite"
 	@echo "make lint    ruff check + ruff format --check"
 	@echo "make bench   benchmark Gregor against tansu and this machine's limits (docs/performance.md)"
+	@echo "make pipeline-demo  the Spark clickstream pipeline against gregor local up (examples/clickstream)"
 	@echo "make format  ruff format + ruff check --fix"
 	@echo "make chaos   seeded fault campaign on a 3-broker cluster (SEED=, DURATION=600; docs/testing.md)"
 	@echo "make fuzz    seeded network fuzzer against a live broker (SEED=, INPUTS=50000)"
@@ -79,7 +82,7 @@ stop:
 	else echo "No .venv: nothing to stop."; fi
 
 test: deps venv kafkajs
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) \
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup \
 		$$($(BIN)/python -c 'import pytest_timeout' 2>/dev/null && echo --timeout=$(PYTEST_TIMEOUT)) \
 		$(PYTEST_ARGS)
 
@@ -101,6 +104,9 @@ helm: venv
 # manifests/ from the chart (tests/chart fails when they drift).
 manifests: venv
 	BIN=$(BIN) bash scripts/render-manifests
+
+pipeline-demo: deps venv
+	cd examples/clickstream && ../../$(BIN)/python demo.py
 
 lint: venv
 	$(BIN)/ruff check .

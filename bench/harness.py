@@ -41,6 +41,8 @@ RESULTS_DIR = ROOT / "bench" / "results"
 KIB = 1024
 MB = 1e6
 GROUPS = ("limits", "produce", "consume", "fetch", "latency", "replicated", "failover", "scale")
+# Opt-in groups: run only when named with --only (the Spark group needs PySpark and minutes).
+OPT_IN_GROUPS = ("spark",)
 # Groups run against the peer; the others need no peer broker.
 PEER_GROUPS = ("produce", "consume", "fetch", "latency")
 
@@ -64,6 +66,8 @@ class Settings:
     scale_partitions: int
     scale_delete_topics: int
     scale_reps: int
+    # The spark group: the topic Spark and the consumer read (1 GiB in a full run).
+    spark_mib: int = 1024
 
 
 # The replicated latency rows offer a quarter of the cluster's acks=all rate, not half:
@@ -74,7 +78,9 @@ class Settings:
 FULL = Settings(
     "full", 3, 2.0, 1.0, 256, 512, 512, 4.0, 0.5, 20_000, 0.25, 8.0, 2000, 3, 10_000, 2_000, 3
 )
-QUICK = Settings("quick", 1, 0.3, 0.2, 32, 64, 16, 1.0, 0.5, 2_000, 0.25, 1.0, 100, 1, 400, 80, 1)
+QUICK = Settings(
+    "quick", 1, 0.3, 0.2, 32, 64, 16, 1.0, 0.5, 2_000, 0.25, 1.0, 100, 1, 400, 80, 1, 32
+)
 
 
 @dataclass(frozen=True)
@@ -147,7 +153,27 @@ def row_ids(groups: tuple[str, ...] = GROUPS) -> list[str]:
     if "replicated" in groups:
         ids += [replicated_id(case.id) for case in REPLICATED_CASES]
         ids += [replicated_id(f"latency/{p}") for p in LATENCY_PERCENTILES]
+    if "spark" in groups:
+        ids += list(SPARK_ROWS)
     return ids
+
+
+# The spark group (bench/spark_read.py): Spark local[2] through format("gregor") against a
+# confluent-kafka consumer reading the same topic on the same broker, alternating.
+SPARK_ROWS = ("spark/batch-read", "spark/stream-read")
+SPARK_PARTITIONS = 6
+
+
+class SparkReader:
+    """A row's "target" in the spark group: who reads (Spark or the plain consumer) from the
+    one Gregor broker, whose CPU the harness measures."""
+
+    def __init__(self, name: str, broker: Target) -> None:
+        self.name = name
+        self.broker = broker
+
+    def cpu_seconds(self) -> float:
+        return self.broker.cpu_seconds()
 
 
 class Progress:
@@ -250,6 +276,8 @@ class Harness:
             count += self.settings.failover_reps
         if "scale" in self.groups:
             count += self.settings.scale_reps
+        if "spark" in self.groups:
+            count += 1 + 3 * reps
         if self.args.profile:
             count += 3
         return count
@@ -320,6 +348,94 @@ class Harness:
         self.progress.report(
             label, f"{report.number(value)} {row['unit']}, broker {cores:.2f} cores"
         )
+
+    def measure_spark(self, gregor: Target) -> None:
+        """A batch read of ``spark_mib`` MiB (1 KiB records, 6 partitions) by Spark local[2]
+        next to a confluent-kafka consumer, and a streaming query's records/s, alternating
+        reps on one filled topic."""
+        s = self.settings
+        messages = s.spark_mib * KIB
+        topic = self.topic_name("spark")
+        common = [
+            "--bootstrap",
+            gregor.bootstrap,
+            "--topic",
+            topic,
+            "--partitions",
+            str(SPARK_PARTITIONS),
+            "--messages",
+            str(messages),
+        ]
+        label = f"fill {s.spark_mib} MiB topic, {SPARK_PARTITIONS} partitions"
+        try:
+            gregor.create_topic(topic, SPARK_PARTITIONS)
+            result = run_process("bench.spark_read", ["fill", *common], timeout=1800)
+        except (MeasurementFailed, subprocess.TimeoutExpired, RuntimeError, OSError) as error:
+            self.errors.append(f"spark fill: {error}")
+            self.progress.report(label, "FAILED")
+            return
+        self.progress.report(
+            label, f"{report.number(messages * KIB / result['seconds'] / MB)} MB/s"
+        )
+        spark_batch, spark_stream, raw = (
+            SparkReader("spark", gregor),
+            SparkReader("spark-stream", gregor),
+            SparkReader("confluent-kafka", gregor),
+        )
+        params = {
+            "mib": s.spark_mib,
+            "record_bytes": KIB,
+            "partitions": SPARK_PARTITIONS,
+            "spark_master": "local[2]",
+        }
+        batch_row = self._row(
+            "spark/batch-read",
+            f"Spark local[2] batch read, {s.spark_mib} MiB of 1 KiB records, 6 partitions "
+            "(vs a confluent-kafka consumer)",
+            "MB/s",
+            targets=[spark_batch, raw],
+            params=params,
+        )
+        stream_row = self._row(
+            "spark/stream-read",
+            "Spark streaming query, AvailableNow over the same backlog (vs the consumer)",
+            "records/s",
+            targets=[spark_stream, raw],
+            params=params,
+        )
+
+        def measure(kind: str, unit: str) -> Callable[[], tuple[float, dict[str, Any]]]:
+            def run() -> tuple[float, dict[str, Any]]:
+                out = run_process("bench.spark_read", [kind, *common], timeout=1800)
+                if out["records"] != messages:
+                    raise MeasurementFailed(f"{kind} read {out['records']} of {messages}")
+                rate = (
+                    out["bytes"] / out["seconds"] / MB
+                    if unit == "MB/s"
+                    else (out["records"] / out["seconds"])
+                )
+                return rate, out
+
+            return run
+
+        for rep in range(s.reps):
+            tag = f"rep {rep + 1}/{s.reps}"
+            self.record(batch_row, raw, f"confluent-kafka consumer · {tag}", measure("raw", "MB/s"))
+            if batch_row["values"][raw.name]:
+                extra = batch_row["extra"][raw.name][-1]
+                stream_row["values"][raw.name].append(extra["records"] / extra["seconds"])
+                stream_row["broker_cores"][raw.name].append(batch_row["broker_cores"][raw.name][-1])
+                stream_row["extra"][raw.name].append(extra)
+            self.record(
+                batch_row, spark_batch, f"Spark batch read · {tag}", measure("batch", "MB/s")
+            )
+            self.record(
+                stream_row,
+                spark_stream,
+                f"Spark streaming read · {tag}",
+                measure("stream", "records/s"),
+            )
+        gregor.delete_topic(topic)
 
     def topic_name(self, prefix: str) -> str:
         return f"bench-{prefix}-{uuid.uuid4().hex[:8]}"
@@ -909,7 +1025,7 @@ class Harness:
         gregor = GregorTarget(self.data_dir / "gregor")
         if peer_groups:
             self.compared = [gregor, PeerTarget(self.data_dir / "peer")]
-        if peer_groups or "replicated" in self.groups or self.args.profile:
+        if peer_groups or {"replicated", "spark"} & set(self.groups) or self.args.profile:
             self.targets = [gregor, *self.compared[1:]]
         try:
             for target in self.targets:
@@ -940,6 +1056,8 @@ class Harness:
                 self.measure_failover()
             if "scale" in self.groups:
                 self.measure_scale()
+            if "spark" in self.groups:
+                self.measure_spark(gregor)
             if self.args.profile:
                 self.run_profile(topics)
         finally:
@@ -1135,9 +1253,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--only",
         nargs="+",
-        choices=GROUPS,
+        choices=GROUPS + OPT_IN_GROUPS,
         metavar="GROUP",
-        help=f"run only these workload groups ({', '.join(GROUPS)})",
+        help=f"run only these workload groups ({', '.join(GROUPS)}; opt-in: "
+        f"{', '.join(OPT_IN_GROUPS)})",
     )
     parser.add_argument(
         "--profile",

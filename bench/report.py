@@ -170,11 +170,39 @@ def goals_table(goals: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def spark_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The opt-in spark group: Spark through format("gregor") against a plain
+    confluent-kafka consumer reading the same topic from the same broker."""
+    lines = [
+        '## Spark: format("gregor") against a confluent-kafka consumer (one Gregor broker)',
+        "",
+        "Spark local[2] reads the topic through the pure-Python data source (timed around "
+        "the job, not the session start); the consumer reads the same topic, alternating "
+        "(A B A B). Spark / consumer is the share of the plain client's rate (goal: 0.5).",
+        "",
+        "| workload | unit | Spark median [min-max] | consumer median [min-max] | "
+        "Spark / consumer |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        measured, baseline = row[row["measured"]], row[row["baseline"]]
+        lines.append(
+            f"| {row['title']} | {row['unit']} | {spread(measured)} | {spread(baseline)} | "
+            f"{number(row['ratio_baseline'])} |"
+        )
+    return lines
+
+
 def markdown(result: dict[str, Any]) -> str:
     machine = result["machine"]
     peer_label = result["targets"].get("peer", {}).get("label", "peer")
     peer_rows = [row for row in result["rows"] if row.get("baseline", "peer") == "peer"]
-    replicated_rows = [row for row in result["rows"] if row.get("baseline", "peer") != "peer"]
+    spark_rows = [row for row in result["rows"] if row.get("baseline") == "confluent-kafka"]
+    replicated_rows = [
+        row
+        for row in result["rows"]
+        if row.get("baseline", "peer") != "peer" and row not in spark_rows
+    ]
     lines = [
         f"# Gregor benchmark, {result['started']}",
         "",
@@ -245,6 +273,8 @@ def markdown(result: dict[str, Any]) -> str:
             "(log.max.open.files=1000).",
             "",
         ]
+    if spark_rows:
+        lines += ["", *spark_table(spark_rows), ""]
     profile = result.get("profile")
     if profile:
         lines += [

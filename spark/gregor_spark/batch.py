@@ -156,18 +156,24 @@ class GregorPushdownBatchReader(GregorBatchReader):
 
 
 def filter_pushdown_enabled() -> bool:
-    """Whether Spark's planning worker was told ``spark.sql.python.filterPushdown.enabled``.
+    """Whether Spark asked for this reader with ``spark.sql.python.filterPushdown.enabled``.
 
-    The flag reaches the worker (pyspark ``sql/worker/plan_data_source_read.py``) as a local
-    variable of the function that calls ``DataSource.reader()``, and nowhere else a data
-    source can see: look for it on the stack. Not found (another Spark version, or a call
-    outside Spark) means no pushdown, which is always correct, only slower.
+    A data source cannot read Spark's configuration. With pushdown on, Spark creates the
+    reader in its filter-pushdown worker (pyspark ``sql/worker/data_source_pushdown_filters.py``)
+    and pickles it to the planning worker; with it off, the planning worker
+    (``plan_data_source_read.py``, which holds the flag as a local variable) creates it and
+    rejects a reader that implements ``pushFilters``. So look at who is calling. Anything
+    else (another Spark version, a call outside Spark) means no pushdown: always correct,
+    only slower.
     """
     frame = sys._getframe(1)
     for _ in range(8):
         if frame is None:
             break
-        if frame.f_code.co_filename.endswith("plan_data_source_read.py"):
+        filename = frame.f_code.co_filename
+        if filename.endswith("data_source_pushdown_filters.py"):
+            return True
+        if filename.endswith("plan_data_source_read.py"):
             return bool(frame.f_locals.get("enable_pushdown", False))
         frame = frame.f_back
     return False

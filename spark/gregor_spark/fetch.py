@@ -27,6 +27,10 @@ log = logging.getLogger("gregor_spark")
 # Messages asked of consume() at once; librdkafka hands over what it has buffered (whole
 # fetched batches), up to this many.
 CONSUME_BATCH = 10_000
+# consume() returns early only once it has CONSUME_BATCH messages; otherwise it waits this
+# long. librdkafka prefetches ahead of the application, so a short wait loses nothing while
+# data flows and does not stall the tail of a range (the EOF arrives in the same queue).
+CONSUME_WAIT_S = 0.05
 
 DATA_LOSS_HINT = (
     "Some data may have been lost because they are not available in Kafka any more; either "
@@ -85,7 +89,7 @@ def _read(
     deadline = time.monotonic() + options.poll_timeout_ms / 1000
     position = start
     while position < offsets.end:
-        messages = consumer.consume(CONSUME_BATCH, timeout=1.0)
+        messages = consumer.consume(CONSUME_BATCH, timeout=CONSUME_WAIT_S)
         records = []
         at_end = False
         for message in messages:

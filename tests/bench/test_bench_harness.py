@@ -241,3 +241,12 @@ def test_markdown_shows_the_scale_figures() -> None:
     text = report.markdown(result)
     assert "| scale: 10,000 partitions (4 per topic) on 1 broker, 2,000 topics deleted" in text
     assert f"| {scale.FIGURES['newcomer_leader_s']} | 2.00 [1.00-3.00] |" in text
+
+
+def test_the_spark_group_runs_only_when_asked_for() -> None:
+    parser = argparse.ArgumentParser()
+    harness.add_arguments(parser)
+    assert parser.parse_args(["--only", "spark"]).only == ["spark"]
+    assert "spark" not in harness.GROUPS  # not part of a default run
+    assert not set(harness.SPARK_ROWS) & set(harness.row_ids())
+    assert harness.row_ids(("spark",)) == ["spark/batch-read", "spark/stream-read"]

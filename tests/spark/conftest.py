@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 from collections.abc import Iterator
 
 import pytest
+
+from gregor_broker.cluster.local_cluster import BrokerProcess
+from tests.integration.group_helpers import GROUP_BROKER_PROPERTIES
 
 pyspark = pytest.importorskip(
     "pyspark", reason="PySpark is not installed: run 'make venv' (it installs gregor[spark])"
@@ -41,3 +45,23 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def spark_broker(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One real broker shared by a test module (its tests use distinct topics), with fast
+    consumer-group settings; a broker per test would cost more than the Spark jobs."""
+    broker = BrokerProcess(
+        broker_id=1,
+        directory=tmp_path_factory.mktemp("spark-broker-"),
+        zookeeper_connect=f"{zookeeper.connect_string}/gregor-{uuid.uuid4().hex[:12]}",
+        port=0,
+        rack=None,
+        properties=dict(GROUP_BROKER_PROPERTIES),
+    )
+    broker.start()
+    try:
+        broker.wait_registered(30.0)
+        yield broker
+    finally:
+        broker.stop()

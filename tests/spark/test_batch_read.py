@@ -21,6 +21,10 @@ from pyspark.sql.types import (
 
 from .helpers import create_topic, produce, task_count
 
+# One SparkSession for all Spark tests: make test runs them on one xdist worker. Spark jobs
+# start Python workers and a JVM: on a loaded machine a test can take minutes.
+pytestmark = [pytest.mark.xdist_group("spark"), pytest.mark.timeout(900)]
+
 PARTITIONS = 6
 PER_PARTITION = 50
 
@@ -81,19 +85,19 @@ def rows(df: DataFrame) -> list[tuple]:
 
 
 def test_six_partitions_read_as_six_tasks_every_record_once_with_sparks_schema(
-    spark, broker
+    spark, spark_broker
 ) -> None:
-    expected = fill(broker.bootstrap, "pageviews")
+    expected = fill(spark_broker.bootstrap, "pageviews")
     raw = (
         spark.read.format("gregor")
-        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("kafka.bootstrap.servers", spark_broker.bootstrap)
         .option("subscribe", "pageviews")
         .load()
     )
     assert raw.schema == SPARK_KAFKA_SCHEMA
     with_headers = (
         spark.read.format("gregor")
-        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("kafka.bootstrap.servers", spark_broker.bootstrap)
         .option("subscribe", "pageviews")
         .option("includeHeaders", "true")
         .load()
@@ -101,7 +105,7 @@ def test_six_partitions_read_as_six_tasks_every_record_once_with_sparks_schema(
     assert with_headers.schema == StructType([*SPARK_KAFKA_SCHEMA.fields, HEADERS_FIELD])
     assert task_count(raw) == PARTITIONS
 
-    job = spark_kafka_job(spark, "gregor", broker.bootstrap, "pageviews")
+    job = spark_kafka_job(spark, "gregor", spark_broker.bootstrap, "pageviews")
     got = rows(job)
     assert len(got) == PARTITIONS * PER_PARTITION  # every record once
     assert {(k, v, p, o) for k, v, _, p, o, _, _ in got} == expected
@@ -116,7 +120,7 @@ def test_six_partitions_read_as_six_tasks_every_record_once_with_sparks_schema(
     assert stamps[0] <= stamps[1]
 
 
-def test_the_same_job_fails_on_sparks_kafka_format_without_its_jar(spark, broker) -> None:
+def test_the_same_job_fails_on_sparks_kafka_format_without_its_jar(spark, spark_broker) -> None:
     """What users hit with format("kafka") and no jar; format("gregor") needs none."""
     with pytest.raises(AnalysisException, match="kafka"):
-        spark_kafka_job(spark, "kafka", broker.bootstrap, "pageviews").collect()
+        spark_kafka_job(spark, "kafka", spark_broker.bootstrap, "pageviews").collect()

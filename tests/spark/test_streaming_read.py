@@ -9,9 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.integration.group_helpers import GROUP_BROKER_PROPERTIES, wait_until
+import pytest
+
+from tests.integration.group_helpers import wait_until
 
 from .helpers import create_topic, produce
+
+# One SparkSession for all Spark tests: make test runs them on one xdist worker. Spark jobs
+# start Python workers and a JVM: on a loaded machine a test can take minutes.
+pytestmark = [pytest.mark.xdist_group("spark"), pytest.mark.timeout(900)]
 
 PARTITIONS = 3
 TOPIC = "clicks"
@@ -78,10 +84,9 @@ def batch_sizes(query) -> list[int]:
 
 
 def test_restarted_query_writes_each_record_once_and_its_group_lag_falls_to_zero(
-    spark, broker_factory, tmp_path
+    spark, spark_broker, tmp_path
 ) -> None:
-    broker = broker_factory(**GROUP_BROKER_PROPERTIES)
-    bootstrap = broker.bootstrap
+    bootstrap = spark_broker.bootstrap
     create_topic(bootstrap, TOPIC, PARTITIONS)
     produce_values(bootstrap, 0, 90)
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
