@@ -25,7 +25,7 @@ from tests.chart.render import CHART, ensure_helm
 
 CLUSTER = "gregor-e2e"
 KCAT_IMAGE = os.environ.get("E2E_KCAT_IMAGE", "edenhill/kcat:1.7.1")
-PLURALS = {"GregorCluster": "gregorclusters", "Topic": "topics"}
+PLURALS = {"GregorCluster": "gregorclusters", "Topic": "topics", "Quota": "quotas"}
 
 
 def kind_unavailable() -> str | None:
@@ -197,7 +197,15 @@ class KindPlatform:
                 "json",
             )
         )["items"]
-        return {p["metadata"]["name"]: SimpleNamespace(uid=p["metadata"]["uid"]) for p in items}
+        return {
+            p["metadata"]["name"]: SimpleNamespace(
+                uid=p["metadata"]["uid"],
+                restarts=sum(
+                    c.get("restartCount", 0) for c in p["status"].get("containerStatuses") or []
+                ),
+            )
+            for p in items
+        }
 
     def kill_pod(self, name: str) -> None:
         self.kubectl("delete", "pod", name, "--grace-period=0", "--force")

@@ -54,6 +54,7 @@ class AcksAllProducer(threading.Thread):
     def stop(self) -> None:
         self.stopping.set()
         self.join(240)
+        self.producer = None  # librdkafka's client goes with it, and stops reconnecting
 
     def run_for(self, count: int) -> None:
         """Produce ``count`` values in this thread and wait for every acknowledgement."""
@@ -63,6 +64,7 @@ class AcksAllProducer(threading.Thread):
             self.sent += 1
             self.producer.poll(0)
         self.producer.flush(120)
+        self.producer = None
 
 
 def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 120) -> set[str]:
@@ -125,6 +127,7 @@ class IsrWatcher(threading.Thread):
     def stop(self) -> None:
         self.stopping.set()
         self.join(30)
+        self.admin = None
 
 
 def all_in_sync(bootstrap: str, topics: list[str], replicas: int) -> bool:
