@@ -78,6 +78,8 @@ class LocalPlatform:
         self.runtime = "process" if reason else "podman"
         self.runtime_reason = reason or ""
         self.image_tag = ""
+        # Every API request, for the RBAC check (e2e/recording_emulator.py).
+        self.api_calls = directory / "api-calls.jsonl"
 
     # --- machinery ----------------------------------------------------------------------
 
@@ -90,7 +92,9 @@ class LocalPlatform:
             [
                 sys.executable,
                 "-m",
-                "tests.kube.emulator",
+                "e2e.recording_emulator",
+                "--record",
+                str(self.api_calls),
                 "--port",
                 str(port),
                 "--kubeconfig",

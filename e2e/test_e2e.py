@@ -273,3 +273,23 @@ def test_uninstall_removes_every_object_and_stops_the_brokers(platform, installe
         ("v1", "ConfigMap"),
     ):
         assert not platform.list(api_version, kind), kind
+
+
+def test_operator_used_exactly_the_rbac_the_chart_grants(platform, installed, summary) -> None:
+    """Every Kubernetes API call the operator made during the run is granted by the
+    chart's Role/ClusterRole, and every grant was used (nothing more). Runs last: the run
+    above exercised install, Topics, a Quota, scaling, a rolling restart and deletions."""
+    record = getattr(platform, "api_calls", None)
+    if record is None:
+        pytest.skip("API calls are recorded by the local mode's emulator only")
+    from tests.chart.operator_api_use import granted
+
+    from .recording_emulator import recorded_grants
+
+    used = recorded_grants(record)
+    namespaced, cluster = granted(installed["objects"])
+    allowed = namespaced | cluster
+    summary["operator_api_calls"] = sorted("/".join(g) for g in used)
+    assert used, "no API call of the operator was recorded"
+    assert sorted(used - allowed) == [], "the operator used verbs the chart does not grant"
+    assert sorted(allowed - used) == [], "the chart grants verbs the operator never used"
