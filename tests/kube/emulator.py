@@ -139,7 +139,8 @@ class GregorEmulator(kmock.KubernetesEmulator):
                 metadata = data.setdefault("metadata", {})
                 metadata["resourceVersion"] = self._next_version()
                 key = (request.resource, request.namespace, request.name)
-                current = self.objects.get(key, None)
+                # ObjectsArray has no .get()
+                current = self.objects[key] if key in self.objects else None  # noqa: SIM401
                 if current is not None and not current.deleted:
                     generation = current.get("metadata", {}).get("generation", 1)
                     spec_changed = "spec" in data and request.subresource in (None, "scale")

@@ -2,6 +2,7 @@
 
 - ``kube``: the emulator (``emulator.EmulatorThread``) for one test, with a ``KubeClient``
   at ``kube.client``.
+- ``kubelet``: ``kubelet.Kubelet`` running the emulator's StatefulSet pods as processes.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pytest
 
 from tests.kube.client import KubeClient
 from tests.kube.emulator import EmulatorThread
+from tests.kube.kubelet import Kubelet
 
 
 class Kube:
@@ -27,3 +29,12 @@ def kube() -> Iterator[Kube]:
         # No Namespace objects: kmock's router reads POST /api/v1/namespaces as a namespaced
         # path and fails; namespaced objects need none to exist.
         yield Kube(thread)
+
+
+@pytest.fixture
+def kubelet(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubelet]:
+    """The kubelet stand-in on the test's emulator: StatefulSet pods as real processes on
+    three zone-labelled nodes (zones a, b, c)."""
+    with Kubelet(kube.url, tmp_path_factory.mktemp("kubelet")) as running:
+        yield running
+    assert not running.errors, running.errors[:3]
