@@ -48,7 +48,7 @@ class RecordingEmulator(GregorEmulator):
 
     async def _handle(self, request: kmock.Request) -> Any:
         resource = request.resource
-        if resource is not None:
+        if resource is not None and resource.plural:  # not discovery (/api/v1, /apis/...)
             plural = resource.plural + (f"/{request.subresource}" if request.subresource else "")
             watch = str((request.params or {}).get("watch", "")).lower() in ("true", "1")
             line = {
