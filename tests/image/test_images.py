@@ -1,7 +1,8 @@
-"""The broker and operator images under podman: a real container of ``gregor/gregor-broker`` serves Kafka
-clients, reads Kafka's property names from a mounted server.properties and ``GREGOR_*``
-environment variables, runs as a non-root user and reports health through its
-HEALTHCHECK (the same /healthz the chart's probes use).
+"""The broker and operator images under podman. A real container of
+``gregor/gregor-broker`` serves Kafka clients, reads Kafka's property names from a
+mounted server.properties and ``GREGOR_*`` environment variables, runs as a non-root
+user and reports health through its HEALTHCHECK (the same /healthz the chart's probes
+use); the operator image runs ``gregor-operator`` with its dependencies.
 
 The image is built by ``scripts/build-images`` when missing or older than the sources
 (its ``gregor.source-digest`` label), so a fresh machine builds it once here: a Debian
