@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 
 from gregor_operator import metrics
-from gregor_operator.handlers import clusters, quotas, topics
+from gregor_operator.handlers import clusters, quotas, rebalances, topics
 from gregor_operator.handlers.common import (
     FINALIZER,
     Context,
@@ -50,6 +50,7 @@ def build(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, kopf.OperatorS
     topics.register(registry, ctx)
     quotas.register(registry, ctx)
     clusters.register(registry, ctx)
+    rebalances.register(registry, ctx)
 
     settings = kopf.OperatorSettings()
     settings.scanning.disabled = True  # the CRDs are installed with the chart

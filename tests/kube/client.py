@@ -25,8 +25,9 @@ def _base(api_version: str) -> str:
 
 
 class KubeClient:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, timeout: float = 30.0) -> None:
         self.url = url.rstrip("/")
+        self.timeout = timeout
 
     def path(
         self, api_version: str, plural: str, namespace: str | None, name: str | None = None
@@ -46,7 +47,7 @@ class KubeClient:
             headers["Content-Type"] = content_type or "application/json"
         request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=10) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 text = response.read().decode()
         except urllib.error.HTTPError as error:
             raise ApiError(error.code, error.read().decode(errors="replace")) from None
@@ -100,9 +101,9 @@ class KubeClient:
         while time.monotonic() < deadline:
             try:
                 last = probe()
-            except ApiError as error:
+            except (ApiError, TimeoutError) as error:  # a loaded emulator may answer late
                 last = error
-            if last and not isinstance(last, ApiError):
+            if last and not isinstance(last, ApiError | TimeoutError):
                 return last
             time.sleep(interval)
         raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}")
