@@ -25,7 +25,12 @@ from tests.chart.render import CHART, ensure_helm
 
 CLUSTER = "gregor-e2e"
 KCAT_IMAGE = os.environ.get("E2E_KCAT_IMAGE", "edenhill/kcat:1.7.1")
-PLURALS = {"GregorCluster": "gregorclusters", "Topic": "topics", "Quota": "quotas"}
+PLURALS = {
+    "GregorCluster": "gregorclusters",
+    "Topic": "topics",
+    "Quota": "quotas",
+    "GregorRebalance": "gregorrebalances",
+}
 
 
 def kind_unavailable() -> str | None:

@@ -205,6 +205,28 @@ def test_a_killed_broker_pod_comes_back_and_rejoins(platform, installed, summary
     summary["kill_recovery_seconds"] = round(time.monotonic() - started, 1)
 
 
+def test_rebalance_shows_its_plan_and_waits_for_approval(platform, installed) -> None:
+    platform.apply(
+        {
+            "apiVersion": API,
+            "kind": "GregorRebalance",
+            "metadata": {"name": "leaders"},
+            "spec": {"cluster": RELEASE, "mode": "full", "excludedTopics": ["__consumer_offsets"]},
+        }
+    )
+
+    def planned():
+        status = (platform.get(API, "GregorRebalance", "leaders") or {}).get("status") or {}
+        return status.get("phase") and status
+
+    status = wait("GregorRebalance leaders has a phase", planned, timeout=120)
+    # Not approved: it waits with its plan (or refuses, or has nothing to move); nothing runs.
+    assert status["phase"] != "Executing", status
+    assert status["phase"] in ("PendingApproval", "Refused", "Completed"), status
+    platform.delete({"apiVersion": API, "kind": "GregorRebalance", "metadata": {"name": "leaders"}})
+    wait("GregorRebalance deleted", lambda: platform.get(API, "GregorRebalance", "leaders") is None)
+
+
 def test_upgrade_rolls_brokers_one_at_a_time_never_below_min_isr(
     platform, installed, summary
 ) -> None:
