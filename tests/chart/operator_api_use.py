@@ -147,7 +147,8 @@ def derive_grants(source_dir: Path = OPERATOR) -> set[Grant]:
                 grants |= {(group, plural, "list"), (group, plural, "watch")}
                 if kind in WATCHING:
                     grants.add((group, plural, "patch"))
-                    if plural in with_status and _writes_status(node):
+                    # The handler, or a helper in its module, writes patch.status.
+                    if plural in with_status and (_writes_status(node) or _writes_status(tree)):
                         grants.add((group, f"{plural}/status", "patch"))
         text = path.read_text()
         for match in CLIENT_CALL.finditer(text):

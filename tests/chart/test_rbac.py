@@ -1,8 +1,11 @@
-"""The operator's RBAC grants exactly the Kubernetes verbs its code uses, no more.
+"""The operator's RBAC grants every Kubernetes verb its code visibly uses.
 
 The verbs are derived from the operator's source (tests/chart/operator_api_use.py): kopf
-handlers, event posting and kubernetes client calls. A new API call in the operator
-without its grant, or a grant nothing uses, fails here.
+handlers, event posting and direct kubernetes client calls; a new one without its grant
+fails here. Calls made through the operator's own wrapper (``gregor_operator.kube``,
+kinds chosen at run time) are not visible to a reading of the source: the local e2e run
+records every request the operator makes against the emulator and checks that the grants
+are exactly those (e2e/test_e2e.py, test_operator_used_exactly_the_rbac_the_chart_grants).
 """
 
 from __future__ import annotations
@@ -11,15 +14,13 @@ from .operator_api_use import CLUSTER_SCOPED, derive_grants, granted
 from .render import by_kind, one, render
 
 
-def test_rbac_grants_exactly_the_verbs_the_operator_code_uses() -> None:
+def test_rbac_grants_every_verb_the_operator_code_uses() -> None:
     used = derive_grants()
     assert ("gregor.dev", "topics", "watch") in used, "derivation found no kopf handler"
     namespaced, cluster = granted(render())
     used_cluster = {g for g in used if g[1].split("/")[0] in CLUSTER_SCOPED}
     used_namespaced = used - used_cluster
-    assert sorted(namespaced - used_namespaced) == [], "granted but never used (namespaced)"
     assert sorted(used_namespaced - namespaced) == [], "used but not granted (namespaced)"
-    assert sorted(cluster - used_cluster) == [], "granted but never used (cluster-wide)"
     assert sorted(used_cluster - cluster) == [], "used but not granted (cluster-wide)"
 
 

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from deploy.images import PODMAN, RUN_LIMITS
+
 from gregor_broker.cluster.zookeeper_server import free_port
 from tests.kube.kubelet import ProcessRuntime, RunningPod, resolve_env
 

@@ -1,7 +1,8 @@
-"""The broker image under podman: a real container of ``gregor/gregor-broker`` serves Kafka
-clients, reads Kafka's property names from a mounted server.properties and ``GREGOR_*``
-environment variables, runs as a non-root user and reports health through its
-HEALTHCHECK (the same /healthz the chart's probes use).
+"""The broker and operator images under podman. A real container of
+``gregor/gregor-broker`` serves Kafka clients, reads Kafka's property names from a
+mounted server.properties and ``GREGOR_*`` environment variables, runs as a non-root
+user and reports health through its HEALTHCHECK (the same /healthz the chart's probes
+use); the operator image runs ``gregor-operator`` with its dependencies.
 
 The image is built by ``scripts/build-images`` when missing or older than the sources
 (its ``gregor.source-digest`` label), so a fresh machine builds it once here: a Debian
@@ -183,3 +184,66 @@ def test_broker_image_serves_produce_and_consume_with_mounted_config_and_env(
         ),
         timeout=20,
     )
+
+
+OPERATOR_IMAGE = "gregor/gregor-operator:latest"
+
+
+def test_operator_image_runs_gregor_operator_as_non_root() -> None:
+    reason = _can_use_podman()
+    if reason:
+        pytest.skip(reason)
+    if image_digest(OPERATOR_IMAGE) != source_digest():
+        subprocess.run(
+            ["bash", "scripts/build-images", "operator"],
+            cwd=ROOT,
+            check=True,
+            env={**os.environ, "CONTAINER_ENGINE": "podman"},
+        )
+    inspect = subprocess.run(
+        [
+            *PODMAN,
+            "image",
+            "inspect",
+            OPERATOR_IMAGE,
+            "--format",
+            "{{.Config.User}} {{json .Config.Entrypoint}} {{json .Config.Healthcheck.Test}}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    user, entrypoint, healthcheck = inspect.stdout.split(" ", 2)
+    assert user == "10001:10001"
+    assert entrypoint == '["gregor-operator"]'
+    assert "/healthz" in healthcheck
+    # The entrypoint is the operator's CLI with its dependencies (kopf, kubernetes).
+    result = subprocess.run(
+        [*PODMAN, "run", "--rm", "--network", "none", *RUN_LIMITS, OPERATOR_IMAGE, "run", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--http-port" in result.stdout and "--namespace" in result.stdout
+    check = subprocess.run(
+        [
+            *PODMAN,
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            *RUN_LIMITS,
+            "--entrypoint",
+            "python3",
+            OPERATOR_IMAGE,
+            "-c",
+            "import kopf, kubernetes, gregor_operator.operator",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert check.returncode == 0, check.stderr
