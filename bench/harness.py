@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "bench" / "results"
 KIB = 1024
 MB = 1e6
-GROUPS = ("limits", "produce", "consume", "fetch", "latency", "replicated", "failover")
+GROUPS = ("limits", "produce", "consume", "fetch", "latency", "replicated", "failover", "scale")
 # Opt-in groups: run only when named with --only (the Spark group needs PySpark and minutes).
 OPT_IN_GROUPS = ("spark",)
 # Groups run against the peer; the others need no peer broker.
@@ -63,6 +63,9 @@ class Settings:
     replicated_latency_seconds: float
     failover_partitions: int
     failover_reps: int
+    scale_partitions: int
+    scale_delete_topics: int
+    scale_reps: int
     # The spark group: the topic Spark and the consumer read (1 GiB in a full run).
     spark_mib: int = 1024
 
@@ -72,8 +75,12 @@ class Settings:
 # one replication round trip per request, and the round trip swings with the machine's
 # load. At half, a swing pushes the offered rate past it and the figure becomes a queue.
 # They run longer (8 s) so that the lower rate still gives some hundreds of messages.
-FULL = Settings("full", 3, 2.0, 1.0, 256, 512, 512, 4.0, 0.5, 20_000, 0.25, 8.0, 2000, 3)
-QUICK = Settings("quick", 1, 0.3, 0.2, 32, 64, 16, 1.0, 0.5, 2_000, 0.25, 1.0, 100, 1, 32)
+FULL = Settings(
+    "full", 3, 2.0, 1.0, 256, 512, 512, 4.0, 0.5, 20_000, 0.25, 8.0, 2000, 3, 10_000, 2_000, 3
+)
+QUICK = Settings(
+    "quick", 1, 0.3, 0.2, 32, 64, 16, 1.0, 0.5, 2_000, 0.25, 1.0, 100, 1, 400, 80, 1, 32
+)
 
 
 @dataclass(frozen=True)
@@ -238,6 +245,7 @@ class Harness:
         self.cluster: GregorClusterTarget | None = None
         self.rows: dict[str, dict[str, Any]] = {}
         self.failover: dict[str, Any] | None = None
+        self.scale: dict[str, Any] | None = None
         self.limits: dict[str, dict[str, Any]] = {}
         self.notes: list[str] = []
         self.errors: list[str] = []
@@ -266,6 +274,8 @@ class Harness:
             count += 1 + len(REPLICATED_CASES) * 2 * reps + 2 * reps  # 1: cluster start
         if "failover" in self.groups:
             count += self.settings.failover_reps
+        if "scale" in self.groups:
+            count += self.settings.scale_reps
         if "spark" in self.groups:
             count += 1 + 3 * reps
         if self.args.profile:
@@ -870,6 +880,41 @@ class Harness:
             },
         }
 
+    def measure_scale(self) -> None:
+        """``bench.scale`` in this process: one broker of its own per repetition."""
+        from bench import scale
+
+        s = self.settings
+        runs: list[dict[str, Any]] = []
+        for rep in range(s.scale_reps):
+            label = (
+                f"scale, {s.scale_partitions:,} partitions on 1 broker, "
+                f"{s.scale_delete_topics:,} topics deleted, rep {rep + 1}/{s.scale_reps}"
+            )
+            work_dir = self.data_dir / f"scale-{rep + 1}"
+            try:
+                run = scale.run_once(s.scale_partitions, s.scale_delete_topics, work_dir)
+            except Exception as error:  # the rest of the run goes on
+                self.errors.append(f"scale rep {rep + 1}: {error}")
+                self.progress.report(label, f"FAILED ({str(error)[:200]})")
+                continue
+            finally:
+                remove_tree(work_dir)
+            runs.append(run)
+            self.progress.report(
+                label,
+                f"create {run['create_s']:.1f} s, {run['fds_log_files']} segment fds, "
+                f"Metadata all p99 {run['metadata_all_p99_ms']:.1f} ms, "
+                f"delete {run['delete_s']:.1f} s, new topic led in "
+                f"{run['newcomer_leader_s']:.2f} s",
+            )
+        self.scale = {
+            "partitions": s.scale_partitions,
+            "deleted_topics": s.scale_delete_topics,
+            "runs": runs,
+            **{key: report.summarise([run[key] for run in runs]) for key in scale.FIGURES},
+        }
+
     # profile -------------------------------------------------------------------------
     def run_profile(self, topics: dict[str, tuple[str, int]]) -> None:
         from bench import profiling
@@ -1009,6 +1054,8 @@ class Harness:
                 self.measure_limits(spread[2])
             if "failover" in self.groups:
                 self.measure_failover()
+            if "scale" in self.groups:
+                self.measure_scale()
             if "spark" in self.groups:
                 self.measure_spark(gregor)
             if self.args.profile:
@@ -1087,6 +1134,7 @@ class Harness:
             "limits": self.limits,
             "rows": rows,
             "failover": self.failover,
+            "scale": self.scale,
             "goals": goals(rows, self.limits),
             "reference": {
                 "source": "Kafka paper (Kreps, Narkhede, Rao, NetDB 2011), 2011 hardware",

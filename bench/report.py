@@ -147,6 +147,20 @@ def failover_table(failover: dict[str, Any]) -> list[str]:
     return lines
 
 
+def scale_table(scale: dict[str, Any]) -> list[str]:
+    from bench.scale import FIGURES, PARTITIONS_PER_TOPIC
+
+    lines = [
+        f"| scale: {scale['partitions']:,} partitions ({PARTITIONS_PER_TOPIC} per topic) on "
+        f"1 broker, {scale['deleted_topics']:,} topics deleted | median [min-max] |",
+        "| --- | --- |",
+    ]
+    for key, label in FIGURES.items():
+        if key in scale:
+            lines.append(f"| {label} | {spread(scale[key])} |")
+    return lines
+
+
 def goals_table(goals: list[dict[str, Any]]) -> list[str]:
     lines = ["| goal (issue 6) | measured | met |", "| --- | --- | --- |"]
     for goal in goals:
@@ -247,6 +261,16 @@ def markdown(result: dict[str, Any]) -> str:
             "",
             "No peer and no ratio: a failover's floor is the session timeout (detection), "
             "the rest is Gregor's controller electing new leaders (bench/failover.py).",
+            "",
+        ]
+    if result.get("scale"):
+        lines += [
+            "## Scale: topics and partitions on one broker",
+            "",
+            *scale_table(result["scale"]),
+            "",
+            "No peer: bench/scale.py drives one Gregor broker through Kafka's protocol "
+            "(log.max.open.files=1000).",
             "",
         ]
     if spark_rows:

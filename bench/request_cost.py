@@ -8,7 +8,10 @@ no client: the figure is the broker's own Python work per unbatched produce requ
 which is what the unbatched rows of ``make bench`` are bound by, measured without a
 client sharing the two cores.
 
-    python -m bench.request_cost [--size 100] [--requests 20000] [--rounds 7]
+    python -m bench.request_cost [--size 100] [--records 1] [--requests 20000] [--rounds 7]
+
+``--records`` puts that many records in the request's one batch (the broker walks every
+record of a batch it validates, so this shows the per-record cost).
 """
 
 from __future__ import annotations
@@ -51,7 +54,9 @@ class _Connection:
         raise RuntimeError(f"the broker closed the bench connection: {reason}")
 
 
-async def _measure(directory: Path, size: int, requests: int, rounds: int) -> list[float]:
+async def _measure(
+    directory: Path, size: int, requests: int, rounds: int, records: int = 1
+) -> list[float]:
     zookeeper = ZooKeeperServer(directory / "zookeeper")
     zookeeper.start()
     broker = Broker(
@@ -69,8 +74,8 @@ async def _measure(directory: Path, size: int, requests: int, rounds: int) -> li
     )
     try:
         await broker.start()
-        record = encode_record(Record(0, 0, None, b"x" * size, []))
-        batch = build_batch([record], base_timestamp=int(time.time() * 1000))
+        encoded = [encode_record(Record(i, 0, None, b"x" * size, [])) for i in range(records)]
+        batch = build_batch(encoded, base_timestamp=int(time.time() * 1000))
         frame = memoryview(produce_frame(9, records=batch))
         connection = _Connection()
         router = broker.router
@@ -91,8 +96,8 @@ async def _measure(directory: Path, size: int, requests: int, rounds: int) -> li
             results.append((time.perf_counter() - started) / requests * 1e6)
             await asyncio.sleep(0)  # let the broker's own tasks run between rounds
         written = broker.replicas.partitions[(TOPIC, 0)].log.log_end_offset - appended
-        if written != requests * rounds:  # every measured request must have appended
-            raise RuntimeError(f"{written} of {requests * rounds} requests were appended")
+        if written != requests * rounds * records:  # every measured request appended
+            raise RuntimeError(f"{written} of {requests * rounds * records} records were appended")
         return results
     finally:
         await broker.stop()
@@ -116,14 +121,17 @@ def main(argv: list[str] | None = None) -> int:
         "measured inside a real broker without a socket or a client.",
     )
     parser.add_argument("--size", type=int, default=100, help="record value bytes (100)")
+    parser.add_argument("--records", type=int, default=1, help="records per batch (1)")
     parser.add_argument("--requests", type=int, default=20000, help="requests per round")
     parser.add_argument("--rounds", type=int, default=7, help="rounds; the median is reported")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="gregor-request-cost-") as directory:
-        results = asyncio.run(_measure(Path(directory), args.size, args.requests, args.rounds))
+        results = asyncio.run(
+            _measure(Path(directory), args.size, args.requests, args.rounds, args.records)
+        )
     rounds = ", ".join(f"{r:.1f}" for r in results)
     print(
-        f"Produce v9, one {args.size}-byte record, acks=1: "
+        f"Produce v9, {args.records} x {args.size}-byte record(s) in one batch, acks=1: "
         f"median {statistics.median(results):.1f} us per request (rounds: {rounds})"
     )
     return 0

@@ -30,7 +30,8 @@ __all__ = ["broker", "broker_factory", "cluster", "cluster_factory"]
 def broker_factory(
     zk_connect: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Callable[..., BrokerProcess]]:
-    """``broker_factory(broker_id=None, *, rack=None, port=0, wait=True, **properties)``.
+    """``broker_factory(broker_id=None, *, rack=None, port=0, wait=True, command_prefix=(),
+    **properties)``.
 
     Starts a broker and, with ``wait``, returns once it is registered in ZooKeeper. Broker
     ids count up from 1 when not given. Properties use Kafka's names, so pass them as
@@ -46,6 +47,7 @@ def broker_factory(
         port: int = 0,
         wait: bool = True,
         timeout: float = REGISTRATION_TIMEOUT,
+        command_prefix: tuple[str, ...] = (),
         **properties: str,
     ) -> BrokerProcess:
         nonlocal next_id
@@ -59,6 +61,7 @@ def broker_factory(
             port=port,
             rack=rack,
             properties={key: str(value) for key, value in properties.items()},
+            command_prefix=command_prefix,
         )
         started.append(broker)
         broker.start()

@@ -35,3 +35,4 @@ def data_dir(tmp_path: Path) -> Path:
 
 
 from .cluster_fixtures import *  # noqa: E402, F403
+from .kube.fixtures import *  # noqa: E402, F403

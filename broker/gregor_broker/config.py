@@ -166,6 +166,21 @@ def one_of(*allowed: str) -> Validator:
     return check
 
 
+_MESSAGE_FORMAT_VERSION = re.compile(r"\d+(\.\d+){1,3}(-IV\d+)?")
+
+
+def message_format_version(key: str, value: Any) -> None:
+    """A Kafka release or inter-broker protocol version such as ``0.10.0`` or ``3.0-IV1``."""
+    if value is not None and not _MESSAGE_FORMAT_VERSION.fullmatch(value):
+        raise ConfigError(
+            f"Invalid value {value!r} for configuration {key}: expected a Kafka version "
+            "such as 2.8 or 3.0-IV1"
+        )
+
+
+message_format_version.__doc__ = "[0.8.0, ..., 3.0-IV1]"
+
+
 def list_of(*allowed: str, non_empty: bool = False) -> Validator:
     def check(key: str, value: Any) -> None:
         if value is None:
@@ -263,6 +278,11 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 # --- the broker configuration ----------------------------------------------------------------
+
+
+# replica.selector.class values (Kafka's class names; replication/replica_selector.py).
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
 
 
 def _key(
@@ -455,6 +475,12 @@ class BrokerConfig:
         validator=at_least(0),
     )  # fmt: skip
     log_preallocate: bool = _key(False, _T.BOOLEAN, "Preallocate segment files.")
+    log_max_open_files: int = _key(
+        1000, _T.INT,
+        "Gregor only: most segment .log files kept open at once; the least recently used "
+        "are closed and reopened on demand (a file being sent is never closed).",
+        validator=at_least(16),
+    )  # fmt: skip
     compression_type: str = _key(
         "producer", _T.STRING, "Default topic compression; producer keeps the producer's codec.",
         validator=one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
@@ -462,6 +488,14 @@ class BrokerConfig:
     message_max_bytes: int = _key(
         1048588, _T.INT, "Largest record batch the broker accepts.", validator=at_least(0)
     )
+    produce_decompressed_max_bytes: int = _key(
+        104857600, _T.INT,
+        "Gregor only: most bytes the compressed record batches of one Produce request may "
+        "inflate to while the broker validates them (streamed, never held whole); past it "
+        "the batch is refused with MESSAGE_TOO_LARGE. Defaults to socket.request.max.bytes' "
+        "default, so a compressed request costs at most the work of the largest plain one.",
+        validator=at_least(1),
+    )  # fmt: skip
     num_recovery_threads_per_data_dir: int = _key(
         1, _T.INT, "Threads per log dir for recovery at start-up and flush at shutdown.",
         validator=at_least(1),
@@ -477,6 +511,12 @@ class BrokerConfig:
         True, _T.BOOLEAN, "Create a topic when a client asks for its metadata."
     )
     delete_topic_enable: bool = _key(True, _T.BOOLEAN, "Allow topic deletion.")
+    max_partitions_per_request: int = _key(
+        10000, _T.INT,
+        "Gregor only (Kafka's controller hard-codes 10000): most partitions one CreateTopics "
+        "or CreatePartitions request may add; more is refused with POLICY_VIOLATION.",
+        validator=at_least(1),
+    )  # fmt: skip
     # Replication
     min_insync_replicas: int = _key(
         1, _T.INT, "Replicas that must acknowledge an acks=all write.", validator=at_least(1)
@@ -486,6 +526,15 @@ class BrokerConfig:
     )
     replica_lag_time_max_ms: int = _key(
         30000, _T.LONG, "A follower not caught up for this long leaves the ISR."
+    )
+    replica_selector_class: str | None = _key(
+        None,
+        _T.STRING,
+        "Which replica consumers read from (KIP-392): unset or "
+        "org.apache.kafka.common.replica.LeaderSelector for the leader, "
+        "org.apache.kafka.common.replica.RackAwareReplicaSelector for a replica in the "
+        "consumer's client.rack.",
+        validator=one_of(RACK_AWARE_REPLICA_SELECTOR, LEADER_SELECTOR),
     )
     replica_fetch_max_bytes: int = _key(
         1048576, _T.INT, "Bytes per partition a follower fetches.", validator=at_least(0)
@@ -940,6 +989,11 @@ TOPIC_CONFIGS: Mapping[str, TopicConfigDef] = MappingProxyType(
             _topic("message.downconversion.enable", _T.BOOLEAN, "true",
                    ("log.message.downconversion.enable",),
                    "allow down-conversion for old fetch versions"),
+            # Deprecated in Kafka 3.0 and ignored from then on (every batch is v2), but still
+            # accepted, as clients and tools still set it (librdkafka's 0092 mixed_msgver).
+            _topic("message.format.version", _T.STRING, "3.0-IV1", (),
+                   "deprecated, ignored: every batch is stored in the v2 format",
+                   message_format_version),
             _topic("message.timestamp.after.max.ms", _T.LONG, _LONG_MAX_S,
                    ("log.message.timestamp.after.max.ms",),
                    "reject records timestamped this far after the broker's time", at_least(0)),
@@ -1107,9 +1161,10 @@ _BROKER_KEY_SYNONYMS = _broker_key_synonyms()
 
 
 def describe_broker_configs(broker: BrokerConfig) -> list[ConfigEntry]:
-    """Entries for every supported broker key, sorted by name.
+    """Entries for every static broker key, sorted by name.
 
-    Every entry is read-only: Gregor has no dynamic broker configs (``/config/brokers``).
+    Every entry is read-only; the keys that change at run time are described by
+    :func:`describe_dynamic_broker_configs`.
     """
     entries = []
     for name, definition in sorted(BROKER_CONFIG_KEYS.items()):
@@ -1125,6 +1180,103 @@ def describe_broker_configs(broker: BrokerConfig) -> list[ConfigEntry]:
                 source=synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG,
                 read_only=True,
                 is_sensitive=definition.config_type == ConfigType.PASSWORD,
+                synonyms=tuple(synonyms),
+                config_type=definition.config_type,
+                documentation=definition.doc,
+            )
+        )
+    return entries
+
+
+# --- dynamic broker configs (/config/brokers/<id> and <default>) -------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DynamicBrokerConfigDef:
+    """A broker config that AlterConfigs may change at run time, as Kafka's
+    ``DynamicConfig.Broker`` lists it, with the default a broker shows when none is set."""
+
+    name: str
+    config_type: ConfigType
+    default: str
+    validator: Validator | None
+    doc: str
+
+    def parse(self, text: str) -> Any:
+        value = parse_value(self.name, text, self.config_type, InvalidConfig)
+        if self.validator is not None:
+            try:
+                self.validator(self.name, value)
+            except ConfigError as exc:
+                raise InvalidConfig(str(exc)) from None
+        return value
+
+
+# Only what Gregor applies live (the replication throttles read /config/brokers on every
+# use); any other broker key is static and refused, never stored and ignored.
+DYNAMIC_BROKER_CONFIGS: Mapping[str, DynamicBrokerConfigDef] = MappingProxyType(
+    {
+        d.name: d
+        for d in (
+            DynamicBrokerConfigDef(
+                "follower.replication.throttled.rate", ConfigType.LONG, _LONG_MAX_S,
+                at_least(0),
+                "bytes/s a follower copies for its follower.replication.throttled.replicas"),
+            DynamicBrokerConfigDef(
+                "leader.replication.throttled.rate", ConfigType.LONG, _LONG_MAX_S,
+                at_least(0),
+                "bytes/s a leader sends for its leader.replication.throttled.replicas"),
+        )
+    }
+)  # fmt: skip
+
+
+def validate_dynamic_broker_configs(configs: Mapping[str, str | None]) -> None:
+    """Raise :class:`InvalidConfig` naming a key that cannot change at run time, or a bad value.
+
+    Matches Kafka's answer to AlterConfigs on a broker resource (INVALID_CONFIG).
+    """
+    static = sorted(name for name in configs if name not in DYNAMIC_BROKER_CONFIGS)
+    if static:
+        known = [name for name in static if name in BROKER_CONFIG_KEYS]
+        unknown = [name for name in static if name not in BROKER_CONFIG_KEYS]
+        problems = []
+        if known:
+            problems.append(f"cannot update these configs dynamically: {', '.join(known)}")
+        if unknown:
+            problems.append(f"unknown broker configs: {', '.join(unknown)}")
+        raise InvalidConfig(
+            "; ".join(problems)
+            + f" (dynamic broker configs: {', '.join(sorted(DYNAMIC_BROKER_CONFIGS))})"
+        )
+    for name, text in configs.items():
+        if text is not None:
+            DYNAMIC_BROKER_CONFIGS[name].parse(text)
+
+
+def describe_dynamic_broker_configs(
+    per_broker: Mapping[str, str], cluster_default: Mapping[str, str]
+) -> list[ConfigEntry]:
+    """Entries for the dynamic keys: this broker's value, else the cluster-wide default, else
+    Kafka's default, with synonyms in that order (most specific first)."""
+    entries = []
+    for name, definition in sorted(DYNAMIC_BROKER_CONFIGS.items()):
+        synonyms: list[ConfigSynonym] = []
+        if name in per_broker:
+            synonyms.append((name, per_broker[name], ConfigSource.DYNAMIC_BROKER_CONFIG))
+        if name in cluster_default:
+            synonyms.append(
+                (name, cluster_default[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+            )
+        synonyms.append((name, definition.default, ConfigSource.DEFAULT_CONFIG))
+        _, value, source = synonyms[0]
+        entries.append(
+            ConfigEntry(
+                name=name,
+                value=value,
+                source=source,
+                read_only=False,
+                is_sensitive=False,
                 synonyms=tuple(synonyms),
                 config_type=definition.config_type,
                 documentation=definition.doc,
@@ -1156,6 +1308,22 @@ def render_config_tables() -> str:
         default = "required" if key.required else _md(display_value(key.default))
         doc = key.doc.replace("|", "\\|")
         lines.append(f"| `{name}` | {key.config_type.name} | {default} | `{key.env_var}` | {doc} |")
+    lines += [
+        "",
+        "### Dynamic broker configs",
+        "",
+        "Changed at run time with AlterConfigs/IncrementalAlterConfigs on a broker resource",
+        "(`/config/brokers/<id>`, or `<default>` for every broker); no other broker key can be.",
+        "",
+        "| key | type | default | valid values | meaning |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, dynamic in sorted(DYNAMIC_BROKER_CONFIGS.items()):
+        valid = (dynamic.validator.__doc__ if dynamic.validator else "") or ""
+        lines.append(
+            f"| `{name}` | {dynamic.config_type.name} | {_md(dynamic.default)} | "
+            f"{valid} | {dynamic.doc} |"
+        )
     lines += [
         "",
         "### Topic configs",

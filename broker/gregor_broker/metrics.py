@@ -35,26 +35,33 @@ LATENCY_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 )  # fmt: skip
 LOOP_LAG_INTERVAL_S = 0.5
+# The lag histogram samples more often than the gauge: a stall shorter than the interval
+# between samples is seen only when a sample falls inside it.
+LOOP_LAG_SAMPLE_S = 0.05
+LOOP_LAG_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+)  # fmt: skip
 ZOOKEEPER_CHECK_TIMEOUT_S = 2.0
 
 
 class LatencyHistogram:
     """A Prometheus histogram at the cost of a bisect and two adds per observation."""
 
-    __slots__ = ("counts", "sum")
+    __slots__ = ("bounds", "counts", "sum")
 
-    def __init__(self) -> None:
-        self.counts = [0] * (len(LATENCY_BUCKETS) + 1)  # the last one is +Inf
+    def __init__(self, bounds: tuple[float, ...] = LATENCY_BUCKETS) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
         self.sum = 0.0
 
     def observe(self, seconds: float) -> None:
-        self.counts[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        self.counts[bisect.bisect_left(self.bounds, seconds)] += 1
         self.sum += seconds
 
     def buckets(self) -> list[tuple[str, int]]:
         cumulative = 0
         out = []
-        for bound, count in zip((*LATENCY_BUCKETS, float("inf")), self.counts, strict=True):
+        for bound, count in zip((*self.bounds, float("inf")), self.counts, strict=True):
             cumulative += count
             out.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
         return out
@@ -122,6 +129,15 @@ class BrokerCollector(Collector):
         )
         lag.add_metric([], getattr(broker.metrics_server, "loop_lag_s", 0.0))
         yield lag
+        histogram = getattr(broker.metrics_server, "loop_lag", None)
+        if histogram is not None:
+            delay = HistogramMetricFamily(
+                "gregor_event_loop_delay_seconds",
+                f"How late the event loop ran a timer, sampled every {LOOP_LAG_SAMPLE_S} s: "
+                "what any request arriving then waited before the broker could look at it",
+            )
+            delay.add_metric([], histogram.buckets(), histogram.sum)
+            yield delay
 
     def _request_latency(self) -> Iterator[HistogramMetricFamily]:
         router = self.broker.router
@@ -161,6 +177,13 @@ class BrokerCollector(Collector):
         )
         replication.add_metric([], replicas.replication_bytes_out_total)
         yield replication
+        follower_served = CounterMetricFamily(
+            "gregor_fetch_from_follower_bytes",
+            "Record bytes this broker served consumers as a follower (KIP-392, "
+            "replica.selector.class)",
+        )
+        follower_served.add_metric([], replicas.follower_served_bytes_total)
+        yield follower_served
         quota = replicas.leader_replication_quota
         throttled_bytes = CounterMetricFamily(
             "gregor_leader_replication_throttled_bytes",
@@ -343,6 +366,7 @@ class MetricsServer:
         self._runner: web.AppRunner | None = None
         self._lag_task: asyncio.Task[None] | None = None
         self.loop_lag_s = 0.0
+        self.loop_lag = LatencyHistogram(LOOP_LAG_BUCKETS)
 
     async def start(self) -> None:
         app = web.Application()
@@ -362,10 +386,21 @@ class MetricsServer:
             await self._runner.cleanup()
 
     async def _measure_loop_lag(self) -> None:
+        """Sleep a short while, again and again, and record how late each wake-up came:
+        every sample goes to the histogram; the gauge keeps the worst of each 0.5 s."""
+        worst = 0.0
+        next_gauge = time.monotonic() + LOOP_LAG_INTERVAL_S
         while True:
-            expected = time.monotonic() + LOOP_LAG_INTERVAL_S
-            await asyncio.sleep(LOOP_LAG_INTERVAL_S)
-            self.loop_lag_s = max(time.monotonic() - expected, 0.0)
+            expected = time.monotonic() + LOOP_LAG_SAMPLE_S
+            await asyncio.sleep(LOOP_LAG_SAMPLE_S)
+            now = time.monotonic()
+            lag = max(now - expected, 0.0)
+            self.loop_lag.observe(lag)
+            worst = max(worst, lag)
+            if now >= next_gauge:
+                self.loop_lag_s = worst
+                worst = 0.0
+                next_gauge = now + LOOP_LAG_INTERVAL_S
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(

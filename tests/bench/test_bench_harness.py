@@ -227,6 +227,22 @@ def test_markdown_compares_three_brokers_with_one_and_shows_failover_times() -> 
     assert "| kill to every partition led | 8.70 |" in text
 
 
+def test_markdown_shows_the_scale_figures() -> None:
+    from bench import scale
+
+    result = {
+        **_result([], {}),
+        "scale": {
+            "partitions": 10_000,
+            "deleted_topics": 2_000,
+            **{key: report.summarise([1.0, 2.0, 3.0]) for key in scale.FIGURES},
+        },
+    }
+    text = report.markdown(result)
+    assert "| scale: 10,000 partitions (4 per topic) on 1 broker, 2,000 topics deleted" in text
+    assert f"| {scale.FIGURES['newcomer_leader_s']} | 2.00 [1.00-3.00] |" in text
+
+
 def test_the_spark_group_runs_only_when_asked_for() -> None:
     parser = argparse.ArgumentParser()
     harness.add_arguments(parser)

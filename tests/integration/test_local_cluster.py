@@ -71,11 +71,14 @@ def test_local_up_status_down_runs_a_cluster_from_separate_commands(local_dir: P
         str(zookeeper_port),
         "--data-dir",
         data_dir,
+        "--metrics-port",
+        "-1",
         "--config",
         "num.partitions=2",
         "--detach",
     )
     assert up.returncode == 0, up.stdout + up.stderr
+    assert "metrics:" not in up.stdout
     bootstrap = f"127.0.0.1:{base_port},127.0.0.1:{base_port + 1}"
     assert f"bootstrap servers: {bootstrap}" in up.stdout
     assert f"kcat -b 127.0.0.1:{base_port} -L" in up.stdout
@@ -131,6 +134,8 @@ def test_local_up_reports_a_busy_port_and_starts_nothing(local_dir: Path) -> Non
             str(port),
             "--zookeeper-port",
             "0",
+            "--metrics-port",
+            "0",
             "--data-dir",
             str(local_dir),
             "--detach",
@@ -144,3 +149,39 @@ def test_local_down_without_a_cluster_is_a_no_op(local_dir: Path) -> None:
     down = gregor("local", "down", "--data-dir", str(local_dir))
     assert down.returncode == 0
     assert "No local cluster running" in down.stdout
+
+
+def test_local_up_defaults_to_three_brokers_on_racks_a_b_c_with_metrics(local_dir: Path) -> None:
+    """The shape users deploy: no --brokers/--racks gives three brokers, one per rack,
+    each serving /metrics (and its probes), and the output lists every endpoint."""
+    import urllib.request
+
+    base_port = consecutive_free_ports(3)
+    metrics_port = consecutive_free_ports(3)
+    up = gregor(
+        "local",
+        "up",
+        "--port",
+        str(base_port),
+        "--metrics-port",
+        str(metrics_port),
+        "--zookeeper-port",
+        "0",
+        "--data-dir",
+        str(local_dir),
+        "--detach",
+    )
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert "3 brokers" in up.stdout
+    expected = [f"http://127.0.0.1:{metrics_port + i}/metrics" for i in range(3)]
+    assert f"metrics:           {' '.join(expected)}" in up.stdout
+    state = json.loads((local_dir / "cluster.json").read_text())
+    assert [(b["id"], b["rack"]) for b in state["brokers"]] == [(1, "a"), (2, "b"), (3, "c")]
+    for broker_id, url in enumerate(expected, start=1):
+        with urllib.request.urlopen(url, timeout=5) as response:
+            assert b"gregor_messages_in_total" in response.read()
+        ready = url.replace("/metrics", "/readyz")
+        with urllib.request.urlopen(ready, timeout=5) as response:
+            assert response.status == 200
+        properties = (local_dir / f"broker-{broker_id}" / "server.properties").read_text()
+        assert f"metrics.port={metrics_port + broker_id - 1}" in properties

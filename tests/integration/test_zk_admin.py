@@ -194,6 +194,36 @@ def test_request_topic_deletion(admin, client):
         admin.request_topic_deletion("missing")
 
 
+def test_request_topic_deletions_marks_many_topics_in_one_batch(admin, client):
+    admin.create_topic("a", {0: [1]}, {})
+    admin.create_topic("b", {0: [1]}, {})
+    admin.request_topic_deletion("b")
+    results = admin.request_topic_deletions(["a", "b", "missing"])
+    assert results["a"] is None
+    assert isinstance(results["b"], TopicAlreadyMarkedForDeletion)
+    assert isinstance(results["missing"], UnknownTopic)
+    assert admin.topics_marked_for_deletion() == ["a", "b"]
+
+
+def test_delete_topics_znodes_removes_every_node_of_each_topic(admin, client):
+    for name in ("a", "b"):
+        admin.create_topic(name, {i: [1] for i in range(1500)}, {"retention.ms": "1"})
+        state = PartitionState(1, 1, 0, (1,)).to_json()
+        pending = [
+            client.create_async(zk_paths.partition_state_path(name, index), state, makepath=True)
+            for index in range(1500)
+        ]
+        for request in pending:
+            request.get()
+    admin.request_topic_deletions(["a", "b"])
+    # "b" lost a partition state meanwhile: the batch falls back to node-by-node for it.
+    client.delete("/brokers/topics/b/partitions/3/state")
+    assert admin.delete_topics_znodes(["a", "b", "gone"]) == ["a", "b", "gone"]
+    assert client.get_children("/brokers/topics") == []
+    assert client.get_children("/config/topics") == []
+    assert admin.topics_marked_for_deletion() == []
+
+
 def test_set_topic_config_writes_node_then_notification(admin, client):
     admin.create_topic("t", {0: [1]}, {})
     admin.set_topic_config("t", {"cleanup.policy": "compact", "retention.ms": "1000"})

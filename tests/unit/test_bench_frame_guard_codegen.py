@@ -36,7 +36,12 @@ def _verdict(check, cls: type, body: bytes) -> object:
 
 
 def _generated(cls: type, view: memoryview) -> int:
-    return compiled_checker(cls)(view, 0, len(view))
+    from gregor_broker.protocol.frame_guard import _copy_entity, _NeedsCopy
+
+    try:
+        return compiled_checker(cls)(view, 0, len(view))
+    except _NeedsCopy:  # check_request then walks the body again, copying it
+        return _copy_entity(view, 0, len(view), cls, bytearray())
 
 
 def _generic(cls: type, view: memoryview) -> int:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gregor_broker.cli.reassign import throttle_configs
+from gregor_broker.replication.reassignment_throttles import throttle_configs
 from gregor_broker.replication.throttle import (
     FOLLOWER_REPLICAS,
     LEADER_REPLICAS,

@@ -39,14 +39,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def run(broker: Broker) -> None:
+async def run(broker: Broker) -> int:
+    """Serve until SIGTERM/SIGINT or until the broker must stop by itself (every log dir
+    failed); return the exit status."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await broker.start()
-    await stop.wait()
+    waits = [
+        asyncio.ensure_future(stop.wait()),
+        asyncio.ensure_future(broker.shutdown_requested.wait()),
+    ]
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for wait in waits:
+        wait.cancel()
     await broker.stop()
+    return broker.exit_status
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, OSError) as error:
         print(f"gregor-broker: {error}", file=sys.stderr)
         return 2
-    asyncio.run(run(Broker(config)))
-    return 0
+    return asyncio.run(run(Broker(config)))
 
 
 if __name__ == "__main__":

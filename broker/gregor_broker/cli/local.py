@@ -69,14 +69,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
         epilog="example: gregor local up --brokers 3 --racks a,b,c --detach",
     )
+    # The default is the shape users deploy: three brokers, one per rack (zone), so
+    # replication factor 3 with rack-aware placement works out of the box.
     up.add_argument(
-        "--brokers", type=int, default=1, metavar="N", help="how many brokers (default: 1)"
+        "--brokers", type=int, default=3, metavar="N", help="how many brokers (default: 3)"
     )
     up.add_argument(
         "--racks",
-        default="",
+        default="a,b,c",
         metavar="A,B,...",
-        help="comma-separated racks; broker i gets racks[i %% len(racks)] (default: none)",
+        help="comma-separated racks; broker i gets racks[i %% len(racks)] "
+        "(default: a,b,c; '' for none)",
+    )
+    up.add_argument(
+        "--metrics-port",
+        type=int,
+        default=9404,
+        metavar="PORT",
+        help="metrics.port of broker 1 (/metrics, /healthz, /readyz); broker i uses "
+        "PORT+i-1 (default: 9404; 0: free ports; -1: metrics off)",
     )
     up.add_argument(
         "--port",
@@ -256,6 +267,13 @@ def print_connection_info(state: dict[str, Any], data_dir: Path) -> None:
         f"ZooKeeper at {state['zookeeper']['connect']}"
     )
     print(f"  bootstrap servers: {bootstrap}")
+    metrics = [
+        f"http://{broker['host']}:{broker['metrics_port']}/metrics"
+        for broker in state["brokers"]
+        if broker.get("metrics_port")
+    ]
+    if metrics:
+        print(f"  metrics:           {' '.join(metrics)}")
     print(f"  list metadata:     kcat -b {first} -L")
     print(f"  produce:           echo hello | kcat -b {first} -t test -P")
     print(f"  consume:           kcat -b {first} -t test -C -o beginning -e")
@@ -288,13 +306,16 @@ def cmd_up(args: argparse.Namespace) -> int:
         state_path(data_dir).unlink(missing_ok=True)  # left by a cluster that died
 
     ports = [] if args.port == 0 else [args.port + i for i in range(args.brokers)]
+    if args.metrics_port > 0:
+        ports += [args.metrics_port + i for i in range(args.brokers)]
     if args.zookeeper is None and args.zookeeper_port != 0:
         ports.append(args.zookeeper_port)
     busy = [port for port in ports if port_in_use(port)]
     if busy:
         return _error(
             f"port {', '.join(map(str, busy))} already in use on 127.0.0.1: stop what uses "
-            "it, or pick other ports with --port / --zookeeper-port (0 picks free ports)"
+            "it, or pick other ports with --port / --metrics-port / --zookeeper-port "
+            "(0 picks free ports)"
         )
 
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -306,6 +327,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         zookeeper_port=args.zookeeper_port,
         zookeeper_connect=args.zookeeper,
         properties=properties,
+        metrics_base_port=None if args.metrics_port < 0 else args.metrics_port,
     )
     print(
         f"Starting ZooKeeper and {args.brokers} broker(s) in {data_dir} ...",

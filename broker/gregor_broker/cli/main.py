@@ -14,13 +14,27 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from gregor_broker.cli import bench, groups, leaders, local, quotas, reassign, topics
+from gregor_broker.cli import (
+    bench,
+    configs,
+    groups,
+    leaders,
+    local,
+    offsets,
+    quotas,
+    reassign,
+    records,
+    topics,
+)
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
 COMMAND_GROUPS: list[Register] = [
     local.register,
     topics.register,
+    configs.register,
+    offsets.register,
+    records.register,
     reassign.register,
     leaders.register,
     groups.register,
@@ -63,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.verbose:
         # kazoo logs every refused connection attempt; the commands report failures themselves.
         logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+        # librdkafka's own log lines (kafka_api.client_config routes them here).
+        logging.getLogger("gregor.librdkafka").setLevel(logging.CRITICAL)
     return args.func(args)
 
 

@@ -13,18 +13,15 @@ import sys
 import time
 from pathlib import Path
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError
 
 from gregor_broker.cli import zk_target
 from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.cluster.models import PartitionReassignment
 from gregor_broker.cluster.reassignment import plan_moves
-from gregor_broker.cluster.zk_paths import CONFIG_BROKERS
-from gregor_broker.replication.throttle import (
-    FOLLOWER_RATE,
-    FOLLOWER_REPLICAS,
-    LEADER_RATE,
-    LEADER_REPLICAS,
+from gregor_broker.replication.reassignment_throttles import (
+    apply_throttles,
+    remove_throttles,
 )
 
 Plan = dict[tuple[str, int], tuple[int, ...]]
@@ -133,22 +130,6 @@ def plan_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def throttle_configs(plan: Plan, current: Plan) -> dict[str, dict[str, str]]:
-    """Kafka's throttled-replica lists per topic, as kafka-reassign-partitions writes them:
-    leader side = the existing replicas of moving partitions (whichever of them leads
-    serves the copy), follower side = the replicas being added."""
-    per_topic: dict[str, dict[str, list[str]]] = {}
-    for (topic, index), target in plan.items():
-        before = current[(topic, index)]
-        adding = [b for b in target if b not in before]
-        if not adding:
-            continue
-        entry = per_topic.setdefault(topic, {LEADER_REPLICAS: [], FOLLOWER_REPLICAS: []})
-        entry[LEADER_REPLICAS] += [f"{index}:{b}" for b in before]
-        entry[FOLLOWER_REPLICAS] += [f"{index}:{b}" for b in adding]
-    return {topic: {k: ",".join(v) for k, v in entry.items()} for topic, entry in per_topic.items()}
-
-
 def execute_command(args: argparse.Namespace) -> int:
     plan = read_plan(args.plan)
     with zk_target.connect(args) as admin:
@@ -162,16 +143,7 @@ def execute_command(args: argparse.Namespace) -> int:
         current = current_assignment(admin, sorted({t for t, _ in plan}))
         print(f"Current assignment (save it to roll back):\n{to_json(current)}\n")
         if args.throttle:
-            for topic, throttles in throttle_configs(plan, current).items():
-                config = admin.get_topic_config(topic)
-                config.update(throttles)
-                admin.set_topic_config(topic, config)
-            brokers = {b for replicas in [*plan.values(), *current.values()] for b in replicas}
-            for broker in sorted(brokers):
-                config = admin.get_entity_config(f"brokers/{broker}")
-                config[LEADER_RATE] = str(args.throttle)
-                config[FOLLOWER_RATE] = str(args.throttle)
-                admin.set_entity_config(f"brokers/{broker}", config)
+            apply_throttles(admin, plan, current, args.throttle)
             print(f"Throttle: {args.throttle} bytes/s per broker while moving.")
         try:
             admin.request_reassignment(PartitionReassignment(plan))
@@ -228,42 +200,10 @@ def verify_command(args: argparse.Namespace) -> int:
             print(f"Reassignment of partition {topic}-{index} {state}.")
         if not all(status.values()):
             return 1
-        removed = _remove_throttles(admin, plan)
+        removed = remove_throttles(admin, {t for t, _ in plan})
         if removed:
             print("Throttles removed.")
     return 0
-
-
-def _remove_throttles(admin: ZkAdmin, plan: Plan) -> bool:
-    """Clear what ``execute --throttle`` set: both throttled-replica lists of the plan's
-    topics and both rates of every broker, like kafka-reassign-partitions --verify. Kafka
-    clears only the live brokers; Gregor also clears brokers that are down, which would
-    otherwise come back still throttled."""
-    removed = False
-    for topic in sorted({t for t, _ in plan}):
-        config = admin.get_topic_config(topic)
-        if LEADER_REPLICAS in config or FOLLOWER_REPLICAS in config:
-            config.pop(LEADER_REPLICAS, None)
-            config.pop(FOLLOWER_REPLICAS, None)
-            admin.set_topic_config(topic, config)
-            removed = True
-    for broker in sorted(set(admin.list_brokers()) | _brokers_with_configs(admin)):
-        config = admin.get_entity_config(f"brokers/{broker}")
-        if LEADER_RATE in config or FOLLOWER_RATE in config:
-            config.pop(LEADER_RATE, None)
-            config.pop(FOLLOWER_RATE, None)
-            admin.set_entity_config(f"brokers/{broker}", config)
-            removed = True
-    return removed
-
-
-def _brokers_with_configs(admin: ZkAdmin) -> set[int]:
-    """Ids under ``/config/brokers`` (``<default>`` is the operator's, not ours)."""
-    try:
-        children = admin.client.get_children(CONFIG_BROKERS)
-    except NoNodeError:
-        return set()
-    return {int(name) for name in children if name.isdigit()}
 
 
 __all__ = ["register"]

@@ -11,7 +11,18 @@ What it handles now:
 - broker loss and return: a partition whose leader is gone gets a new leader from
   the live ISR, in assignment order; with none, it stays offline (leader -1) unless
   ``unclean.leader.election.enable`` lets a live out-of-sync replica lead;
-- topic deletion requests under ``/admin/delete_topics``.
+- topic deletion requests under ``/admin/delete_topics``;
+- failed log dirs (``/log_dir_event_notification``): the replicas a broker reports
+  offline count as dead for their partitions only (Kafka's ``onReplicasBecomeOffline``):
+  they leave the ISR, and a partition they led gets a new leader from the rest of the ISR.
+  The record lasts until that broker's registration changes (a restart).
+
+A broker acts as controller only while its own ``/brokers/ids/<id>`` exists and belongs
+to its current ZooKeeper session (checked before every event, and before standing for
+election). After a session loss the broker registers again first and only then stands
+for election, as Kafka's ``processRegisterBrokerAndReelect`` does; until then it resigns
+or holds back: a controller missing from ``/brokers/ids`` would count itself dead and
+move every partition it hosts away from itself.
 
 All ZooKeeper work runs on one thread fed by a queue, so events are handled one at a
 time in order, as Kafka's controller event thread does. Brokers learn the outcome by
@@ -35,17 +46,23 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from . import reassignment, zk_paths
 from .admin import BadVersion, ZkAdmin
 from .models import (
+    LOG_DIR_FAILURE_EVENT,
     ControllerRegistration,
+    LogDirEventNotification,
     PartitionReassignment,
     PartitionState,
     PreferredReplicaElection,
     TopicAssignment,
     ZkDataError,
 )
+from .watches import AsyncDataWatch
 
 log = logging.getLogger(__name__)
 
 TICK_S = 0.5
+# Topics deleted per controller event: other events (new topics, broker changes) wait
+# at most one batch.
+DELETE_BATCH = 200
 
 
 def _set_or_drop(mapping: dict[int, tuple[int, ...]], index: int, value: tuple[int, ...]) -> None:
@@ -78,6 +95,8 @@ class Controller:
         self._watched_topics: set[str] = set()
         self._watches_set = False
         self._live_brokers: set[int] = set()
+        # Replicas on failed log dirs: broker -> (its registration's czxid, partitions).
+        self._offline_replicas: dict[int, tuple[int, set[tuple[str, int]]]] = {}
         self._stopped = False
         self.elections_total = 0
         self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
@@ -87,6 +106,7 @@ class Controller:
         self.reassignments: dict[tuple[str, int], tuple[int, ...]] = {}
         self._timer: threading.Timer | None = None
         self._last_balance_check = time.monotonic()
+        self._deletion_queued = False
 
     @property
     def active(self) -> bool:
@@ -136,16 +156,58 @@ class Controller:
 
     # event thread ---------------------------------------------------------------------
     def _run(self) -> None:
+        following: tuple[str, Any] | None = None
         while True:
-            kind, payload = self._events.get()
+            kind, payload = following or self._events.get()
+            following = None
             if kind == "stop":
                 return
+            if kind == "topic":
+                # Consecutive topic events (thousands when topics are created in bulk)
+                # are reconciled together: a few pipelined round trips for all of them,
+                # not a few per topic.
+                topics = {payload}
+                while True:
+                    try:
+                        following = self._events.get_nowait()
+                    except queue.Empty:
+                        break
+                    if following[0] != "topic":
+                        break
+                    topics.add(following[1])
+                    following = None
+                payload = topics
             try:
                 self._handle(kind, payload)
             except Exception:
                 log.exception("controller event %s failed", kind)
 
+    def registration_restored(self) -> None:
+        """The broker registered again (after a session loss): stand for election."""
+        if not self._stopped:
+            self._events.put(("elect", None))
+
+    def _registered(self) -> bool:
+        """Whether ``/brokers/ids/<id>`` exists and is this client's current session's.
+
+        ``/controller`` is created in the same session, so while this holds the two
+        ephemeral nodes live and die together.
+        """
+        session = self.client.client_id
+        stat = self.client.exists(zk_paths.broker_path(self.broker_id))
+        return stat is not None and session is not None and stat.ephemeralOwner == session[0]
+
+    def _resign(self, reason: str) -> None:
+        log.warning("broker %d resigns as controller: %s", self.broker_id, reason)
+        self.epoch = None
+        try:
+            self.admin.resign_controller(self.broker_id)
+        except Exception:  # the session may be gone; then /controller went with it
+            log.debug("could not delete /controller", exc_info=True)
+
     def _handle(self, kind: str, payload: Any) -> None:
+        if kind == "delete_topics":
+            self._deletion_queued = False  # a request arriving from now on queues again
         if kind == "elect":
             self._elect()
         elif kind == "resign":
@@ -154,25 +216,40 @@ class Controller:
             self.epoch = None
         elif not self.active:
             return
+        elif not self._registered():
+            self._resign(f"its registration {zk_paths.broker_path(self.broker_id)} is missing")
+            return
         elif kind == "brokers":
             self._live_brokers = {int(b) for b in payload}
+            self._forget_restarted_offline_replicas()
             self._reconcile_all()
+        elif kind == "log_dir_events":
+            self._handle_log_dir_events(payload)
         elif kind == "topics":
-            for topic in payload:
-                if topic not in self._watched_topics:
-                    self._watched_topics.add(topic)
-                    DataWatch(self.client, zk_paths.topic_path(topic), self._topic_changed(topic))
+            new = [topic for topic in payload if topic not in self._watched_topics]
+            self._watched_topics.update(new)
+            for topic in new:
+                AsyncDataWatch(self.client, zk_paths.topic_path(topic), self._topic_changed(topic))
         elif kind == "topic":
-            self._reconcile_topic(payload)
+            self._reconcile_topics(sorted(payload))
         elif kind == "delete_topics":
-            for topic in payload:
-                self._delete_topic(topic)
+            self._delete_requested_topics()
         elif kind == "reassign_request":
             self._start_requested_reassignments()
         elif kind == "preferred_election":
             self._run_requested_preferred_election()
         elif kind == "tick":
             self._tick()
+
+    def _on_delete_requests(self, _children: list[str]) -> bool:
+        """Every deleted request node fires this watch; one queued event reads them all
+        (handling each firing's full list was quadratic in the topics being deleted)."""
+        if self._stopped:
+            return False
+        if not self._deletion_queued:
+            self._deletion_queued = True
+            self._events.put(("delete_topics", None))
+        return True
 
     def _topic_changed(self, topic: str) -> Callable[[bytes | None, Any], bool]:
         def callback(data: bytes | None, _stat: Any) -> bool:
@@ -187,6 +264,14 @@ class Controller:
         return callback
 
     def _elect(self) -> None:
+        if not self._registered():
+            if self.active:
+                self._resign(f"its registration {zk_paths.broker_path(self.broker_id)} is missing")
+            log.info(
+                "broker %d does not stand for controller until it is registered again",
+                self.broker_id,
+            )
+            return
         epoch = self.admin.try_become_controller(self.broker_id)
         if epoch is None:
             return
@@ -197,7 +282,10 @@ class Controller:
             self._watches_set = True
             ChildrenWatch(self.client, zk_paths.BROKER_IDS, self._enqueue("brokers"))
             ChildrenWatch(self.client, zk_paths.BROKER_TOPICS, self._enqueue("topics"))
-            ChildrenWatch(self.client, zk_paths.ADMIN_DELETE_TOPICS, self._enqueue("delete_topics"))
+            ChildrenWatch(self.client, zk_paths.ADMIN_DELETE_TOPICS, self._on_delete_requests)
+            ChildrenWatch(
+                self.client, zk_paths.LOG_DIR_EVENT_NOTIFICATION, self._enqueue("log_dir_events")
+            )
             DataWatch(
                 self.client,
                 zk_paths.ADMIN_REASSIGN_PARTITIONS,
@@ -210,14 +298,59 @@ class Controller:
             )
         self._reconcile_all()
         self._load_reassignments_in_flight()
+        self._on_delete_requests([])  # deletions a former controller left unfinished
         self._schedule_tick()
+
+    # failed log dirs ----------------------------------------------------------------------
+    def _handle_log_dir_events(self, children: list[str]) -> None:
+        """Read and delete each notification, then re-decide the partitions it names."""
+        topics: set[str] = set()
+        for child in sorted(children):
+            path = f"{zk_paths.LOG_DIR_EVENT_NOTIFICATION}/{child}"
+            try:
+                data, _ = self.client.get(path)
+                event: LogDirEventNotification | None = LogDirEventNotification.from_json(data)
+            except NoNodeError:
+                continue
+            except (ValueError, ZkDataError) as error:
+                log.error("ignoring unreadable %s: %s", path, error)
+                event = None
+            if event is not None and event.event == LOG_DIR_FAILURE_EVENT and event.partitions:
+                stat = self.client.exists(zk_paths.broker_path(event.broker))
+                czxid = stat.czxid if stat is not None else -1
+                known_czxid, offline = self._offline_replicas.get(event.broker, (czxid, set()))
+                if known_czxid != czxid:
+                    offline = set()
+                offline.update(event.partitions)
+                self._offline_replicas[event.broker] = (czxid, offline)
+                topics.update(topic for topic, _ in event.partitions)
+                log.warning(
+                    "broker %d reports a failed log dir; offline replicas: %s",
+                    event.broker,
+                    ", ".join(f"{t}-{p}" for t, p in event.partitions),
+                )
+            with contextlib.suppress(NoNodeError):
+                self.client.delete(path)
+        if topics:
+            self._reconcile_topics(sorted(topics))
+
+    def _forget_restarted_offline_replicas(self) -> None:
+        """A broker that left or registered anew (a restart) recovered its log dirs."""
+        for broker, (czxid, _) in list(self._offline_replicas.items()):
+            stat = self.client.exists(zk_paths.broker_path(broker))
+            if stat is None or stat.czxid != czxid:
+                del self._offline_replicas[broker]
+
+    def _online(self, replica: int, topic: str, index: int) -> bool:
+        """Live and, for this partition, not on a failed log dir."""
+        if replica not in self._live_brokers:
+            return False
+        offline = self._offline_replicas.get(replica)
+        return offline is None or (topic, index) not in offline[1]
 
     # decisions ------------------------------------------------------------------------
     def _reconcile_all(self) -> None:
         self._reconcile_topics(self.client.get_children(zk_paths.BROKER_TOPICS))
-
-    def _reconcile_topic(self, topic: str) -> None:
-        self._reconcile_topics([topic])
 
     def _reconcile_topics(self, topics: list[str]) -> None:
         """Bring every partition of ``topics`` in line with the live brokers.
@@ -250,7 +383,7 @@ class Controller:
             )
             for topic, index, replicas in partitions
         ]
-        writes = []
+        decisions = []
         for topic, index, replicas, pending in state_reads:
             try:
                 data, stat = pending.get()
@@ -264,12 +397,16 @@ class Controller:
                 log.error("controller skips unreadable state of %s-%d: %s", topic, index, error)
                 continue
             decision = self._decide(topic, index, replicas, current)
-            if decision is None:
-                continue
-            state, version, is_election = decision
+            if decision is not None:
+                decisions.append((topic, index, decision))
+        self._create_partition_parents(
+            [(topic, index) for topic, index, (_, version, _) in decisions if version is None]
+        )
+        writes = []
+        for topic, index, (state, version, is_election) in decisions:
             path = zk_paths.partition_state_path(topic, index)
             if version is None:
-                request = self.client.create_async(path, state.to_json(), makepath=True)
+                request = self.client.create_async(path, state.to_json())
             else:
                 request = self.client.set_async(path, state.to_json(), version=version)
             writes.append((topic, index, is_election, request))
@@ -282,8 +419,26 @@ class Controller:
             except (BadVersionError, NodeExistsError):
                 log.info("state of %s-%d changed meanwhile; re-reading", topic, index)
                 retry.add(topic)
+            except NoNodeError:
+                log.info("%s-%d is gone (topic deleted meanwhile)", topic, index)
         for topic in retry:
             self._events.put(("topic", topic))
+
+    def _create_partition_parents(self, partitions: list[tuple[str, int]]) -> None:
+        """Create ``/brokers/topics/<t>/partitions/<p>`` for new partitions in two
+        pipelined waves (kazoo's ``makepath`` walks each path on its own, several round
+        trips per partition, one after the other)."""
+        if not partitions:
+            return
+        topics = sorted({topic for topic, _ in partitions})
+        for wave in (
+            [zk_paths.topic_partitions_path(topic) for topic in topics],
+            [zk_paths.partition_path(topic, index) for topic, index in partitions],
+        ):
+            pending = [self.client.create_async(path, b"") for path in wave]
+            for request in pending:
+                with contextlib.suppress(NodeExistsError, NoNodeError):
+                    request.get()
 
     def _decide(
         self,
@@ -295,21 +450,21 @@ class Controller:
         """The state a partition should move to: (state, expected version or None to
         create, whether it is a leader election), or None when nothing changes."""
         assert self.epoch is not None
-        live = [r for r in replicas if r in self._live_brokers]
+        live = [r for r in replicas if self._online(r, topic, index)]
         if current is None:
             if not live:
                 return None  # offline until a replica registers; retried on broker change
             return PartitionState(self.epoch, live[0], 0, tuple(live)), None, True
         state, version = current
-        if state.leader in self._live_brokers:
-            dead_in_sync = [r for r in state.isr if r not in self._live_brokers]
+        if self._online(state.leader, topic, index):
+            dead_in_sync = [r for r in state.isr if not self._online(r, topic, index)]
             if not dead_in_sync:
                 return None
-            # Matches Kafka: a replica on a dead broker leaves the ISR at once, so
-            # acks=all does not wait replica.lag.time.max.ms for it.
-            isr = tuple(r for r in state.isr if r in self._live_brokers)
+            # Matches Kafka: a replica on a dead broker (or a failed log dir) leaves the
+            # ISR at once, so acks=all does not wait replica.lag.time.max.ms for it.
+            isr = tuple(r for r in state.isr if self._online(r, topic, index))
             return PartitionState(self.epoch, state.leader, state.leader_epoch, isr), version, False
-        in_sync_live = [r for r in replicas if r in state.isr and r in self._live_brokers]
+        in_sync_live = [r for r in replicas if r in state.isr and self._online(r, topic, index)]
         if in_sync_live:
             leader = in_sync_live[0]
             isr = tuple(in_sync_live)
@@ -579,15 +734,37 @@ class Controller:
         except (BadVersionError, NoNodeError):
             self._events.put(("reassign_request", None))
 
-    def _delete_topic(self, topic: str) -> None:
-        request = zk_paths.delete_topic_path(topic)
-        if not self.delete_topic_enable:
-            log.warning("ignoring deletion of %s: delete.topic.enable=false", topic)
-            self.client.delete(request)
+    def _delete_requested_topics(self) -> None:
+        """Delete the topics under ``/admin/delete_topics``, ``DELETE_BATCH`` at a time.
+
+        Brokers drop their logs when they see the topic znode go. Each batch is a few
+        pipelined ZooKeeper round trips (``ZkAdmin.delete_topics_znodes``); between
+        batches the event queue runs, so new topics get leaders while a mass deletion
+        goes on.
+        """
+        try:
+            requested = sorted(self.client.get_children(zk_paths.ADMIN_DELETE_TOPICS))
+        except NoNodeError:
             return
-        log.info("deleting topic %s", topic)
-        self.client.delete(zk_paths.topic_path(topic), recursive=True)
-        with contextlib.suppress(NoNodeError):
-            self.client.delete(zk_paths.topic_config_path(topic))
-        with contextlib.suppress(NoNodeError):
-            self.client.delete(request)
+        if not requested:
+            return
+        batch = requested[:DELETE_BATCH]
+        if not self.delete_topic_enable:
+            log.warning("ignoring deletion of %d topics: delete.topic.enable=false", len(batch))
+            for topic in batch:
+                with contextlib.suppress(NoNodeError):
+                    self.client.delete(zk_paths.delete_topic_path(topic))
+        else:
+            started = time.monotonic()
+            deleted = self.admin.delete_topics_znodes(batch)
+            self._watched_topics.difference_update(deleted)
+            log.info(
+                "deleted %d topics in %.2f s (%s%s)",
+                len(deleted),
+                time.monotonic() - started,
+                ", ".join(deleted[:5]),
+                ", ..." if len(deleted) > 5 else "",
+            )
+        if len(requested) > len(batch) and not self._deletion_queued:
+            self._deletion_queued = True
+            self._events.put(("delete_topics", None))

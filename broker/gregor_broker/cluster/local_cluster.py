@@ -162,6 +162,8 @@ class BrokerProcess:
     zookeeper_connect: str
     port: int = 0
     rack: str | None = None
+    # metrics.port: None leaves the broker's default (off); 0 picks a free port once.
+    metrics_port: int | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] | None = None
     host: str = HOST
@@ -174,6 +176,8 @@ class BrokerProcess:
         self.directory = Path(self.directory)
         if self.port == 0:
             self.port = free_port()
+        if self.metrics_port == 0:
+            self.metrics_port = free_port()
 
     @property
     def bootstrap(self) -> str:
@@ -206,6 +210,8 @@ class BrokerProcess:
         }
         if self.rack is not None:
             properties["broker.rack"] = self.rack
+        if self.metrics_port is not None:
+            properties["metrics.port"] = str(self.metrics_port)
         properties.update({key: str(value) for key, value in self.properties.items()})
         return properties
 
@@ -345,7 +351,9 @@ class LocalCluster:
     Layout: ``data_dir/zookeeper/`` and ``data_dir/broker-<id>/``. Brokers get ids
     ``first_broker_id..`` and ports ``base_port + i`` (``base_port=0``: free ports). Broker
     ``i`` gets rack ``racks[i % len(racks)]``. With ``zookeeper_connect`` (an existing
-    ensemble, chroot allowed) no ZooKeeper is started.
+    ensemble, chroot allowed) no ZooKeeper is started. ``metrics_base_port`` turns on each
+    broker's /metrics and probes (``metrics.port``) on ``metrics_base_port + i`` (0: free
+    ports; None: off).
     """
 
     def __init__(
@@ -359,6 +367,7 @@ class LocalCluster:
         zookeeper_connect: str | None = None,
         properties: Mapping[str, str] | None = None,
         first_broker_id: int = 1,
+        metrics_base_port: int | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, not {brokers}")
@@ -375,6 +384,9 @@ class LocalCluster:
                 zookeeper_connect="",  # set in start(), once ZooKeeper has its port
                 port=base_port + index if base_port else 0,
                 rack=self.racks[index % len(self.racks)] if self.racks else None,
+                metrics_port=(
+                    metrics_base_port + index if metrics_base_port else metrics_base_port
+                ),
                 properties=dict(properties or {}),
             )
             for index in range(brokers)
@@ -448,6 +460,7 @@ class LocalCluster:
                     "host": broker.host,
                     "port": broker.port,
                     "rack": broker.rack,
+                    "metrics_port": broker.metrics_port,
                     "pid": broker.pid,
                     "directory": str(broker.directory),
                     "config": str(broker.config_path),

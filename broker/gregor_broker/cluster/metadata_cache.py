@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from . import zk_paths
@@ -37,6 +37,7 @@ from .models import (
     uuid_from_str,
     uuid_to_str,
 )
+from .watches import AsyncDataWatch
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,10 @@ class TopicInfo:
     topic_id: str | None
     partitions: dict[int, PartitionInfo] = field(default_factory=dict)
     config: dict[str, str] = field(default_factory=dict)
+    # Moves on every change of the topic or its partitions (Metadata caches the topic's
+    # encoded form against it).
+    generation: int = 0
+    encoded: tuple[Any, bytes] | None = None
 
     @property
     def uuid(self) -> uuid.UUID:
@@ -97,7 +102,9 @@ class MetadataCache:
         self.cluster_id: str | None = None
         self.listeners: list[Callable[[], None]] = []
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+        self._waiters_check_scheduled = False
         self.topics_by_id: dict[str, TopicInfo] = {}
+        self.brokers_generation = 0  # moves with every change of the live brokers
         # Topics changed since the last ``take_changed_topics`` (so that reacting to one
         # partition's change costs one topic's work, not the whole cluster's).
         self.changed_topics: set[str] = set()
@@ -115,6 +122,21 @@ class MetadataCache:
     def notify(self) -> None:
         for listener in self.listeners:
             listener()
+        if not self._waiters or self._waiters_check_scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._check_waiters()
+            return
+        # Once per burst, not once per update: creating or deleting thousands of
+        # partitions posts thousands of updates, and a waiter's predicate may look at
+        # every partition of a request (that was quadratic).
+        self._waiters_check_scheduled = True
+        loop.call_soon(self._check_waiters)
+
+    def _check_waiters(self) -> None:
+        self._waiters_check_scheduled = False
         still_waiting = []
         for predicate, future in self._waiters:
             if future.done():
@@ -153,6 +175,7 @@ class MetadataCache:
     # updates (loop thread) ----------------------------------------------------------
     def set_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
         self.brokers = brokers
+        self.brokers_generation += 1
         self.notify()
 
     def set_controller(self, controller_id: int) -> None:
@@ -182,6 +205,7 @@ class MetadataCache:
         for index in list(topic.partitions):
             if index not in assignment.partitions:
                 del topic.partitions[index]
+        topic.generation += 1
         self.notify()
 
     def set_partition_state(
@@ -193,11 +217,13 @@ class MetadataCache:
         partition = topic.partitions.get(index)
         if partition is None:
             partition = topic.partitions[index] = PartitionInfo(())
+            topic.generation += 1
         if state is not None and version < partition.state_version:
             return  # an older watch event arriving after a newer write we already applied
         self.changed_topics.add(name)
         partition.state = state
         partition.state_version = version
+        topic.generation += 1
         self.notify()
 
     def set_broker_config(self, entity: str, config: dict[str, str]) -> None:
@@ -241,7 +267,8 @@ class ZooKeeperMetadataWatcher:
         self.cache = cache
         self.loop = loop
         self._watched_topics: set[str] = set()
-        self._watched_partitions: set[tuple[str, int]] = set()
+        # Partitions with a state watch, by topic (a deleted topic drops its own entry).
+        self._watched_partitions: dict[str, set[int]] = {}
         self._lock = threading.Lock()
         self._last_config_change = -1
         self._stopped = False
@@ -319,7 +346,7 @@ class ZooKeeperMetadataWatcher:
             new = [t for t in children if t not in self._watched_topics]
             self._watched_topics.update(new)
         for topic in new:
-            DataWatch(self.client, zk_paths.topic_path(topic), self._topic_watcher(topic))
+            AsyncDataWatch(self.client, zk_paths.topic_path(topic), self._topic_watcher(topic))
         return True
 
     def _topic_watcher(self, topic: str) -> Callable[[bytes | None, Any], bool]:
@@ -329,9 +356,7 @@ class ZooKeeperMetadataWatcher:
             if data is None:
                 with self._lock:
                     self._watched_topics.discard(topic)
-                    self._watched_partitions = {
-                        key for key in self._watched_partitions if key[0] != topic
-                    }
+                    self._watched_partitions.pop(topic, None)
                 self._post(self.cache.set_topic, topic, None)
                 return False
             try:
@@ -339,21 +364,44 @@ class ZooKeeperMetadataWatcher:
             except (ValueError, ZkDataError) as error:
                 log.error("ignoring unreadable topic znode %s: %s", topic, error)
                 return True
-            config = self._read_topic_config(topic)
-            self._post(self._apply_topic, topic, assignment, config)
-            for index in assignment.partitions:
-                with self._lock:
-                    if (topic, index) in self._watched_partitions:
-                        continue
-                    self._watched_partitions.add((topic, index))
-                DataWatch(
-                    self.client,
-                    zk_paths.partition_state_path(topic, index),
-                    self._partition_watcher(topic, index),
-                )
+            # The config is read asynchronously too: a read per topic on kazoo's
+            # callback thread, one after the other, took minutes for thousands of topics.
+            self.client.get_async(zk_paths.topic_config_path(topic)).rawlink(
+                lambda result: self._topic_config_read(topic, assignment, result)
+            )
             return True
 
         return on_topic
+
+    def _topic_config_read(self, topic: str, assignment: TopicAssignment, result: Any) -> None:
+        """Second half of a topic change, once its config is read (kazoo's callback
+        thread): hand both to the loop, then watch the new partitions' states."""
+        if self._stopped:
+            return
+        try:
+            data, _ = result.get()
+            config = self._parse_topic_config(topic, data)
+        except NoNodeError:
+            config = {}
+        except KazooException:  # connection trouble: read it the blocking way
+            config = self._read_topic_config(topic)
+        fresh = []
+        with self._lock:
+            if topic not in self._watched_topics:
+                return  # deleted while its config was being read
+            watched = self._watched_partitions.setdefault(topic, set())
+            for index in assignment.partitions:
+                if index not in watched:
+                    watched.add(index)
+                    fresh.append(index)
+        self._post(self._apply_topic, topic, assignment, config)
+        for index in fresh:
+            AsyncDataWatch(
+                self.client,
+                zk_paths.partition_state_path(topic, index),
+                self._partition_watcher(topic, index),
+                until_deleted=True,
+            )
 
     def _apply_topic(self, topic: str, assignment: TopicAssignment, config: dict[str, str]) -> None:
         info = self.cache.topics.get(topic)
@@ -367,7 +415,7 @@ class ZooKeeperMetadataWatcher:
             if self._stopped:
                 return False
             with self._lock:
-                if (topic, index) not in self._watched_partitions:
+                if index not in self._watched_partitions.get(topic, ()):
                     return False
             state = None
             if data:
@@ -420,6 +468,10 @@ class ZooKeeperMetadataWatcher:
             data, _ = self.client.get(zk_paths.topic_config_path(topic))
         except NoNodeError:
             return {}
+        return self._parse_topic_config(topic, data)
+
+    @staticmethod
+    def _parse_topic_config(topic: str, data: bytes) -> dict[str, str]:
         try:
             return dict(EntityConfig.from_json(data).config)
         except (ValueError, ZkDataError) as error:

@@ -454,6 +454,45 @@ class IsrChangeNotification(TopicPartitionList):
     __slots__ = ()
 
 
+LOG_DIR_FAILURE_EVENT = 1  # Kafka's LogDirEventNotificationHandler.LogDirFailureEvent
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirEventNotification:
+    """``/log_dir_event_notification/log_dir_event_<seq>``: a broker's log dir failed.
+
+    Kafka's shape is ``{"version":1,"broker":1,"event":1}``; Kafka's controller then asks
+    the broker (LeaderAndIsr) which replicas are offline. Gregor has no LeaderAndIsr, so
+    the broker lists them in ``partitions`` (an extra field Kafka's reader ignores).
+    """
+
+    broker: int
+    partitions: tuple[TopicPartition, ...] = ()
+    event: int = LOG_DIR_FAILURE_EVENT
+
+    def to_json(self) -> bytes:
+        entries = [{"topic": t, "partition": p} for t, p in self.partitions]
+        return _dump(
+            {"version": 1, "broker": self.broker, "event": self.event, "partitions": entries}
+        )
+
+    @classmethod
+    def from_json(cls, data: bytes) -> LogDirEventNotification:
+        what = "/log_dir_event_notification"
+        obj = _load(data, what)
+        entries = obj.get("partitions") or []
+        if not isinstance(entries, list):
+            raise ZkDataError(f"{what}: 'partitions' must be a list, got {entries!r:.200}")
+        return cls(
+            int(_require(obj, "broker", what)),
+            tuple(
+                (str(_require(e, "topic", what)), int(_require(e, "partition", what)))
+                for e in entries
+            ),
+            int(obj.get("event", LOG_DIR_FAILURE_EVENT)),
+        )
+
+
 # --- /latest_producer_id_block ----------------------------------------------------------
 
 

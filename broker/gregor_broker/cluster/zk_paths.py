@@ -31,6 +31,7 @@ ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "/isr_change_notification/isr_change_"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "/log_dir_event_notification/log_dir_event_"
 CONSUMERS = "/consumers"
 
 # The entity name Kafka uses for default quotas and default broker configs.

@@ -31,8 +31,9 @@ class CorruptCheckpoint(ValueError):
     """A checkpoint file that does not follow Kafka's format."""
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text``: write a sibling .tmp, fsync, rename, fsync the dir."""
+def write_atomically(path: Path, text: str, *, sync: bool = True) -> None:
+    """Replace ``path`` with ``text``: write a sibling .tmp, fsync, rename, fsync the dir
+    (without ``sync``: no fsyncs; ``fsync_file_and_directory`` makes it durable later)."""
     temporary = path.with_name(path.name + ".tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
@@ -41,15 +42,27 @@ def write_atomically(path: Path, text: str) -> None:
         written = 0
         while written < len(data):
             written += os.write(fd, view[written:])
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(temporary, path)
-    directory_fd = os.open(path.parent, os.O_RDONLY | os.O_CLOEXEC)
+    if sync:
+        _fsync_path(path.parent)
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        os.fsync(directory_fd)
+        os.fsync(fd)
     finally:
-        os.close(directory_fd)
+        os.close(fd)
+
+
+def fsync_file_and_directory(path: Path) -> None:
+    """Make an earlier ``write_atomically(..., sync=False)`` durable."""
+    _fsync_path(path)
+    _fsync_path(path.parent)
 
 
 def _parse(path: Path, fields: int) -> list[list[str]]:
@@ -104,6 +117,7 @@ class LeaderEpochCache:
         self._log_end_offset = log_end_offset
         self._epochs: list[int] = []
         self._start_offsets: list[int] = []
+        self._unsynced = False  # written without fsync (see ``assign``'s ``sync``)
         if path.exists():
             try:
                 for epoch, start_offset in _parse(path, 2):
@@ -120,7 +134,7 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int:
         return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
-    def assign(self, epoch: int, start_offset: int) -> None:
+    def assign(self, epoch: int, start_offset: int, *, sync: bool = True) -> None:
         """Record that ``epoch`` starts at ``start_offset``; drop entries it contradicts
         (an equal or later epoch, or a start offset at or after this one)."""
         if epoch < 0 or start_offset < 0:
@@ -134,7 +148,7 @@ class LeaderEpochCache:
             self._start_offsets.pop()
         self._epochs.append(epoch)
         self._start_offsets.append(start_offset)
-        self._write()
+        self._write(sync=sync)
 
     def end_offset_for(self, requested_epoch: int) -> tuple[int, int]:
         """Kafka's OffsetForLeaderEpoch answer: (largest epoch <= requested, start offset of
@@ -181,8 +195,15 @@ class LeaderEpochCache:
         self._epochs, self._start_offsets = [], []
         self._write()
 
-    def _write(self) -> None:
-        write_atomically(self.path, format_epoch_checkpoint(self.entries()))
+    def _write(self, *, sync: bool = True) -> None:
+        write_atomically(self.path, format_epoch_checkpoint(self.entries()), sync=sync)
+        self._unsynced = not sync
+
+    def sync(self) -> None:
+        """fsync a change written with ``sync=False`` (the log's flush calls this)."""
+        if self._unsynced:
+            fsync_file_and_directory(self.path)
+            self._unsynced = False
 
 
 def format_epoch_checkpoint(entries: Iterable[tuple[int, int]]) -> str:

@@ -6,6 +6,15 @@ marker, and the choice of log dir for a new partition. Start-up loads every
 ``<topic>-<partition>`` directory, recovering those that did not shut down cleanly.
 It does not schedule anything: the broker calls ``checkpoint``, ``run_retention`` and
 ``flush_due`` periodically (off the event loop if it wants fsyncs not to stall it).
+
+Log dir failure (Kafka's ``LogDirFailureChannel`` and ``LogManager.handleLogDirFailure``).
+Any ``OSError`` while writing to a log dir (ENOSPC on append, roll, flush, checkpoint;
+EIO; a dir that went away) takes the whole dir offline: ``log_dir_failed`` abandons its
+logs without writing to them again, remembers their partitions as offline (never
+recreated elsewhere until the broker restarts) and tells ``dir_failure_listeners``
+(the replica manager answers KAFKA_STORAGE_ERROR for them and the broker tells the
+controller). A dir taken offline gets no clean-shutdown marker: the next start recovers
+it. Callers that write use ``failed_on(key, error)`` to report what they hit.
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .checkpoints import (
@@ -26,16 +36,27 @@ from .checkpoints import (
     write_offset_checkpoint,
 )
 from .log_config import LogConfig
+from .open_files import OPEN_FILES
 from .partition_log import PartitionLog, parse_partition_directory, wall_clock_ms
 
 logger = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+_REMOVER_THREADS = 4
 META_PROPERTIES = "meta.properties"
 
 
 class InconsistentBrokerMetadata(RuntimeError):
     """A log dir's meta.properties belongs to another broker or cluster."""
+
+
+class LogDirOffline(Exception):
+    """Kafka's KafkaStorageException: the partition's log dir failed, or no log dir is
+    left to create it in."""
+
+
+TopicPartition = tuple[str, int]
+DirFailureListener = Callable[[Path, list[TopicPartition]], None]
 
 
 def read_meta_properties(path: Path) -> dict[str, str]:
@@ -56,7 +77,11 @@ class LogManager:
         *,
         default_config: LogConfig,
         now_ms: Callable[[], int] = wall_clock_ms,
+        max_open_files: int | None = None,
     ) -> None:
+        if max_open_files is not None:
+            # log.max.open.files: the bound is per process, like the descriptor limit.
+            OPEN_FILES.max_open = max_open_files
         if not log_dirs:
             raise ValueError("log.dirs is empty: give the broker at least one log directory")
         self.log_dirs = [Path(d) for d in log_dirs]
@@ -64,9 +89,17 @@ class LogManager:
         self._now_ms = now_ms
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._dir_of: dict[tuple[str, int], Path] = {}
+        self._partitions_in: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)
         self._deleted: list[PartitionLog] = []
+        # Removes the directories of deleted partitions (renamed to ``*-delete`` first,
+        # so a crash before removal is finished at the next start-up).
+        self._remover: ThreadPoolExecutor | None = None
         self._broker_id: int | None = None
         self._cluster_id: str | None = None
+        # Failed log dirs (dir -> what failed) and the partitions that were on them.
+        self.offline_dirs: dict[Path, str] = {}
+        self._offline: dict[TopicPartition, Path] = {}
+        self.dir_failure_listeners: list[DirFailureListener] = []
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
 
@@ -113,6 +146,7 @@ class LogManager:
                 )
                 self._logs[key] = log
                 self._dir_of[key] = log_dir
+                self._partitions_in[log_dir] += 1
             # A crash from now on must not look clean (Kafka deletes the marker too).
             marker.unlink(missing_ok=True)
             if self._broker_id is not None and not (log_dir / META_PROPERTIES).exists():
@@ -164,29 +198,105 @@ class LogManager:
         return self._logs.get((topic, partition))
 
     def get_or_create(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
+        """The partition's log, created in the online log dir holding the fewest
+        partitions; LogDirOffline when its dir failed or no dir is left."""
         key = (topic, partition)
         log = self._logs.get(key)
         if log is not None:
             return log
-        counts = {log_dir: 0 for log_dir in self.log_dirs}
-        for log_dir in self._dir_of.values():
-            counts[log_dir] += 1
-        # Kafka's nextLogDirs: the log dir holding the fewest partitions.
-        log_dir = min(self.log_dirs, key=lambda d: counts[d])
-        log = PartitionLog.open(log_dir / f"{topic}-{partition}", config, now_ms=self._now_ms)
+        if key in self._offline:
+            raise LogDirOffline(
+                f"{topic}-{partition} is offline: log dir {self._offline[key]} failed"
+            )
+        live = self.live_dirs
+        if not live:
+            raise LogDirOffline(f"cannot create {topic}-{partition}: every log dir has failed")
+        # Kafka's nextLogDirs: the live log dir holding the fewest partitions (counted as
+        # they come and go: counting them per new partition was quadratic).
+        counts = self._partitions_in
+        log_dir = min(live, key=lambda d: counts[d])
+        try:
+            log = PartitionLog.open(log_dir / f"{topic}-{partition}", config, now_ms=self._now_ms)
+        except OSError as error:
+            self.log_dir_failed(log_dir, error)
+            raise LogDirOffline(
+                f"cannot create {topic}-{partition} in {log_dir}: {error}"
+            ) from error
         self._logs[key] = log
         self._dir_of[key] = log_dir
+        counts[log_dir] += 1
         return log
+
+    # -- log dir failure -----------------------------------------------------------------
+
+    @property
+    def live_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def is_offline(self, key: TopicPartition) -> bool:
+        return key in self._offline
+
+    def offline_partitions(self) -> dict[TopicPartition, Path]:
+        return dict(self._offline)
+
+    def failed_on(self, key: TopicPartition, error: OSError) -> None:
+        """A write to ``key``'s log failed: its whole log dir goes offline."""
+        log_dir = self._dir_of.get(key)
+        if log_dir is not None:
+            self.log_dir_failed(log_dir, error)
+
+    def log_dir_failed(self, log_dir: Path, error: BaseException) -> None:
+        """Take ``log_dir`` offline (once): abandon its logs, remember their partitions,
+        tell the listeners."""
+        if log_dir in self.offline_dirs:
+            return
+        self.offline_dirs[log_dir] = str(error)
+        keys = [key for key, d in self._dir_of.items() if d == log_dir]
+        for key in keys:
+            log = self._logs.pop(key)
+            del self._dir_of[key]
+            self._partitions_in[log_dir] -= 1
+            self._offline[key] = log_dir
+            log.abandon()
+            if log.close_deleted_segments():
+                self._deleted.append(log)
+        logger.error(
+            "log dir %s is offline after %s; %d partitions on it are offline: %s",
+            log_dir,
+            error,
+            len(keys),
+            ", ".join(f"{t}-{p}" for t, p in keys) or "none",
+        )
+        for listener in self.dir_failure_listeners:
+            try:
+                listener(log_dir, keys)
+            except Exception:
+                logger.exception("log dir failure listener failed for %s", log_dir)
 
     def delete_log(self, topic: str, partition: int) -> None:
         key = (topic, partition)
-        log = self._logs.pop(key, None)
-        self._dir_of.pop(key, None)
+        log = self._logs.get(key)
         if log is None:
+            self._offline.pop(key, None)  # an offline partition's files stay where they are
             return
-        log.delete()
+        try:
+            # The rename is the durable step; removing the files (milliseconds per
+            # partition, seconds for thousands) happens on the remover thread.
+            log.delete(self._remove_later)
+        except OSError as error:
+            self.failed_on(key, error)
+            return
+        del self._logs[key]
+        self._partitions_in[self._dir_of.pop(key)] -= 1
         if log.close_deleted_segments():
             self._deleted.append(log)
+
+    def _remove_later(self, directory: Path) -> None:
+        if self._remover is None:
+            # Several threads: removal is unlink calls waiting on the file system, and
+            # one thread took minutes for the 40,000 files of 8,000 partitions.
+            self._remover = ThreadPoolExecutor(_REMOVER_THREADS, thread_name_prefix="log-remover")
+        self._remover.submit(shutil.rmtree, directory, ignore_errors=True)
 
     def logs(self) -> dict[tuple[str, int], PartitionLog]:
         return dict(self._logs)
@@ -195,20 +305,23 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write the three offset checkpoints of every log dir."""
-        for log_dir in self.log_dirs:
+        for log_dir in self.live_dirs:
             mine = {key: log for key, log in self._logs.items() if self._dir_of[key] == log_dir}
-            write_offset_checkpoint(
-                log_dir / RECOVERY_POINT_CHECKPOINT,
-                {key: log.recovery_point for key, log in mine.items()},
-            )
-            write_offset_checkpoint(
-                log_dir / LOG_START_OFFSET_CHECKPOINT,
-                {key: log.log_start_offset for key, log in mine.items()},
-            )
-            write_offset_checkpoint(
-                log_dir / REPLICATION_OFFSET_CHECKPOINT,
-                {key: log.high_watermark for key, log in mine.items()},
-            )
+            try:
+                write_offset_checkpoint(
+                    log_dir / RECOVERY_POINT_CHECKPOINT,
+                    {key: log.recovery_point for key, log in mine.items()},
+                )
+                write_offset_checkpoint(
+                    log_dir / LOG_START_OFFSET_CHECKPOINT,
+                    {key: log.log_start_offset for key, log in mine.items()},
+                )
+                write_offset_checkpoint(
+                    log_dir / REPLICATION_OFFSET_CHECKPOINT,
+                    {key: log.high_watermark for key, log in mine.items()},
+                )
+            except OSError as error:
+                self.log_dir_failed(log_dir, error)
 
     def _reap_deleted(self) -> None:
         self._deleted = [log for log in self._deleted if log.close_deleted_segments()]
@@ -216,20 +329,49 @@ class LogManager:
     def run_retention(self) -> int:
         """Apply retention to every log; return how many segments were deleted."""
         self._reap_deleted()
-        return sum(log.apply_retention() for log in list(self._logs.values()))
+        deleted = 0
+        for key, log in list(self._logs.items()):
+            try:
+                deleted += log.apply_retention()
+            except OSError as error:
+                self.failed_on(key, error)
+        return deleted
 
     def flush_due(self) -> None:
         self._reap_deleted()
-        for log in list(self._logs.values()):
-            log.flush_if_due()
+        for key, log in list(self._logs.items()):
+            try:
+                log.flush_if_due()
+            except OSError as error:
+                self.failed_on(key, error)
+
+    def roll_due(self) -> None:
+        """Roll every log whose active segment is older than segment.ms."""
+        for key, log in list(self._logs.items()):
+            try:
+                log.maybe_roll()
+            except OSError as error:
+                self.failed_on(key, error)
 
     def close(self) -> None:
-        """Flush and close every log, checkpoint, then mark each log dir clean."""
-        for log in self._logs.values():
-            log.close()
+        """Flush and close every log, checkpoint, then mark each log dir clean (a failed
+        dir is left unmarked, so the next start recovers it)."""
+        for key, log in list(self._logs.items()):
+            try:
+                log.close()
+            except OSError as error:
+                self.failed_on(key, error)
         for log in self._deleted:
             log.close_deleted_segments(force=True)
         self._deleted = []
+        if self._remover is not None:
+            self._remover.shutdown(wait=True)
+            self._remover = None
         self.checkpoint()
-        for log_dir in self.log_dirs:
-            write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, "")
+        for log_dir in self.live_dirs:
+            try:
+                write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, "")
+            except OSError as error:
+                logger.error(
+                    "cannot mark %s clean: %s; it is recovered at the next start", log_dir, error
+                )

@@ -14,14 +14,17 @@ Deletion rule (sendfile safety). A ``FileSlice`` carries the segment's own descr
 and the fetch path may still be sending from it when retention, DeleteRecords,
 truncation or topic deletion removes the segment. Removing a segment therefore only
 unlinks (or, for a whole partition, renames then removes) its files: Linux keeps an
-unlinked file's data alive while a descriptor is open. The descriptor itself is closed
-no earlier than ``file.delete.delay.ms`` later, by a later call on the log
-(``apply_retention``, ``flush_if_due``, ``maybe_roll``, ``close_deleted_segments``);
-``LogManager.run_retention`` and ``flush_due`` make those calls periodically. A fetch
-response must therefore be written within ``file.delete.delay.ms`` (default 60 s) of the
-read. Truncation of the active segment (``truncate_to``, replication only) shortens the
-file in place, as Kafka does; a slice over the truncated bytes may then send short, which
-the fetch path treats like a closed connection.
+unlinked file's data alive while a descriptor is open. Every ``FileSlice`` pins its
+segment (``segment.Pin``): an unpinned descriptor closes at once, a pinned one when its
+last slice is dropped, and at the latest ``file.delete.delay.ms`` later, by a later call
+on the log (``apply_retention``, ``flush_if_due``, ``maybe_roll``,
+``close_deleted_segments``); ``LogManager.run_retention`` and ``flush_due`` make those
+calls periodically. A fetch response must therefore be written within
+``file.delete.delay.ms`` (default 60 s) of the read. Idle descriptors of live segments
+are closed past ``log.max.open.files`` (``open_files.py``), never while pinned.
+Truncation of the active segment (``truncate_to``, replication only) shortens the file in
+place, as Kafka does; a slice over the truncated bytes may then send short, which the
+fetch path treats like a closed connection.
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ class FileSlice:
     fd: int
     position: int
     size: int
+    # Keeps ``fd`` open while the slice lives (log.max.open.files closes idle files).
+    pin: object = None
 
 
 @dataclass(slots=True)  # not frozen: a frozen __init__ costs ~10x (hot path)
@@ -82,6 +87,14 @@ def parse_partition_directory(name: str) -> tuple[str, int]:
     return topic, int(partition)
 
 
+def log_delete_dir_name(topic: str, partition: int) -> str:
+    """``<topic>-<partition>.<uuid>-delete``, with the topic cut so the name fits in 255
+    bytes: matches Kafka's ``UnifiedLog.logDeleteDirName`` (a 249-character topic name
+    would otherwise make the rename fail with ENAMETOOLONG)."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}-delete"
+    return topic[: max(0, 255 - len(suffix))] + suffix
+
+
 class PartitionLog:
     """A partition's segments and offsets. Create with ``PartitionLog.open``."""
 
@@ -104,6 +117,10 @@ class PartitionLog:
             directory / LEADER_EPOCH_CHECKPOINT, lambda: self.log_end_offset
         )
         self._deleted_segments: list[tuple[int, LogSegment]] = []  # (close after ms, segment)
+        # Counts truncations (``truncate_to`` that removed batches, or a full truncation):
+        # state derived from the log's contents (idempotent producers) is rebuilt when it
+        # changes, even if the log has since grown back past where it was.
+        self.truncations = 0
         self._last_flush_ms = now_ms()
         self._closed = False
         self._deleted = False
@@ -241,7 +258,7 @@ class PartitionLog:
     def _delete_segment(self, segment: LogSegment) -> None:
         """Unlink now, close the descriptor after file.delete.delay.ms (deletion rule)."""
         segment.unlink_files()
-        if segment.is_open:
+        if segment.is_open and not segment.close_when_unpinned():
             deadline = self._now_ms() + self.config.file_delete_delay_ms
             self._deleted_segments.append((deadline, segment))
 
@@ -255,7 +272,7 @@ class PartitionLog:
         for deadline, segment in self._deleted_segments:
             if force or now >= deadline:
                 segment.close_fd()
-            else:
+            elif segment.is_open and not segment.close_when_unpinned():
                 waiting.append((deadline, segment))
         self._deleted_segments = waiting
         return len(waiting)
@@ -412,7 +429,9 @@ class PartitionLog:
             found = segment.read_range(fetch_offset, max_bytes, max_offset, min_one_batch)
             if found is not None:
                 position, size = found
-                return FileSlice(segment.fd, position, size) if size > 0 else None
+                if size <= 0:
+                    return None
+                return FileSlice(segment.fd, position, size, segment.pin())
             i += 1  # nothing at or after the offset here (a gap): try the next segment
             if i < count and max_offset is not None and self._base_offsets[i] >= max_offset:
                 return None
@@ -449,6 +468,7 @@ class PartitionLog:
         """Drop every batch at or after ``offset`` (a batch holding it goes whole)."""
         if offset >= self.log_end_offset:
             return
+        self.truncations += 1
         if offset < self.log_start_offset:
             for segment in self._segments:
                 self._delete_segment(segment)
@@ -559,6 +579,7 @@ class PartitionLog:
         log end) that were not flushed yet; advance the recovery point."""
         end = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
         self._last_flush_ms = self._now_ms()
+        self.leader_epoch_cache.sync()  # an epoch a new leader of an empty log wrote
         if end <= self.recovery_point:
             return
         first = max(bisect.bisect_right(self._base_offsets, self.recovery_point) - 1, 0)
@@ -598,22 +619,41 @@ class PartitionLog:
             segment.close()
         self.close_deleted_segments(force=True)
 
-    def delete(self) -> None:
+    def delete(self, remove: Callable[[Path], None] | None = None) -> None:
         """Remove the partition from disk (topic deletion): rename the directory to
-        ``<topic>-<partition>.<uuid>-delete`` (so a crash cannot resurrect it), then remove
-        it. Descriptors follow the deletion rule."""
+        ``log_delete_dir_name`` (so a crash cannot resurrect it), then remove it, with
+        ``remove`` if given (the log manager does it in a background thread).
+        Descriptors follow the deletion rule."""
         if self._deleted:
             return
         self._deleted = True
-        renamed = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}-delete")
+        renamed = self.directory.with_name(log_delete_dir_name(self.topic, self.partition))
         os.rename(self.directory, renamed)
-        shutil.rmtree(renamed, ignore_errors=True)
+        if remove is None:
+            shutil.rmtree(renamed, ignore_errors=True)
+        else:
+            remove(renamed)
+        deadline = self._now_ms() + self.config.file_delete_delay_ms
+        for segment in self._segments:
+            # Closed at once unless a fetch response is still sending from it (the
+            # descriptors of deleted partitions used to stay open for the whole delay).
+            if segment.is_open and not segment.close_when_unpinned():
+                self._deleted_segments.append((deadline, segment))
+        self._segments, self._base_offsets = [], []
+        self._closed = True
+
+    def abandon(self) -> None:
+        """Stop using the log without writing anything (its log dir failed): no flush,
+        no index writes, files left as they are for recovery at the next start.
+        Descriptors follow the deletion rule (a fetch may still be sending from them)."""
+        if self._closed:
+            return
+        self._closed = True
         deadline = self._now_ms() + self.config.file_delete_delay_ms
         for segment in self._segments:
             if segment.is_open:
                 self._deleted_segments.append((deadline, segment))
         self._segments, self._base_offsets = [], []
-        self._closed = True
 
     @property
     def is_deleted(self) -> bool:

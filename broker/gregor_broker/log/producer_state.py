@@ -16,10 +16,18 @@ does (``NumBatchesToRetain``). Before a leader appends a batch carrying a produc
 State is a function of the batch headers in the log, in offset order: ``apply`` takes
 headers that already carry their offsets, so a leader (after appending) and a follower
 (copying batches with ``assign_offsets=False``) update it the same way. Nothing is
-persisted: after a restart ``catch_up`` rebuilds the state by reading only the 61-byte
+persisted: after a restart ``state_for`` rebuilds the state by reading only the 61-byte
 batch headers from the log start (Kafka also keeps ``.snapshot`` files to skip that scan;
-Gregor does not write them yet). ``catch_up`` also notices appends it was not told
-about (a follower's copies) and truncations, so the state always matches the log.
+Gregor does not write them yet). ``state_for`` also catches up with appends it was not
+told about (a follower's copies).
+
+Truncation. Matches Kafka's ``UnifiedLog.truncateTo``, which reloads producer state
+after every truncation: when ``PartitionLog.truncations`` moved since the state was
+built, the state is rebuilt from the remaining log. Comparing log end offsets is not
+enough: a follower may truncate a batch and then copy other producers' batches past
+where it was, and a retry of the truncated batch must then be appended again, not
+answered as a duplicate at offsets that now hold someone else's records. Moving the log
+start (retention, DeleteRecords) keeps the entries, as Kafka does since KIP-360.
 
 Not handled here: transactions (control batches are skipped) and the expiry of idle
 producer ids (``producer.id.expiration.ms``); entries live as long as the broker runs.
@@ -103,10 +111,12 @@ def _is_idempotent(header: BatchHeader) -> bool:
 class ProducerState:
     """The producer entries of one partition and the log offset they are current to."""
 
-    def __init__(self, next_offset: int = 0) -> None:
+    def __init__(self, next_offset: int = 0, truncations: int = 0) -> None:
         self.entries: dict[int, ProducerEntry] = {}
         # Batches below this offset have been applied.
         self.next_offset = next_offset
+        # The log's truncation count this state was built at (``PartitionLog.truncations``).
+        self.truncations = truncations
 
     def check(self, headers: list[BatchHeader]) -> BatchMetadata | None:
         """Validate batches about to be appended (offsets not assigned yet).
@@ -217,10 +227,14 @@ class ProducerStates:
 
     def state_for(self, log: PartitionLog) -> ProducerState:
         """The state current to ``log``'s end: scans what it has not seen yet and
-        starts over when the log was truncated below what it had applied."""
+        starts over from the log when the log was truncated since it was built."""
         state = self._states.get(log)
-        if state is None or log.log_end_offset < state.next_offset:
-            state = ProducerState(log.log_start_offset)
+        if (
+            state is None
+            or state.truncations != log.truncations
+            or log.log_end_offset < state.next_offset
+        ):
+            state = ProducerState(log.log_start_offset, log.truncations)
             self._states[log] = state
         if state.next_offset < log.log_end_offset:
             state.apply(read_batch_headers(log, state.next_offset, log.log_end_offset))

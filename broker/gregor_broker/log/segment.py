@@ -28,6 +28,7 @@ from ..protocol.record_batch import (
 )
 from ..protocol.records import iter_batch_records
 from .index import OffsetIndex, TimeIndex
+from .open_files import OPEN_FILES
 
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 # Recovery reads the log in chunks of this size (or one batch, if larger).
@@ -116,8 +117,26 @@ def scan_valid_batches(
     return position
 
 
+class Pin:
+    """Keeps a segment's descriptor open while it lives (see ``open_files.py``)."""
+
+    __slots__ = ("segment",)
+
+    def __init__(self, segment: LogSegment) -> None:
+        self.segment = segment
+        segment.pins += 1
+
+    def __del__(self) -> None:
+        self.segment.unpin()
+
+
 class LogSegment:
-    """A ``.log`` file and its indexes; positions are byte offsets in the ``.log`` file."""
+    """A ``.log`` file and its indexes; positions are byte offsets in the ``.log`` file.
+
+    The descriptor opens on first use and may be closed when idle (``OPEN_FILES``, the
+    ``log.max.open.files`` bound); ``fd`` reopens it. Code that keeps the number past
+    one call (a ``FileSlice``) holds a ``pin()``.
+    """
 
     def __init__(
         self,
@@ -143,6 +162,8 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.indexes_loaded = False
         self._fd: int | None = None
+        self.pins = 0  # live Pins: the descriptor must stay open
+        self._close_when_unpinned = False  # deleted while pinned
 
     # -- files ---------------------------------------------------------------------------
 
@@ -168,6 +189,7 @@ class LogSegment:
             os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC,
             0o644,
         )
+        OPEN_FILES.opened(segment)
         segment.offset_index.create_file()
         segment.time_index.create_file()
         segment.indexes_loaded = True
@@ -175,15 +197,43 @@ class LogSegment:
 
     @property
     def fd(self) -> int:
-        """The ``.log`` descriptor, opened on first use and kept open."""
+        """The ``.log`` descriptor, opened on first use; only valid until the next
+        segment opens (hold a ``pin()`` to keep it longer)."""
         fd = self._fd
         if fd is None:
             fd = self._fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+            OPEN_FILES.opened(self)
+        else:
+            OPEN_FILES.used(self)
         return fd
 
     @property
     def is_open(self) -> bool:
         return self._fd is not None
+
+    def pin(self) -> Pin:
+        """Keep the descriptor open for as long as the returned object lives."""
+        return Pin(self)
+
+    def unpin(self) -> None:
+        self.pins -= 1
+        if self.pins == 0 and self._close_when_unpinned:
+            self.close_fd()
+
+    def close_idle_fd(self) -> None:
+        """Close an unpinned descriptor to stay within ``log.max.open.files``; the next
+        use reopens it."""
+        if self.pins == 0:
+            self.close_fd()
+
+    def close_when_unpinned(self) -> bool:
+        """For a deleted segment: close the descriptor now if no slice uses it, else when
+        the last one goes. True when it is closed now."""
+        if self.pins == 0:
+            self.close_fd()
+            return True
+        self._close_when_unpinned = True
+        return False
 
     def write_indexes(self) -> None:
         if self.indexes_loaded:
@@ -209,15 +259,14 @@ class LogSegment:
 
     def close(self) -> None:
         self.write_indexes()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self.close_fd()
 
     def close_fd(self) -> None:
-        """Close the descriptor of a deleted segment (its files are already gone)."""
+        """Close the descriptor (a deleted segment's files may already be gone)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+            OPEN_FILES.closed(self)
 
     def unlink_files(self) -> None:
         """Remove the files; an open descriptor (and any FileSlice on it) stays valid."""
@@ -225,7 +274,10 @@ class LogSegment:
             path.unlink(missing_ok=True)
 
     def last_modified_ms(self) -> int:
-        return int(os.fstat(self.fd).st_mtime * 1000)
+        # stat, not fstat: retention looks at every segment and must not open them all.
+        fd = self._fd
+        stat = os.fstat(fd) if fd is not None else os.stat(self.log_path)
+        return int(stat.st_mtime * 1000)
 
     # -- indexes -------------------------------------------------------------------------
 

@@ -37,7 +37,10 @@ class PartitionResult:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    records: bytes | Any | None = None  # bytes, a FileRegion, or None
+    # Matches Kafka: a partition with an error carries an empty record set
+    # (MemoryRecords.EMPTY), never null; librdkafka drops a whole response holding a null
+    # one, so an OFFSET_OUT_OF_RANGE never triggers its auto.offset.reset.
+    records: bytes | Any | None = b""  # bytes, a FileRegion, or None (null)
     aborted_transactions: list[tuple[int, int]] | None = None
     preferred_read_replica: int = -1
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end_offset)

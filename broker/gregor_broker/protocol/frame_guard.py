@@ -7,6 +7,12 @@ walker follows the same schema (kio's dataclasses) over the raw bytes and reject
 array, string or byte length larger than the bytes left, so a hostile or broken frame
 becomes MalformedRequest (the connection closes) instead of a crash.
 
+It also makes unknown tagged fields harmless (KIP-482: a receiver skips the tags it
+does not know, so that a newer client can add one). kio's decoder refuses them, so when
+the walk meets one, the body is copied without its unknown tags (``_copy_entity``, a
+second walk that only runs then) and kio decodes the copy. The same copy clamps an
+int64 duration kio cannot represent (OffsetCommit's retention time).
+
 It reads only lengths and skips over values, so it costs little: a produce request is a
 handful of length checks, and record bytes are skipped, never touched. Each request class
 gets its own checker, generated once from the schema as straight-line Python (the
@@ -25,7 +31,7 @@ from functools import cache
 from typing import Any
 
 from .entities import nested_entity_class
-from .wire import MalformedRequest, read_unsigned_varint
+from .wire import MalformedRequest, encode_unsigned_varint, read_unsigned_varint
 
 _FIXED = {
     "bool": 1,
@@ -104,6 +110,14 @@ def _check_step(buffer: memoryview, position: int, end: int, step: _Step, flexib
     kind, sequence, _tag = step
     if not sequence:
         return _check_value(buffer, position, end, kind, flexible)
+    count, position = _array_count(buffer, position, end, flexible)
+    for _ in range(count):
+        position = _check_value(buffer, position, end, kind, flexible)
+    return position
+
+
+def _array_count(buffer: memoryview, position: int, end: int, flexible: bool) -> tuple[int, int]:
+    """An array's element count (-1: null) and the position after it, checked."""
     if flexible:
         count, position = _varint(buffer, position, end)
         count -= 1
@@ -114,9 +128,7 @@ def _check_step(buffer: memoryview, position: int, end: int, step: _Step, flexib
     # Every element takes at least one byte, so a count above the bytes left is a lie.
     if count > end - position:
         raise MalformedRequest(f"array of {count} elements in {end - position} bytes")
-    for _ in range(count):
-        position = _check_value(buffer, position, end, kind, flexible)
-    return position
+    return count, position
 
 
 def _check_entity(buffer: memoryview, position: int, end: int, cls: type) -> int:
@@ -138,6 +150,118 @@ def _check_entity(buffer: memoryview, position: int, end: int, cls: type) -> int
                 _check_step(buffer, position, field_end, step, flexible)
             position = field_end
     return position
+
+
+# Unknown tagged fields ---------------------------------------------------------------
+
+
+class _NeedsCopy(Exception):
+    """Raised by a generated checker at the first unknown tag or out-of-range duration:
+    the body must be copied (``_copy_entity``) before kio can decode it."""
+
+
+# kio turns an int64 duration into a timedelta of microseconds, and refuses (ValueError)
+# one beyond +-2**63 microseconds. OffsetCommit v2-v4's retention time is the only such
+# field: a larger value means "keep for ever" (clamped to the largest kio takes), and a
+# more negative one "the broker's default" (-1, Kafka's DEFAULT_RETENTION_TIME).
+DURATION_I64_MAX_MS = (2**63 - 1) // 1000
+
+
+def _clamped_duration(value: int) -> int:
+    if value > DURATION_I64_MAX_MS:
+        return DURATION_I64_MAX_MS
+    if value < -DURATION_I64_MAX_MS:
+        return -1
+    return value
+
+
+def _copy_value(
+    buffer: memoryview, position: int, end: int, kind: Any, flexible: bool, out: bytearray
+) -> int:
+    if isinstance(kind, type):
+        return _copy_entity(buffer, position, end, kind, out)
+    after = _check_value(buffer, position, end, kind, flexible)
+    if kind == "timedelta_i64":
+        value = int.from_bytes(buffer[position:after], "big", signed=True)
+        out += _clamped_duration(value).to_bytes(8, "big", signed=True)
+    else:
+        out += buffer[position:after]
+    return after
+
+
+def _copy_step(
+    buffer: memoryview, position: int, end: int, step: _Step, flexible: bool, out: bytearray
+) -> int:
+    kind, sequence, _tag = step
+    if not sequence:
+        return _copy_value(buffer, position, end, kind, flexible, out)
+    start = position
+    count, position = _array_count(buffer, position, end, flexible)
+    out += buffer[start:position]
+    for _ in range(count):
+        position = _copy_value(buffer, position, end, kind, flexible, out)
+    return position
+
+
+def _copy_entity(buffer: memoryview, position: int, end: int, cls: type, out: bytearray) -> int:
+    """Copy one entity to ``out`` without the tagged fields its schema does not know,
+    checking every length as ``_check_entity`` does."""
+    ordered, tagged, flexible = _steps(cls)
+    for step in ordered:
+        position = _copy_step(buffer, position, end, step, flexible, out)
+    if not flexible:
+        return position
+    count, position = _varint(buffer, position, end)
+    if count > end - position:
+        raise MalformedRequest(f"{count} tagged fields in {end - position} bytes")
+    kept: list[bytes] = []
+    for _ in range(count):
+        tag, position = _varint(buffer, position, end)
+        size, position = _varint(buffer, position, end)
+        field_end = position + size
+        if field_end > end:
+            raise MalformedRequest("tagged field runs past the end of the request")
+        step = tagged.get(tag)
+        null = position < field_end and buffer[position] == 0
+        if null and (step is None or step[1] or step[0] in _LENGTH_PREFIXED):
+            if step is not None and tag not in _null_by_default(cls):
+                raise MalformedRequest(f"null in tagged field {tag}, which cannot be null")
+            step = None  # null is the field's default: as if the tag were not sent
+        if step is not None:
+            value = bytearray()
+            _copy_step(buffer, position, field_end, step, flexible, value)
+            kept.append(encode_unsigned_varint(tag) + encode_unsigned_varint(len(value)) + value)
+        position = field_end
+    out += encode_unsigned_varint(len(kept))
+    for field in kept:
+        out += field
+    return position
+
+
+@cache
+def _null_by_default(cls: type) -> frozenset[int]:
+    """Tags of ``cls`` whose field defaults to null: a null sent for one is the same as
+    leaving the tag out."""
+    return frozenset(
+        field.metadata["tag"]
+        for field in fields(cls)
+        if field.metadata.get("tag") is not None and field.default is None
+    )
+
+
+def _check_known_tag(buffer: memoryview, position: int, end: int, step: _Step) -> None:
+    """Check a known tagged field's value; a struct in it may hold unknown tags of its
+    own, which its generated checker reports. A null string or array in a tag (Fetch
+    v12+'s cluster id) is valid, but kio refuses it: the copy leaves such a tag out."""
+    kind, sequence, _tag = step
+    if position < end and buffer[position] == 0 and (sequence or kind in _LENGTH_PREFIXED):
+        raise _NeedsCopy
+    if not isinstance(kind, type):
+        _check_step(buffer, position, end, step, True)
+    elif sequence:
+        raise _NeedsCopy  # no request has one today: the copying walk handles it
+    else:
+        _compiled(kind)(buffer, position, end)
 
 
 # Generated checkers: the walk above, unrolled per class --------------------------------
@@ -247,13 +371,28 @@ def _compiled(cls: type) -> Checker:
         "_varint": _varint,
         "_int16": struct.Struct(">h").unpack_from,
         "_int32": struct.Struct(">i").unpack_from,
+        "_int64": struct.Struct(">q").unpack_from,
         "_check_step": _check_step,
         "_tagged": tagged,
+        "_NeedsCopy": _NeedsCopy,
+        "_check_known_tag": _check_known_tag,
     }
     lines = ["def check(buffer, position, end):"]
     fixed = 0  # bytes of consecutive fixed-size fields, skipped with one add and one check
     for step in ordered:
         kind, sequence, _tag = step
+        if kind == "timedelta_i64" and not sequence:
+            lines += _skip_lines(fixed)
+            fixed = 0
+            lines += [
+                "    if position + 8 > end:",
+                "        raise _Malformed('timedelta_i64 runs past the end of the request')",
+                "    value = _int64(buffer, position)[0]",
+                f"    if value > {DURATION_I64_MAX_MS} or value < -{DURATION_I64_MAX_MS}:",
+                "        raise _NeedsCopy",
+                "    position += 8",
+            ]
+            continue
         if not sequence and not isinstance(kind, type) and kind in _FIXED:
             fixed += _FIXED[kind]
             continue
@@ -274,8 +413,9 @@ def _compiled(cls: type) -> Checker:
             "        if field_end > end:",
             "            raise _Malformed('tagged field runs past the end of the request')",
             "        step = _tagged.get(tag)",
-            "        if step is not None:",
-            "            _check_step(buffer, position, field_end, step, True)",
+            "        if step is None:",
+            "            raise _NeedsCopy",
+            "        _check_known_tag(buffer, position, field_end, step)",
             "        position = field_end",
         ]
     lines.append("    return position")
@@ -286,10 +426,18 @@ def _compiled(cls: type) -> Checker:
     return check
 
 
-def check_request(cls: type, buffer: memoryview | bytes, position: int) -> None:
-    """Raise MalformedRequest unless every length in the body fits in the frame."""
+def check_request(cls: type, buffer: memoryview | bytes, position: int) -> memoryview | bytes:
+    """Raise MalformedRequest unless every length in the body (from ``position``) fits
+    in the frame; return the frame kio may decode: ``buffer`` itself, or, when the
+    body has tagged fields its schema does not know, a copy without them."""
     view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
-    _compiled(cls)(view, position, len(view))
+    try:
+        _compiled(cls)(view, position, len(view))
+    except _NeedsCopy:
+        out = bytearray(view[:position])
+        _copy_entity(view, position, len(view), cls, out)
+        return bytes(out)
+    return buffer
 
 
 def check_request_generic(cls: type, buffer: memoryview | bytes, position: int) -> None:

@@ -28,6 +28,8 @@ class PartitionProduceResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    # KIP-467 (v8+): (batch_index, batch_index_error_message) per record that failed.
+    record_errors: list[tuple[int, str | None]] | None = None
 
 
 @dataclass(slots=True)
@@ -95,10 +97,16 @@ def encode_produce_response(
                     partition.log_append_time,
                 )
             if with_errors:
-                if partition.error_message is None:
+                if partition.error_message is None and not partition.record_errors:
                     out += _NO_RECORD_ERRORS[flexible]
                 else:
-                    out += _array_length(0, flexible)
+                    record_errors = partition.record_errors or ()
+                    out += _array_length(len(record_errors), flexible)
+                    for batch_index, message in record_errors:
+                        out += _I32.pack(batch_index)
+                        out += encode_nullable_string(message, flexible)
+                        if flexible:
+                            out += b"\x00"
                     out += encode_nullable_string(partition.error_message, flexible)
             if flexible:
                 out += b"\x00"

@@ -124,6 +124,16 @@ def peek_offset_and_length(
     return _OFFSET_AND_LENGTH.unpack_from(buffer, position)
 
 
+def first_batch_is_transactional(records: bytes | None) -> bool:
+    """Whether the first batch of a record set has the transactional flag (raw bytes,
+    nothing validated yet: a record set too short to say is not transactional)."""
+    return (
+        records is not None
+        and len(records) > ATTRIBUTES + 1
+        and bool(records[ATTRIBUTES + 1] & TRANSACTIONAL_FLAG)
+    )
+
+
 def compute_crc(buffer: bytes | bytearray | memoryview, header: BatchHeader) -> int:
     """CRC-32C over attributes..end of batch, as the v2 format defines it."""
     start = header.position + ATTRIBUTES
@@ -252,3 +262,31 @@ def build_batch(
     crc = crc32c(body)
     batch_length = 4 + 1 + 4 + len(body)  # leader epoch + magic + crc + body
     return struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, 2, crc) + body
+
+
+# Header fields ``rewrite_header`` may set: offset in the batch and struct format.
+_REWRITABLE = {
+    "base_offset": (BASE_OFFSET, _INT64),
+    "batch_length": (BATCH_LENGTH, _INT32),
+    "partition_leader_epoch": (PARTITION_LEADER_EPOCH, _INT32),
+    "attributes": (ATTRIBUTES, _INT16),
+    "last_offset_delta": (LAST_OFFSET_DELTA, _INT32),
+    "producer_id": (PRODUCER_ID, _INT64),
+    "producer_epoch": (PRODUCER_EPOCH, _INT16),
+    "base_sequence": (BASE_SEQUENCE, _INT32),
+    "records_count": (RECORDS_COUNT, _INT32),
+}
+
+
+def rewrite_header(batch: bytes, **fields: int) -> bytes:
+    """The batch with header ``fields`` replaced and its CRC-32C made right again.
+
+    For tests and tools that need a batch lying in exactly one field; the broker itself
+    never rewrites a header this way.
+    """
+    out = bytearray(batch)
+    for name, value in fields.items():
+        position, codec = _REWRITABLE[name]
+        codec.pack_into(out, position, value)
+    _UINT32.pack_into(out, CRC, crc32c(memoryview(out)[ATTRIBUTES:]))
+    return bytes(out)

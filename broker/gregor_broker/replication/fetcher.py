@@ -144,7 +144,8 @@ class ReplicaFetcher:
                     partition_log.log_end_offset,
                     target,
                 )
-                partition_log.truncate_to(target)
+                if not self._truncate_log(item, target):
+                    continue
                 item.needs_truncation = False
             return
         by_topic: dict[str, list[FollowedPartition]] = {}
@@ -211,11 +212,21 @@ class ReplicaFetcher:
                 epoch,
                 end_offset,
             )
-            partition_log.truncate_to(target)
+            if not self._truncate_log(item, target):
+                return
         partition_log.high_watermark = min(
             partition_log.high_watermark, partition_log.log_end_offset
         )
         item.needs_truncation = False
+
+    def _truncate_log(self, item: FollowedPartition, target: int) -> bool:
+        """Truncate; False when the disk failed (the partition is then offline here)."""
+        try:
+            item.partition.log.truncate_to(target)
+        except OSError as error:
+            self.manager.storage_failed(item.partition, error)
+            return False
+        return True
 
     # fetching -----------------------------------------------------------------------------
     def _throttle(self) -> tuple[set[TopicPartition], float | None]:

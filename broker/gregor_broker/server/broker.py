@@ -5,6 +5,11 @@ Start-up order matters and follows Kafka's: connect to ZooKeeper, claim the log 
 and only then register ``/brokers/ids/<id>`` so that nobody is sent to a broker that
 cannot answer yet. Shutdown reverses it: deregister, stop serving, flush and close
 the logs with a clean-shutdown marker so the next start skips recovery.
+
+A failed log dir (any I/O error writing to it, e.g. a full disk) takes its partitions
+offline (``LogManager``, ``ReplicaManager``); the broker then tells the controller with a
+``/log_dir_event_notification`` so their leadership moves to healthy replicas, and when
+no log dir is left it shuts down (exit status 1), as Kafka does.
 """
 
 from __future__ import annotations
@@ -42,6 +47,10 @@ log = logging.getLogger(__name__)
 
 
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30
+# Re-registration after a ZooKeeper session loss: first retry after this, doubling up to
+# the maximum (Kafka retries its registration until it succeeds, too).
+REGISTRATION_RETRY_MIN_S = 0.5
+REGISTRATION_RETRY_MAX_S = 5.0
 UNSAFE_TRUNCATE_TO_HIGH_WATERMARK = "gregor.unsafe.truncate.to.high.watermark"
 
 
@@ -52,6 +61,7 @@ def replication_config_for(config: BrokerConfig) -> ReplicationConfig:
         fetch_min_bytes=config.replica_fetch_min_bytes,
         fetch_max_bytes=config.replica_fetch_max_bytes,
         fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
+        replica_selector=config.replica_selector_class,
         truncate_to_high_watermark=str(
             config.extra.get(UNSAFE_TRUNCATE_TO_HIGH_WATERMARK, "false")
         ).lower()
@@ -99,9 +109,17 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._reconcile_scheduled = False
         self._session_lost = False
+        self._registration_lock = threading.Lock()
+        self._registration_needed = False
+        self._registration_thread: threading.Thread | None = None
         self._bound_port = 0
         self.started = asyncio.Event()
         self.stopping = False
+        # Set when the broker must stop by itself (every log dir failed); the process
+        # runner waits on it next to SIGTERM, and exits with ``exit_status``.
+        self.shutdown_requested = asyncio.Event()
+        self.exit_status = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def broker_id(self) -> int:
@@ -110,7 +128,7 @@ class Broker:
     # start-up ---------------------------------------------------------------------------
     async def start(self) -> None:
         config = self.config
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         if config.metrics_port:
             # First, so that /healthz answers (and /readyz says "starting") during recovery.
             self.metrics_server = MetricsServer(self, config.metrics_port)
@@ -130,7 +148,11 @@ class Broker:
 
         log_dirs = [Path(d) for d in config.log_dirs]
         self._lock_fds = [_lock_log_dir(d) for d in log_dirs]
-        self.logs = LogManager(log_dirs, default_config=log_config_for(config, {}))
+        self.logs = LogManager(
+            log_dirs,
+            default_config=log_config_for(config, {}),
+            max_open_files=config.log_max_open_files,
+        )
         self.logs.write_meta_properties(config.broker_id, self.metadata.cluster_id)
         topic_configs = await asyncio.to_thread(self._read_all_topic_configs)
         self.logs.load(lambda topic: log_config_for(config, topic_configs.get(topic, {})))
@@ -142,7 +164,10 @@ class Broker:
             lambda overrides: log_config_for(config, overrides),
             zk_admin=self.zk_admin,
             replication_config=replication_config_for(config),
+            produce_decompressed_max_bytes=config.produce_decompressed_max_bytes,
         )
+        # After the replica manager's own listener: its partitions go offline first.
+        self.logs.dir_failure_listeners.append(self._on_log_dir_failure)
         self.topic_admin = TopicAdmin(self, self.zk_admin)
         # Before metadata arrives: it listens for __consumer_offsets leadership.
         self.coordinator = CoordinatorService(self)
@@ -273,10 +298,12 @@ class Broker:
             log.exception("applying metadata to local partitions failed")
 
     def _on_zk_state(self, state: str) -> None:
-        """Kazoo's thread. After an expired session, register again under the new one.
+        """Kazoo's thread. After an expired session, register again under the new one
+        (``_register_again``, retried until it works), then stand for controller.
 
-        The watches refresh themselves on reconnect (kazoo), and the metadata they bring
-        demotes this broker if another took its partitions meanwhile.
+        The watches refresh themselves on every reconnect (kazoo's DataWatch and
+        ChildrenWatch read their node again and set a new watch), and the metadata they
+        bring demotes this broker if another took its partitions meanwhile.
         """
         if state == KazooState.LOST:
             log.error("ZooKeeper session lost; ephemeral registrations will be recreated")
@@ -285,14 +312,48 @@ class Broker:
             log.warning("ZooKeeper connection suspended")
         elif state == KazooState.CONNECTED and self._session_lost and not self.stopping:
             self._session_lost = False
-            threading.Thread(target=self._register_again, name="zk-reregister", daemon=True).start()
+            with self._registration_lock:
+                self._registration_needed = True
+                if self._registration_thread is None or not self._registration_thread.is_alive():
+                    self._registration_thread = threading.Thread(
+                        target=self._register_again, name="zk-reregister", daemon=True
+                    )
+                    self._registration_thread.start()
 
     def _register_again(self) -> None:
-        try:
-            self._register(self._bound_port)
+        """Register under the new session, retrying with backoff until it works.
+
+        One try is not enough: ZooKeeper may drop the connection during it, or the old
+        session's node may still be there (another broker's, or a session not yet
+        expired; ``register_broker`` waits a session timeout for that). A broker left out
+        of ``/brokers/ids`` gets no leadership and is invisible to clients, so this keeps
+        going until the node is ours (or the broker stops). A new session loss meanwhile
+        sets ``_registration_needed`` again and this loop registers once more.
+        """
+        backoff = REGISTRATION_RETRY_MIN_S
+        while not self.stopping:
+            with self._registration_lock:
+                if not self._registration_needed:
+                    return
+                self._registration_needed = False
+            try:
+                self._register(self._bound_port)
+            except Exception as error:
+                with self._registration_lock:
+                    self._registration_needed = True
+                log.warning(
+                    "registering again after a ZooKeeper session loss failed (%s); "
+                    "retrying in %.1f s",
+                    error,
+                    backoff,
+                )
+                time.sleep(backoff)
+                backoff = min(backoff * 2, REGISTRATION_RETRY_MAX_S)
+                continue
+            backoff = REGISTRATION_RETRY_MIN_S
             log.info("registered again in ZooKeeper after a session loss")
-        except Exception:
-            log.exception("registering again after a ZooKeeper session loss failed")
+            if self.controller is not None:
+                self.controller.registration_restored()
 
     # periodic work ------------------------------------------------------------------------
     async def _every(self, interval_ms: int, job: object) -> None:
@@ -313,8 +374,43 @@ class Broker:
         self.logs.flush_due()
 
     def _roll(self) -> None:
-        for partition_log in self.logs.logs().values():
-            partition_log.maybe_roll()
+        self.logs.roll_due()
+
+    # failed log dirs ----------------------------------------------------------------------
+    def _on_log_dir_failure(self, log_dir: Path, partitions: list[tuple[str, int]]) -> None:
+        """After ``ReplicaManager`` took the dir's partitions offline: tell the controller
+        (it elects other leaders), or shut down when no log dir is left (Kafka halts)."""
+        loop = self._loop
+        assert loop is not None, "log dirs fail only once the broker has started"
+        if not self.logs.live_dirs:
+            log.error(
+                "shutting down broker %d: every log dir has failed (%s)",
+                self.broker_id,
+                ", ".join(f"{d}: {e}" for d, e in self.logs.offline_dirs.items()),
+            )
+            self.exit_status = 1
+            loop.call_soon_threadsafe(self.shutdown_requested.set)
+            return
+        if partitions and getattr(self, "zk_admin", None) is not None:
+            asyncio.run_coroutine_threadsafe(
+                self._notify_log_dir_failure(log_dir, partitions), loop
+            )
+
+    async def _notify_log_dir_failure(
+        self, log_dir: Path, partitions: list[tuple[str, int]]
+    ) -> None:
+        delay = REGISTRATION_RETRY_MIN_S
+        while not self.stopping:
+            try:
+                await asyncio.to_thread(
+                    self.zk_admin.notify_log_dir_failure, self.broker_id, partitions
+                )
+                log.info("told the controller that log dir %s failed", log_dir)
+                return
+            except Exception as error:  # ZooKeeper unreachable: keep trying
+                log.warning("cannot write the log dir event for %s (%s); retrying", log_dir, error)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, REGISTRATION_RETRY_MAX_S)
 
     # shutdown ---------------------------------------------------------------------------
     async def stop(self) -> None:

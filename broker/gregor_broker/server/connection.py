@@ -1,9 +1,29 @@
-"""One client connection: framing, in-order request handling, and the sendfile path.
+"""One client connection: framing, one request in flight, muting, and the sendfile path.
 
-Kafka answers the requests of a connection in the order they arrived. Handlers that
-can answer at once (produce with acks=1, metadata) are run inline from
-``data_received``; a handler that must wait (a long-polling fetch, a topic creation)
-returns an awaitable, and the connection queues the frames behind it until it is done.
+Kafka reads one request from a connection, mutes the channel until that request's
+response is sent, and only then reads the next. Gregor does the same on its one event
+loop, which makes it matter more: every request of every client runs on that loop.
+
+- **One request in flight.** A frame is taken from the connection's receive buffer only
+  when the previous request is answered. Handlers that can answer at once (produce with
+  acks=1, metadata) run inline; a handler that must wait (a long-polling fetch, an
+  acks=all produce, a topic creation) returns an awaitable and the connection takes
+  nothing more until it is done.
+- **Bounded work per turn of the event loop.** Frames a client pipelined (librdkafka
+  keeps up to five in flight; a hostile client sends thousands in one write) wait in the
+  buffer and are taken one at a time, each answered before the next starts, for at most
+  ``TURN_SECONDS`` of loop time; then the connection yields (``call_soon``) and every
+  other connection gets its turn before it goes on. One read can never start unbounded
+  work, and the yield costs nothing measurable on pipelined small requests.
+- **Muting.** The connection stops reading from its socket (``pause_reading``) whenever
+  it could not take what it reads: a request is in flight, a complete frame already
+  waits, a quota throttle holds the client, or its unsent responses passed the
+  transport's write high-water mark (a client that sends and never reads). The one
+  switch, ``_update_reading``, looks at all of them.
+- **Few copies.** The connection is a ``BufferedProtocol``: the socket is read straight
+  into a fixed receive buffer, small frames are copied out once, and a large frame
+  (a produce of many MiB) gets a buffer of its exact size that the socket fills
+  directly and the handler reads in place.
 
 A response is either ``bytes`` (a whole frame) or a ``(parts, size)`` pair from the
 fetch encoder, where parts mix ``bytes`` with file regions that are sent with
@@ -14,12 +34,13 @@ connection.
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import os
 import socket
 import struct
+import time
 from collections.abc import Awaitable, Callable
+from time import perf_counter
 from typing import Any
 
 from ..protocol.wire import MalformedRequest
@@ -32,11 +53,25 @@ _SIZE = struct.Struct(">i")
 # of one of those.
 FrameHandler = Callable[["Connection", memoryview], Any]
 
-# Frames read and queued behind a request that is still waiting (an acks=all produce, a
-# long-polling fetch) before the connection stops reading. Kafka reads nothing more from
-# a connection until its current request is answered; a client pipelining thousands of
-# small requests would otherwise have all of them copied into memory here.
-MAX_QUEUED_FRAMES = 64
+# The receive buffer small frames are read into and copied out of. One read fills at
+# most this much, so a read can hold only so many pipelined frames.
+RECEIVE_BUFFER_SIZE = 64 * 1024
+# Frames larger than this get a buffer of their own, filled by the socket directly: a
+# 90 MiB produce is read once, into the memory the handler decodes it from.
+LARGE_FRAME_SIZE = 16 * 1024
+# Answers to pipelined requests are gathered and written with one send once no further
+# complete frame waits, or once this many bytes are gathered: a system call per small
+# response (an unbatched produce's ~60 bytes) would cost more than the request's handling.
+OUTBOX_BYTES = 64 * 1024
+# How long one connection may keep taking pipelined requests before it lets the event
+# loop serve others. A turn of the loop per request would be fairest, but it costs about
+# 15 us (a selector poll and a callback), as much as a small request's own handling; a
+# slice of a millisecond keeps that cost under 2 % and still serves every other
+# connection at least once per millisecond of each busy connection's work.
+TURN_SECONDS = 0.001
+# Below this much free space at its end, the receive buffer moves what it holds (at most
+# one partial small frame) to its start before the next read.
+_MIN_READ = 4 * 1024
 
 
 def is_awaitable(value: Any) -> bool:
@@ -53,7 +88,65 @@ class SendfileCounter:
         self.calls_total = 0
 
 
-class Connection(asyncio.Protocol):
+class RateLimitedLog:
+    """One line per event, a traceback at most once per ``interval`` per kind of error.
+
+    A fuzzer or a broken client can send tens of thousands of bad requests; a full
+    traceback for each filled the log with megabytes saying the same thing. Lines past
+    ``lines_per_interval`` in an interval are counted and reported once it ends.
+    """
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        *,
+        interval: float = 60.0,
+        lines_per_interval: int = 100,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.logger = logger
+        self.interval = interval
+        self.lines_per_interval = lines_per_interval
+        self.clock = clock
+        self._window_start = -interval
+        self._lines = 0
+        self._suppressed = 0
+        self._traced: dict[str, float] = {}
+
+    def warning(self, message: str, *args: Any, error: BaseException | None = None) -> None:
+        now = self.clock()
+        if now - self._window_start >= self.interval:
+            if self._suppressed:
+                self.logger.warning(
+                    "%d similar lines suppressed in the last %.0f s",
+                    self._suppressed,
+                    now - self._window_start,
+                )
+            self._window_start = now
+            self._lines = 0
+            self._suppressed = 0
+        if self._lines >= self.lines_per_interval:
+            self._suppressed += 1
+            return
+        self._lines += 1
+        trace = False
+        if error is not None:
+            kind = f"{type(error).__module__}.{type(error).__qualname__}"
+            last = self._traced.get(kind)
+            if last is None or now - last >= self.interval:
+                self._traced[kind] = now
+                trace = True
+        if trace:
+            self.logger.warning(message, *args, exc_info=error)
+        else:
+            self.logger.warning(message, *args)
+
+
+# Connection-level failures (malformed frames, handler errors that reached the connection).
+connection_errors = RateLimitedLog(log)
+
+
+class Connection(asyncio.BufferedProtocol):
     def __init__(
         self,
         handler: FrameHandler,
@@ -68,18 +161,24 @@ class Connection(asyncio.Protocol):
         self.on_close = on_close
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
-        self._buffer = bytearray()
-        self._pending: collections.deque[bytes] = collections.deque()
-        self._busy = False
+        # Received bytes not yet taken as frames: _receive[_start:_end].
+        self._receive = bytearray(RECEIVE_BUFFER_SIZE)
+        self._receive_view = memoryview(self._receive)
+        self._start = 0
+        self._end = 0
+        # A large frame being received into its own buffer, and how much of it arrived.
+        self._large: bytearray | None = None
+        self._large_filled = 0
+        self._in_flight = False  # a request was taken and is not answered yet
+        self._scheduled = False  # a call to _pump is queued on the loop
         self._closed = False
+        self._eof = False  # the client half-closed: answer what is buffered, then close
         self._drained: asyncio.Future[None] | None = None
-        self._writing_paused = False
+        self._writing_paused = False  # unsent responses passed the high-water mark
         self._task: asyncio.Future[None] | None = None  # the request being finished
-        self._muted_until = 0.0  # loop time until which a quota throttle mutes reading
-        # Responses answered inline while a batch of frames is handled, written with one
-        # send at its end: pipelined small requests (unbatched produce) would otherwise
-        # cost a system call each.
-        self._outbox: list[bytes] | None = None
+        self._muted_until = 0.0  # loop time until which a quota throttle mutes the client
+        self._outbox: list[bytes] = []  # answers not yet handed to the transport
+        self._outbox_size = 0
 
     # asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -93,6 +192,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        self._large = None
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
         if self.on_close is not None:
@@ -100,76 +200,189 @@ class Connection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._writing_paused = True
+        self._update_reading()
 
     def resume_writing(self) -> None:
         self._writing_paused = False
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
+        self._schedule()
 
-    def data_received(self, data: bytes) -> None:
-        self._outbox = []
-        try:
-            self._split_frames(data)
-        finally:
-            self._flush_outbox()
-        if len(self._pending) >= MAX_QUEUED_FRAMES:
-            self._update_reading()
+    def get_buffer(self, sizehint: int) -> memoryview:
+        large = self._large
+        if large is not None:
+            return memoryview(large)[self._large_filled :]
+        if self._start == self._end:
+            self._start = self._end = 0
+        elif RECEIVE_BUFFER_SIZE - self._end < _MIN_READ:
+            # At most one partial small frame is held here: move it to the start.
+            held = bytes(self._receive_view[self._start : self._end])
+            self._receive_view[: len(held)] = held
+            self._start, self._end = 0, len(held)
+        return self._receive_view[self._end :]
 
-    def _split_frames(self, data: bytes) -> None:
-        buffer = self._buffer
-        buffer += data
-        position = 0
-        end = len(buffer)
-        while end - position >= 4:
-            (size,) = _SIZE.unpack_from(buffer, position)
-            if size < 0 or size > self.max_request_size:
-                self.close_for(
-                    f"frame size {size} outside 0..socket.request.max.bytes={self.max_request_size}"
-                )
-                return
-            if end - position - 4 < size:
-                break
-            frame = bytes(buffer[position + 4 : position + 4 + size])
-            position += 4 + size
-            if self._busy:
-                self._pending.append(frame)
-            else:
-                self._handle(frame)
-                if self._closed:
-                    return
-        if position:
-            del buffer[:position]
-
-    def _flush_outbox(self) -> None:
-        outbox, self._outbox = self._outbox, None
-        if outbox and not self._closed:
-            self.transport.write(outbox[0] if len(outbox) == 1 else b"".join(outbox))  # type: ignore[union-attr]
-
-    def _write(self, response: bytes) -> None:
-        if self._outbox is not None:
-            self._outbox.append(response)
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._large is not None:
+            self._large_filled += nbytes
         else:
-            self.transport.write(response)  # type: ignore[union-attr]
+            self._end += nbytes
+        if not self._in_flight and not self._scheduled:
+            self._pump()
+
+    def eof_received(self) -> bool:
+        # A client that half-closes still gets the answers to what it sent: the
+        # transport stays open for writing until the buffered requests are answered.
+        self._eof = True
+        self._schedule()
+        return True
+
+    # taking requests -----------------------------------------------------------------
+    def _next_frame(self) -> memoryview | bytes | None:
+        """The next complete frame (without its size), or None until one has arrived.
+
+        A large frame's first bytes are moved to a buffer of the frame's size here, so
+        that the rest of it is read straight into that buffer.
+        """
+        large = self._large
+        if large is not None:
+            if self._large_filled < len(large):
+                return None
+            self._large = None
+            # Read-only: kio's decoder refuses a writable buffer, and nothing may
+            # change a request's bytes while it is handled.
+            return memoryview(large).toreadonly()
+        start = self._start
+        available = self._end - start
+        if available < 4:
+            return None
+        (size,) = _SIZE.unpack_from(self._receive, start)
+        if size < 0 or size > self.max_request_size:
+            self.close_for(
+                f"frame size {size} outside 0..socket.request.max.bytes={self.max_request_size}"
+            )
+            return None
+        if available - 4 >= size:
+            self._start = start + 4 + size
+            return bytes(self._receive_view[start + 4 : start + 4 + size])
+        if size > LARGE_FRAME_SIZE:
+            large = bytearray(size)
+            held = available - 4
+            large[:held] = self._receive_view[start + 4 : self._end]
+            self._large = large
+            self._large_filled = held
+            self._start = self._end = 0
+        return None
+
+    def _frame_waiting(self) -> bool:
+        """Whether a complete frame is already buffered (reading more would only queue)."""
+        large = self._large
+        if large is not None:
+            return self._large_filled >= len(large)
+        available = self._end - self._start
+        if available < 4:
+            return False
+        return available - 4 >= _SIZE.unpack_from(self._receive, self._start)[0]
+
+    def _blocked(self) -> bool:
+        """Whether the connection must not start a request now (besides one in flight)."""
+        if self._writing_paused:
+            return True
+        return bool(self._muted_until) and (
+            asyncio.get_running_loop().time() < self._muted_until - 0.001
+        )
+
+    def _schedule(self) -> None:
+        if not self._scheduled and not self._closed:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._pump)
+
+    def _pump(self) -> None:
+        """Take buffered requests one at a time, for at most one turn's worth of time.
+
+        A request that waits ends the turn (nothing more is taken until it is answered);
+        so does the turn's time running out while frames still wait: the rest are
+        taken on a later turn of the loop, after every other connection had its own.
+        """
+        self._scheduled = False
+        if self._closed or self._in_flight:
+            return
+        deadline = perf_counter() + TURN_SECONDS
+        while not self._blocked():
+            frame = self._next_frame()
+            if frame is None:
+                break
+            self._handle(frame)
+            if self._closed:
+                return
+            if self._in_flight:
+                break
+            if self._outbox_size >= OUTBOX_BYTES:
+                self._flush_outbox()
+            if perf_counter() >= deadline:
+                if self._frame_waiting():
+                    self._schedule()
+                break
+        if self._outbox:
+            self._flush_outbox()
+        if self._eof:
+            if not self._in_flight and not self._scheduled and self.transport is not None:
+                self.transport.close()  # sends what is buffered first
+            return
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        """Read from the socket only when what arrives could be taken: nothing in
+        flight, no complete frame waiting, no quota throttle, responses being read."""
+        transport = self.transport
+        if transport is None or self._closed or self._eof:
+            return
+        if self._in_flight or self._blocked() or self._frame_waiting():
+            if transport.is_reading():
+                transport.pause_reading()
+        elif not transport.is_reading():
+            transport.resume_reading()
 
     # request handling --------------------------------------------------------------
-    def _handle(self, frame: bytes) -> None:
+    def _handle(self, frame: memoryview | bytes) -> None:
         try:
-            result = self.handler(self, memoryview(frame))
-        except MalformedRequest as error:
-            self.close_for(f"malformed request: {error}")
-            return
-        except Exception:
-            log.exception("request handler failed for %s; closing the connection", self.peer)
-            self.close_for("internal error")
+            result = self.handler(self, frame if type(frame) is memoryview else memoryview(frame))
+        except Exception as error:
+            self._failed(error)
             return
         if type(result) is bytes:
-            self._write(result)
-        elif is_awaitable(result):
-            self._busy = True
-            self._task = asyncio.ensure_future(self._finish(result))
-        elif result is not None:
-            self._busy = True
-            self._task = asyncio.ensure_future(self._finish(self._noop(result)))
+            self._outbox.append(result)
+            self._outbox_size += len(result)
+            return
+        if result is None:
+            return
+        # Whatever was answered before goes out first: responses keep request order.
+        if self._outbox:
+            self._flush_outbox()
+        self._in_flight = True
+        if not is_awaitable(result):
+            result = self._noop(result)
+        self._task = asyncio.ensure_future(self._finish(result))
+
+    def _failed(self, error: Exception) -> None:
+        """A request that could not even be answered with an error: close the connection
+        (the router answers what it can; what reaches here cannot be)."""
+        if isinstance(error, MalformedRequest):
+            self.close_for(f"malformed request: {error}")
+            return
+        connection_errors.warning(
+            "request handler failed for %s (%r); closing the connection",
+            self.peer,
+            error,
+            error=error,
+        )
+        self.close_for("internal error", quiet=True)
+
+    def _flush_outbox(self) -> None:
+        outbox = self._outbox
+        self._outbox = []
+        self._outbox_size = 0
+        if not self._closed:
+            self.transport.write(outbox[0] if len(outbox) == 1 else b"".join(outbox))  # type: ignore[union-attr]
 
     @staticmethod
     async def _noop(value: Any) -> Any:
@@ -179,12 +392,8 @@ class Connection(asyncio.Protocol):
         try:
             try:
                 result = await awaitable
-            except MalformedRequest as error:
-                self.close_for(f"malformed request: {error}")
-                return
-            except Exception:
-                log.exception("request handler failed for %s; closing the connection", self.peer)
-                self.close_for("internal error")
+            except Exception as error:
+                self._failed(error)
                 return
             if self._closed:
                 return
@@ -194,15 +403,8 @@ class Connection(asyncio.Protocol):
                 parts, _size = result
                 await self._write_parts(parts)
         finally:
-            self._busy = False
-        # Run what arrived meanwhile, in order, until another request has to wait.
-        self._outbox = []
-        try:
-            while self._pending and not self._busy and not self._closed:
-                self._handle(self._pending.popleft())
-        finally:
-            self._flush_outbox()
-        self._update_reading()
+            self._in_flight = False
+        self._pump()
 
     # quota throttling ----------------------------------------------------------------
     def throttle(self, response: Any, seconds: float) -> Awaitable[Any]:
@@ -225,25 +427,14 @@ class Connection(asyncio.Protocol):
         if until > self._muted_until:
             self._muted_until = until
             self._update_reading()
-            loop.call_at(until, self._update_reading)
+            loop.call_at(until, self._pump)
 
-    def _update_reading(self) -> None:
-        """Read from the socket unless a quota throttle mutes the connection or too many
-        frames wait behind an unfinished request."""
-        transport = self.transport
-        if transport is None or self._closed:
-            return
-        muted = asyncio.get_running_loop().time() < self._muted_until - 0.001
-        if muted or len(self._pending) >= MAX_QUEUED_FRAMES:
-            if transport.is_reading():
-                transport.pause_reading()
-        elif not transport.is_reading():
-            transport.resume_reading()
-
-    def close_for(self, reason: str) -> None:
+    def close_for(self, reason: str, *, quiet: bool = False) -> None:
         if not self._closed:
-            log.warning("closing connection from %s: %s", self.peer, reason)
+            if not quiet:
+                connection_errors.warning("closing connection from %s: %s", self.peer, reason)
             self._closed = True
+            self._large = None
             if self.transport is not None:
                 self.transport.abort()
 

@@ -289,7 +289,10 @@ class FullContext(FetchContext):
         partitions: dict[tuple[TopicKey, int], CachedPartition] = {}
         for run, topic in zip(self.runs, topics, strict=True):
             topic_key = run.topic_id if self.uses_topic_ids else run.name
-            assert topic_key is not None
+            if topic_key is None:
+                # A zero topic id (kio reads it as None) names no topic: its partitions
+                # were answered UNKNOWN_TOPIC_ID and have nothing to keep in a session.
+                continue
             for requested, result in zip(run.partitions, topic.partitions, strict=True):
                 cached = CachedPartition.from_request(topic_key, requested)
                 cached.high_watermark = result.high_watermark

@@ -8,6 +8,12 @@ the replica fetchers. Handlers call it with whole batches and never see files.
 Two kinds of waiters live here (Kafka's purgatories): fetches waiting for data
 (``append_waiters``, woken when data or the high watermark moves) and acks=all
 produces waiting for the high watermark to pass their last offset.
+
+A failed log dir (``LogManager.log_dir_failed``, on any ``OSError`` writing to it) takes
+its partitions offline here, as Kafka's ``ReplicaManager.handleLogDirFailure`` does: they
+stop following and leading, every request for them answers KAFKA_STORAGE_ERROR (acks=all
+produces waiting on them too), and metadata never recreates them on another dir until
+the broker restarts. Telling the controller is the broker's job (``server/broker.py``).
 """
 
 from __future__ import annotations
@@ -24,18 +30,27 @@ from ..cluster.admin import BadVersion, ZkAdmin
 from ..cluster.metadata_cache import MetadataCache, PartitionInfo, TopicInfo
 from ..cluster.models import PartitionState
 from ..log.log_config import LogConfig
-from ..log.log_manager import LogManager
+from ..log.log_manager import LogDirOffline, LogManager
 from ..log.partition_log import AppendResult
 from ..log.producer_state import ProducerStateError, ProducerStates
+from ..log.validator import (
+    DecompressionBudget,
+    RecordValidationError,
+    validate_produce_records,
+    validate_records,
+)
 from ..protocol.record_batch import BatchHeader, InvalidBatch, scan_batches
-from ..protocol.records import iter_batch_records
 from ..replication.fetcher import ReplicaFetcherManager
 from ..replication.partition import Partition
+from ..replication.replica_selector import ReplicaView, select_read_replica
 from ..replication.throttle import LeaderReplicationQuota
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+# produce.decompressed.max.bytes: socket.request.max.bytes, so a compressed request costs
+# at most the validation work of the largest uncompressed one.
+DEFAULT_PRODUCE_DECOMPRESSED_MAX_BYTES = 104857600
 
 __all__ = ["Partition", "PartitionError", "ReplicaManager", "ReplicationConfig"]
 
@@ -43,9 +58,16 @@ __all__ = ["Partition", "PartitionError", "ReplicaManager", "ReplicationConfig"]
 class PartitionError(Exception):
     """A per-partition failure carrying the Kafka error code to return."""
 
-    def __init__(self, error_code: ErrorCode, message: str = "") -> None:
+    def __init__(
+        self,
+        error_code: ErrorCode,
+        message: str = "",
+        record_errors: list[tuple[int, str]] | None = None,
+    ) -> None:
         super().__init__(message or error_code.name)
         self.error_code = error_code
+        # KIP-467: the records of the batch that made it fail (batch index, message).
+        self.record_errors = record_errors
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +77,7 @@ class ReplicationConfig:
     fetch_min_bytes: int = 1
     fetch_max_bytes: int = 1048576
     fetch_response_max_bytes: int = 10485760
+    replica_selector: str | None = None  # replica.selector.class (KIP-392)
     # Pre-KIP-101 follower truncation, kept only to demonstrate the loss it causes.
     truncate_to_high_watermark: bool = False
 
@@ -119,8 +142,10 @@ class ReplicaManager:
         *,
         zk_admin: ZkAdmin | None = None,
         replication_config: ReplicationConfig | None = None,
+        produce_decompressed_max_bytes: int = DEFAULT_PRODUCE_DECOMPRESSED_MAX_BYTES,
     ) -> None:
         self.broker_id = broker_id
+        self.produce_decompressed_max_bytes = produce_decompressed_max_bytes
         self.logs = logs
         self.metadata = metadata
         self.log_config_for = log_config_for
@@ -141,7 +166,10 @@ class ReplicaManager:
         self.isr_expands_total = 0
         self.topic_counters: dict[str, TopicCounters] = {}
         self.replication_bytes_out_total = 0
+        # Record bytes this broker sent consumers as a follower (fetch from follower).
+        self.follower_served_bytes_total = 0
         self.leader_replication_quota = LeaderReplicationQuota()
+        logs.dir_failure_listeners.append(self._on_log_dir_failure)
 
     # metadata -> local state ---------------------------------------------------------
     def reconcile(self, topics: set[str] | None = None) -> None:
@@ -159,15 +187,24 @@ class ReplicaManager:
                     continue
                 key = (topic.name, index)
                 wanted.add(key)
+                if self.logs.is_offline(key):
+                    continue  # Kafka: an offline replica stays offline until a restart
                 partition = self.partitions.get(key)
                 if partition is None:
-                    partition = self._create(topic, index, config)
+                    try:
+                        partition = self._create(topic, index, config)
+                    except LogDirOffline as error:
+                        log.error("cannot host %s-%d: %s", topic.name, index, error)
+                        continue
                 elif partition.log.config != config:
                     partition.log.update_config(config)
                 self._apply_state(partition, info)
         for key in list(self.partitions):
             if (topics is None or key[0] in topics) and key not in wanted:
                 self._drop(key)
+        for key in self.logs.offline_partitions():
+            if (topics is None or key[0] in topics) and key not in wanted:
+                self.logs.delete_log(*key)  # forgets it; the files stay on the failed dir
 
     def _create(self, topic: TopicInfo, index: int, config: LogConfig) -> Partition:
         partition_log = self.logs.get_or_create(topic.name, index, config)
@@ -224,6 +261,26 @@ class ReplicaManager:
         self.fetchers.unfollow(key)
         log.info("deleting local log of %s-%d (topic deleted or replica moved)", *key)
         self.logs.delete_log(partition.topic, partition.index)
+
+    def _on_log_dir_failure(self, log_dir: object, keys: list[TopicPartition]) -> None:
+        """Partitions on a failed log dir go offline here (Kafka's handleLogDirFailure)."""
+        for key in keys:
+            partition = self.partitions.pop(key, None)
+            self.fetchers.unfollow(key)
+            if partition is not None:
+                partition.leader = -1
+                self._notify_leadership(partition)
+            # Fetches and acks=all produces waiting on it answer KAFKA_STORAGE_ERROR now.
+            self.append_waiters.notify(key)
+            self.high_watermark_waiters.notify(key)
+
+    def storage_failed(self, partition: Partition, error: OSError) -> PartitionError:
+        """A write to ``partition``'s log failed: its log dir goes offline. Returns the
+        error to answer (KAFKA_STORAGE_ERROR)."""
+        key = (partition.topic, partition.index)
+        log.error("I/O error writing %s-%d: %s", partition.topic, partition.index, error)
+        self.logs.failed_on(key, error)
+        return PartitionError(ErrorCode.kafka_storage_error, f"log dir failed: {error}")
 
     def _notify_leadership(self, partition: Partition) -> None:
         for listener in self.leadership_listeners:
@@ -347,6 +404,7 @@ class ReplicaManager:
         """The partition if this broker leads it, else the Kafka error to return."""
         partition = self.partitions.get((topic, index))
         if partition is None:
+            self._raise_if_offline(topic, index)
             known = self.metadata.topics.get(topic)
             if known is None or index not in known.partitions:
                 raise PartitionError(ErrorCode.unknown_topic_or_partition)
@@ -355,25 +413,104 @@ class ReplicaManager:
             raise PartitionError(ErrorCode.not_leader_or_follower)
         return partition
 
+    def readable_partition(self, topic: str, index: int) -> Partition:
+        """A partition a consumer may read here: this broker leads it or follows it
+        (KIP-392; the follower serves up to its own high watermark)."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            known = self.metadata.topics.get(topic)
+            if known is None or index not in known.partitions:
+                raise PartitionError(ErrorCode.unknown_topic_or_partition)
+            raise PartitionError(ErrorCode.not_leader_or_follower)
+        if self.broker_id not in partition.replicas or partition.leader < 0:
+            raise PartitionError(ErrorCode.not_leader_or_follower)
+        return partition
+
+    def preferred_read_replica(
+        self, partition: Partition, client_rack: str, fetch_offset: int
+    ) -> int | None:
+        """The replica a consumer in ``client_rack`` should read from, if not this leader.
+
+        Candidates are followers that hold ``fetch_offset`` and are caught up within
+        ``replica.lag.time.max.ms`` (stricter than Kafka, which takes any replica holding
+        the offset: a lagging follower would make the consumer wait at its high watermark).
+        """
+        selector = self.replication_config.replica_selector
+        if selector is None:
+            return None
+        now = now_ms()
+        lag = self.replication_config.replica_lag_time_max_ms
+        brokers = self.metadata.brokers
+        own = brokers.get(self.broker_id)
+        leader = ReplicaView(
+            self.broker_id, own.rack if own is not None else None, partition.log.log_end_offset, 0
+        )
+        followers = []
+        for replica_id in partition.replicas:
+            follower = partition.followers.get(replica_id)
+            if replica_id == self.broker_id or follower is None or replica_id not in brokers:
+                continue
+            behind_ms = now - follower.last_caught_up_ms
+            if follower.log_end_offset >= fetch_offset and behind_ms <= lag:
+                followers.append(
+                    ReplicaView(
+                        replica_id, brokers[replica_id].rack, follower.log_end_offset, behind_ms
+                    )
+                )
+        return select_read_replica(selector, client_rack, leader, followers)
+
     def hosted_partition(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))
         if partition is None:
+            self._raise_if_offline(topic, index)
             raise PartitionError(ErrorCode.unknown_topic_or_partition)
         return partition
 
+    def _raise_if_offline(self, topic: str, index: int) -> None:
+        if self.logs.is_offline((topic, index)):
+            raise PartitionError(
+                ErrorCode.kafka_storage_error,
+                f"{topic}-{index} is offline on this broker: its log dir failed",
+            )
+
     # produce -----------------------------------------------------------------------
-    def append(self, topic: str, index: int, records: bytes | None, acks: int) -> AppendResult:
-        """Append as leader. For acks=all, follow with ``wait_for_replication``."""
+    def append(
+        self,
+        topic: str,
+        index: int,
+        records: bytes | None,
+        acks: int,
+        *,
+        api_version: int | None = None,
+        budget: DecompressionBudget | None = None,
+    ) -> AppendResult:
+        """Append as leader. For acks=all, follow with ``wait_for_replication``.
+
+        ``api_version`` is the Produce request's (None for the broker's own writes);
+        ``budget`` bounds what the request's compressed batches may inflate to while
+        they are validated (``produce.decompressed.max.bytes``, shared by the request).
+        """
         partition = self.leader_partition(topic, index)
-        if not records:
-            raise PartitionError(ErrorCode.corrupt_message, "produce without records")
-        config = partition.log.config
         try:
+            if api_version is not None:
+                validate_produce_records(api_version, records)
+            if not records:
+                raise PartitionError(ErrorCode.corrupt_message, "produce without records")
+            config = partition.log.config
             headers = scan_batches(records, max_batch_size=config.max_message_bytes)
+            validate_records(
+                records,
+                headers,
+                budget=budget or DecompressionBudget(self.produce_decompressed_max_bytes),
+                compacted=config.compacted,
+                topic_partition=f"{topic}-{index}",
+            )
+        except RecordValidationError as error:
+            raise PartitionError(
+                ErrorCode.invalid_record, str(error), error.record_errors
+            ) from error
         except InvalidBatch as error:
             raise PartitionError(ErrorCode[error.error.lower()], str(error)) from error
-        if config.compacted:
-            _require_keys(records, headers)
         if acks == -1 and len(partition.isr) < config.min_insync_replicas:
             raise PartitionError(
                 ErrorCode.not_enough_replicas,
@@ -391,7 +528,13 @@ class ReplicaManager:
             return AppendResult(
                 duplicate.first_offset, duplicate.last_offset, -1, partition.log.log_start_offset
             )
-        result = partition.log.append(buffer, headers, leader_epoch=partition.leader_epoch)
+        try:
+            result = partition.log.append(buffer, headers, leader_epoch=partition.leader_epoch)
+        except OSError as error:
+            # Matches Kafka: KAFKA_STORAGE_ERROR for the partition, never a closed
+            # connection; the log dir goes offline (a failed segment write is truncated
+            # back, so nothing half-written stays in the log).
+            raise self.storage_failed(partition, error) from error
         self.producer_states.record_append(partition.log, buffer, headers)
         messages = result.last_offset - result.first_offset + 1
         self.messages_in_total += messages
@@ -426,6 +569,8 @@ class ReplicaManager:
         epoch = self.partitions[key].leader_epoch if key in self.partitions else -1
         while True:
             partition = self.partitions.get(key)
+            if partition is None and self.logs.is_offline(key):
+                return ErrorCode.kafka_storage_error
             if partition is None or not partition.is_leader(self.broker_id):
                 return ErrorCode.not_leader_or_follower
             if partition.leader_epoch != epoch:
@@ -443,22 +588,14 @@ class ReplicaManager:
     def append_as_follower(
         self, partition: Partition, buffer: bytearray, headers: list[BatchHeader]
     ) -> None:
-        partition.log.append(buffer, headers, assign_offsets=False)
+        """Append copied batches. On a disk error the partition goes offline here (and
+        stops being fetched); the fetcher carries on with the others."""
+        try:
+            partition.log.append(buffer, headers, assign_offsets=False)
+        except OSError as error:
+            self.storage_failed(partition, error)
+            return
         self.append_waiters.notify((partition.topic, partition.index))
 
     async def stop(self) -> None:
         await self.fetchers.stop()
-
-
-def _require_keys(records: bytes, headers: list) -> None:
-    """Matches Kafka: a compacted topic rejects records without a key (INVALID_RECORD)."""
-    for header in headers:
-        try:
-            for record in iter_batch_records(records, header):
-                if record.key is None:
-                    raise PartitionError(
-                        ErrorCode.invalid_record,
-                        "compacted topic rejects a record without a key",
-                    )
-        except InvalidBatch as error:
-            raise PartitionError(ErrorCode[error.error.lower()], str(error)) from error

@@ -4,18 +4,27 @@
 implements; ApiVersions advertises exactly it. Unknown API keys and versions outside
 the table close the connection, as Kafka's broker does, except ApiVersions, which
 answers UNSUPPORTED_VERSION with the supported list so the client can pick again.
+
+A handler that fails unexpectedly does not cost the client its connection: as Kafka's
+``KafkaApis.handleError`` does with ``request.getErrorResponse``, the request is
+answered with UNKNOWN_SERVER_ERROR on everything it named (``protocol.error_response``),
+and the failure is logged in one line (a traceback at most once a minute per kind).
 """
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from ..metrics import LatencyHistogram
 from ..protocol import entities
+from ..protocol.error_response import RequestFailed, error_response
 from ..protocol.fetch_response import encode_fetch_response
 from ..protocol.frame_guard import check_request
 from ..protocol.wire import (
@@ -26,7 +35,11 @@ from ..protocol.wire import (
     parse_request_header,
     response_header,
 )
-from .connection import is_awaitable
+from .connection import RateLimitedLog, is_awaitable
+
+log = logging.getLogger(__name__)
+# Handler failures: one line each, a traceback at most once a minute per kind of error.
+handler_errors = RateLimitedLog(log)
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -79,6 +92,7 @@ class RequestRouter:
         # Request latency per API, from decoding to the encoded response (long polls and
         # acks=all waits included, quota delays not).
         self.latency: dict[int, LatencyHistogram] = {key: LatencyHistogram() for key in apis}
+        self._supported: tuple[tuple[int, int, int], ...] | None = None
 
     def decode(self, frame_bytes: memoryview | bytes) -> tuple[ApiSpec, RequestHeader, Any]:
         """Parse a frame into (api, header, kio request); MalformedRequest if it cannot be."""
@@ -97,7 +111,7 @@ class RequestRouter:
             )
         flexible = entities.is_flexible(api_key, version)
         header = parse_request_header(frame_bytes, flexible)
-        check_request(
+        frame_bytes = check_request(
             entities.payload_class(api_key, version, "request"), frame_bytes, header.body_offset
         )
         try:
@@ -118,11 +132,18 @@ class RequestRouter:
         context = RequestContext(
             header, connection, entities.is_flexible(spec.key, header.api_version)
         )
-        result = spec.handler(self.broker, context, request)
-        if is_awaitable(result):
-            busy = perf_counter() - started
-            return self._finish_async(context, request, len(frame_bytes), result, started, busy)
-        return self._respond(context, request, len(frame_bytes), result, started, 0.0)
+        try:
+            result = spec.handler(self.broker, context, request)
+            if is_awaitable(result):
+                busy = perf_counter() - started
+                return self._finish_async(context, request, len(frame_bytes), result, started, busy)
+            return self._respond(context, request, len(frame_bytes), result, started, 0.0)
+        except MalformedRequest:
+            raise
+        except RequestFailed as failed:
+            return self._refused(context, request, failed)
+        except Exception as error:
+            return self._failed(spec, context, request, error)
 
     async def _finish_async(
         self,
@@ -133,10 +154,54 @@ class RequestRouter:
         started: float,
         busy: float,
     ) -> Any:
-        response = self._respond(context, request, size, await awaitable, started, busy)
+        try:
+            response = self._respond(context, request, size, await awaitable, started, busy)
+        except MalformedRequest:
+            raise
+        except RequestFailed as failed:
+            return self._refused(context, request, failed)
+        except Exception as error:
+            return self._failed(self.apis[context.header.api_key], context, request, error)
         if is_awaitable(response):
             response = await response
         return response
+
+    @staticmethod
+    def _refused(context: RequestContext, request: Any, failed: RequestFailed) -> bytes:
+        """A handler refused the whole request (``RequestFailed``): Kafka's error
+        response to it, nothing logged beyond debug."""
+        header = context.header
+        log.debug("%s refused for %s: %s", header.api_key, context.connection.peer, failed)
+        body = error_response(header.api_key, header.api_version, request, failed.error_code)
+        flexible = context.flexible and header.api_key != API_VERSIONS_KEY
+        return frame(response_header(header.correlation_id, flexible), body)
+
+    def _failed(
+        self, spec: ApiSpec, context: RequestContext, request: Any, error: Exception
+    ) -> bytes:
+        """Answer a request whose handling failed with UNKNOWN_SERVER_ERROR everywhere
+        (Kafka's ``getErrorResponse``); if even that cannot be built, the error goes on
+        to the connection, which closes."""
+        header = context.header
+        handler_errors.warning(
+            "%s v%d from %s (client %r) failed: %r; answering UNKNOWN_SERVER_ERROR",
+            spec.name,
+            header.api_version,
+            context.connection.peer,
+            header.client_id,
+            error,
+            error=error,
+        )
+        if header.api_key == 0 and getattr(request, "acks", None) == 0:
+            raise error  # acks=0 expects no answer: Kafka closes the connection instead
+        try:
+            body = error_response(
+                header.api_key, header.api_version, request, ErrorCode.unknown_server_error
+            )
+        except Exception:
+            raise error from None
+        flexible = context.flexible and header.api_key != API_VERSIONS_KEY
+        return frame(response_header(header.correlation_id, flexible), body)
 
     def _respond(
         self,
@@ -202,6 +267,15 @@ class RequestRouter:
             {"error_code": ErrorCode.unsupported_version, "api_keys": self.advertised()},
         )
         return frame(response_header(header.correlation_id, False), body)
+
+    def supported_versions(self) -> tuple[tuple[int, int, int], ...]:
+        """(api key, min version, max version) per API, by key: what ApiVersions says."""
+        if self._supported is None:
+            self._supported = tuple(
+                (spec.key, spec.min_version, spec.max_version)
+                for spec in sorted(self.apis.values(), key=lambda s: s.key)
+            )
+        return self._supported
 
     def advertised(self) -> list[dict[str, int]]:
         return [

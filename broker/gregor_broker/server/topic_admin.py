@@ -4,6 +4,11 @@ Shared by CreateTopics, DeleteTopics, CreatePartitions and Metadata's auto-creat
 The broker validates, places replicas (``cluster.placement``), and writes Kafka's
 znodes through ``ZkAdmin`` like Kafka's AdminZkClient; the controller then elects
 leaders. ZooKeeper calls are blocking, so they run in a worker thread.
+
+Bounded work: one CreateTopics or CreatePartitions request adds at most
+``max.partitions.per.request`` partitions (Kafka's controller refuses more than 10,000
+per request with POLICY_VIOLATION), and placing more than ``_PLACE_ON_LOOP_MAX``
+partitions runs in a worker thread, so no request holds the event loop for long.
 """
 
 from __future__ import annotations
@@ -15,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from ..cluster.admin import TopicExists, ZkAdmin
-from ..cluster.models import new_uuid
+from ..cluster.admin import InvalidReplicaAssignment, TopicExists, UnknownTopic, ZkAdmin
+from ..cluster.models import TopicAssignment, new_uuid
 from ..cluster.placement import PlacementError, assign_replicas
 from ..cluster.topic_names import topic_name_error
 from ..config import InvalidConfig, validate_topic_configs
@@ -34,6 +39,47 @@ class TopicAdminError(Exception):
         return self.message
 
 
+# Placing this many partitions takes a few milliseconds; larger requests go to a thread.
+_PLACE_ON_LOOP_MAX = 1000
+
+
+def too_many_partitions(count: int, limit: int) -> TopicAdminError:
+    """Matches Kafka's controller: a request adding more partitions than it allows is a
+    policy violation, whatever else it asks."""
+    return TopicAdminError(
+        ErrorCode.policy_violation,
+        f"Excessively large number of partitions per request: {count} requested, at most "
+        f"{limit} allowed (max.partitions.per.request)",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Placement:
+    """A validated request for ``count`` new partitions, to be placed by Kafka's rule."""
+
+    brokers: Mapping[int, str | None]
+    count: int
+    replication_factor: int
+    start_partition_id: int = 0
+
+    def place(self) -> dict[int, list[int]]:
+        try:
+            assignment = assign_replicas(
+                self.brokers,
+                self.count,
+                self.replication_factor,
+                start_partition_id=self.start_partition_id,
+            )
+        except PlacementError as error:
+            raise TopicAdminError(ErrorCode.invalid_replication_factor, str(error)) from error
+        return {p: list(r) for p, r in assignment.items()}
+
+    async def place_off_loop(self) -> dict[int, list[int]]:
+        if self.count <= _PLACE_ON_LOOP_MAX:
+            return self.place()
+        return await asyncio.to_thread(self.place)
+
+
 class TopicAdmin:
     def __init__(self, broker: Broker, admin: ZkAdmin) -> None:
         self.broker = broker
@@ -48,7 +94,44 @@ class TopicAdmin:
         configs: Mapping[str, str | None],
     ) -> dict[int, list[int]]:
         """Validate a creation request and return its replica assignment."""
+        plan = self.check_topic(name, num_partitions, replication_factor, assignments, configs)
+        return plan if isinstance(plan, dict) else plan.place()
+
+    async def plan_topic_off_loop(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        assignments: Mapping[int, list[int]] | None,
+        configs: Mapping[str, str | None],
+        *,
+        already_added: int = 0,
+    ) -> dict[int, list[int]]:
+        """``plan_topic`` for client requests: a large placement runs in a thread."""
+        plan = self.check_topic(
+            name,
+            num_partitions,
+            replication_factor,
+            assignments,
+            configs,
+            already_added=already_added,
+        )
+        return plan if isinstance(plan, dict) else await plan.place_off_loop()
+
+    def check_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        assignments: Mapping[int, list[int]] | None,
+        configs: Mapping[str, str | None],
+        *,
+        already_added: int = 0,
+    ) -> dict[int, list[int]] | _Placement:
+        """Validate a creation request: its explicit assignment, or what to place.
+        ``already_added``: partitions earlier topics of the same request create."""
         config = self.broker.config
+        limit = config.max_partitions_per_request - already_added
         if (error := topic_name_error(name)) is not None:
             raise TopicAdminError(ErrorCode.invalid_topic_exception, error)
         if name in self.broker.metadata.topics:
@@ -64,6 +147,10 @@ class TopicAdmin:
                     ErrorCode.invalid_request,
                     "give either a replica assignment or partitions and replication factor",
                 )
+            if len(assignments) > limit:
+                raise too_many_partitions(
+                    already_added + len(assignments), config.max_partitions_per_request
+                )
             return self._check_assignment(assignments, brokers)
         partitions = config.num_partitions if num_partitions == -1 else num_partitions
         replicas = (
@@ -74,15 +161,14 @@ class TopicAdmin:
                 ErrorCode.invalid_partitions,
                 f"number of partitions must be at least 1, got {partitions}",
             )
+        if partitions > limit:
+            raise too_many_partitions(already_added + partitions, config.max_partitions_per_request)
         if replicas <= 0:
             raise TopicAdminError(
                 ErrorCode.invalid_replication_factor,
                 f"replication factor must be at least 1, got {replicas}",
             )
-        try:
-            return {p: list(r) for p, r in assign_replicas(brokers, partitions, replicas).items()}
-        except PlacementError as error:
-            raise TopicAdminError(ErrorCode.invalid_replication_factor, str(error)) from error
+        return _Placement(brokers, partitions, replicas)
 
     def _check_assignment(
         self, assignments: Mapping[int, list[int]], brokers: Mapping[int, str | None]
@@ -125,25 +211,80 @@ class TopicAdmin:
             ) from error
         return topic_id
 
+    async def create_topics(
+        self, topics: list[tuple[str, Mapping[int, list[int]], Mapping[str, str | None]]]
+    ) -> dict[str, str | TopicAdminError]:
+        """Create planned topics in one pipelined ZooKeeper batch; maps each name to its
+        new topic id or its error."""
+        batch = [
+            (name, assignment, {k: v for k, v in configs.items() if v is not None}, new_uuid())
+            for name, assignment, configs in topics
+        ]
+        outcome = await asyncio.to_thread(self.admin.create_topics, batch)
+        results: dict[str, str | TopicAdminError] = {}
+        for name, _, _, topic_id in batch:
+            created = outcome[name]
+            if isinstance(created, TopicAssignment):
+                results[name] = topic_id
+            elif isinstance(created, TopicExists):
+                results[name] = TopicAdminError(
+                    ErrorCode.topic_already_exists, f"topic {name!r} already exists"
+                )
+            elif isinstance(created, InvalidConfig):
+                results[name] = TopicAdminError(ErrorCode.invalid_config, str(created))
+            elif isinstance(created, InvalidReplicaAssignment):
+                results[name] = TopicAdminError(ErrorCode.invalid_replica_assignment, str(created))
+            else:
+                results[name] = TopicAdminError(ErrorCode.invalid_topic_exception, str(created))
+        return results
+
     async def wait_for_leaders(self, names: list[str], timeout: float) -> bool:
         metadata = self.broker.metadata
         return await metadata.wait_for(
             lambda: all(metadata.topic_has_leaders(n) for n in names), timeout
         )
 
-    async def delete_topic(self, name: str) -> None:
+    async def delete_topics(self, names: list[str]) -> dict[str, TopicAdminError | None]:
+        """Request the deletion of every topic in ``names`` (pipelined in ZooKeeper);
+        maps each name to None or its error."""
+        results: dict[str, TopicAdminError | None] = {}
         if not self.broker.config.delete_topic_enable:
-            raise TopicAdminError(
+            error = TopicAdminError(
                 ErrorCode.topic_deletion_disabled,
                 "topic deletion is disabled (delete.topic.enable)",
             )
-        if name not in self.broker.metadata.topics:
-            raise TopicAdminError(ErrorCode.unknown_topic_or_partition, f"unknown topic {name!r}")
-        await asyncio.to_thread(self.admin.request_topic_deletion, name)
+            return dict.fromkeys(names, error)
+        known = []
+        for name in names:
+            if name in self.broker.metadata.topics:
+                known.append(name)
+            else:
+                results[name] = TopicAdminError(
+                    ErrorCode.unknown_topic_or_partition, f"unknown topic {name!r}"
+                )
+        if known:
+            outcome = await asyncio.to_thread(self.admin.request_topic_deletions, known)
+            for name, problem in outcome.items():
+                if isinstance(problem, UnknownTopic):
+                    results[name] = TopicAdminError(
+                        ErrorCode.unknown_topic_or_partition, str(problem)
+                    )
+                else:
+                    # Kafka answers success for a topic already marked for deletion.
+                    results[name] = None
+        return results
 
     async def create_partitions(
-        self, name: str, count: int, assignments: list[list[int]] | None, validate_only: bool
-    ) -> None:
+        self,
+        name: str,
+        count: int,
+        assignments: list[list[int]] | None,
+        validate_only: bool,
+        *,
+        already_added: int = 0,
+    ) -> int:
+        """Grow ``name`` to ``count`` partitions; return how many were added.
+        ``already_added``: partitions earlier topics of the same request add."""
         topic = self.broker.metadata.topics.get(name)
         if topic is None:
             raise TopicAdminError(ErrorCode.unknown_topic_or_partition, f"unknown topic {name!r}")
@@ -158,9 +299,12 @@ class TopicAdmin:
             raise TopicAdminError(
                 ErrorCode.invalid_partitions, f"topic {name} already has {count} partitions"
             )
+        new_count = count - current
+        limit = self.broker.config.max_partitions_per_request
+        if already_added + new_count > limit:
+            raise too_many_partitions(already_added + new_count, limit)
         brokers = {b.broker_id: b.rack for b in self.broker.metadata.brokers.values()}
         replication_factor = len(next(iter(topic.partitions.values())).replicas)
-        new_count = count - current
         if assignments:
             if len(assignments) != new_count:
                 raise TopicAdminError(
@@ -170,15 +314,8 @@ class TopicAdmin:
             plan = self._check_assignment({i: list(a) for i, a in enumerate(assignments)}, brokers)
             new = {current + i: replicas for i, replicas in plan.items()}
         else:
-            try:
-                new = {
-                    p: list(r)
-                    for p, r in assign_replicas(
-                        brokers, new_count, replication_factor, start_partition_id=current
-                    ).items()
-                }
-            except PlacementError as error:
-                raise TopicAdminError(ErrorCode.invalid_replication_factor, str(error)) from error
-        if validate_only:
-            return
-        await asyncio.to_thread(self.admin.add_partitions, name, new)
+            placement = _Placement(brokers, new_count, replication_factor, current)
+            new = await placement.place_off_loop()
+        if not validate_only:
+            await asyncio.to_thread(self.admin.add_partitions, name, new)
+        return new_count

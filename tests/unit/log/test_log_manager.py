@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import resource
+
 import pytest
 from log_helpers import FakeClock, batch, consume_offsets, produce
 
 from gregor_broker.log import InconsistentBrokerMetadata, LogConfig, LogManager
+from gregor_broker.log.log_manager import CLEAN_SHUTDOWN_FILE, LogDirOffline
+from gregor_broker.log.partition_log import log_delete_dir_name
 
 ONE = batch(1, value_size=100)
 CONFIG = LogConfig(segment_bytes=3 * len(ONE))
@@ -128,10 +134,31 @@ def test_delete_log_removes_the_partition_and_reaps_descriptors_later(tmp_path, 
     log.read(0, 1000)
     logs.delete_log("orders", 0)
     assert logs.get("orders", 0) is None
-    assert [p.name for p in (tmp_path / "d1").iterdir()] == []
+    assert not (tmp_path / "d1" / "orders-0").exists()
     clock.advance(1000)
     logs.run_retention()
     assert logs._deleted == []
+    logs.close()  # waits for the remover thread
+    assert [p.name for p in (tmp_path / "d1").iterdir() if p.is_dir()] == []
+
+
+def test_a_249_character_topic_is_deletable_on_disk(tmp_path, clock):
+    # Matches Kafka's logDeleteDirName: the topic part of the "-delete" name is cut so
+    # the directory name stays within 255 bytes.
+    topic = "t" * 249
+    logs = manager(tmp_path, clock)
+    log = logs.get_or_create(topic, 7, CONFIG)
+    produce(log, ONE)
+    logs.delete_log(topic, 7)
+    logs.close()
+    assert [p.name for p in (tmp_path / "d1").iterdir() if p.is_dir()] == []
+
+
+def test_delete_dir_name_fits_in_255_bytes_and_keeps_the_partition():
+    name = log_delete_dir_name("x" * 249, 123)
+    assert len(name.encode()) == 255
+    assert name.endswith("-delete") and "-123." in name
+    assert log_delete_dir_name("orders", 0).startswith("orders-0.")
 
 
 def test_run_retention_and_flush_due_cover_every_log(tmp_path, clock):
@@ -145,3 +172,58 @@ def test_run_retention_and_flush_due_cover_every_log(tmp_path, clock):
     clock.advance(10)
     logs.flush_due()
     assert all(log.recovery_point == 2 for log in logs.logs().values())
+
+
+@contextlib.contextmanager
+def file_size_limit(limit: int):
+    """A real write(2) failure: RLIMIT_FSIZE makes writes past ``limit`` bytes fail with
+    EFBIG (CPython ignores SIGXFSZ). Only for the duration of the block."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def test_a_write_error_takes_the_whole_log_dir_offline(tmp_path, clock):
+    logs = manager(tmp_path, clock, dirs=("d1", "d2"))
+    failed: list[tuple[object, list[tuple[str, int]]]] = []
+    logs.dir_failure_listeners.append(lambda d, keys: failed.append((d, keys)))
+    log = logs.get_or_create("orders", 0, CONFIG)  # d1
+    logs.get_or_create("orders", 1, CONFIG)  # d2
+    logs.get_or_create("orders", 2, CONFIG)  # d1
+    produce(log, ONE)
+    size = log.active_segment.size
+    with file_size_limit(size + len(ONE) // 2), pytest.raises(OSError) as error:
+        produce(log, ONE)
+    assert error.value.errno == errno.EFBIG
+    assert log.active_segment.size == size  # the half-written batch was cut off
+    logs.failed_on(("orders", 0), error.value)
+
+    assert failed == [(tmp_path / "d1", [("orders", 0), ("orders", 2)])]
+    assert logs.live_dirs == [tmp_path / "d2"]
+    assert logs.is_offline(("orders", 0)) and logs.is_offline(("orders", 2))
+    assert set(logs.logs()) == {("orders", 1)}
+    with pytest.raises(LogDirOffline):
+        logs.get_or_create("orders", 0, CONFIG)  # never recreated on the healthy dir
+    logs.get_or_create("orders", 3, CONFIG)
+    assert (tmp_path / "d2" / "orders-3").is_dir()
+    logs.close()
+    # The failed dir is not marked clean: the next start recovers it.
+    assert not (tmp_path / "d1" / CLEAN_SHUTDOWN_FILE).exists()
+    assert (tmp_path / "d2" / CLEAN_SHUTDOWN_FILE).exists()
+
+    reopened = manager(tmp_path, clock, dirs=("d1", "d2"))
+    reopened.load(lambda topic: CONFIG)
+    assert consume_offsets(reopened.get("orders", 0)) == [0]
+    reopened.close()
+
+
+def test_with_every_log_dir_failed_nothing_can_be_created(tmp_path, clock):
+    logs = manager(tmp_path, clock)
+    logs.get_or_create("orders", 0, CONFIG)
+    logs.log_dir_failed(tmp_path / "d1", OSError(errno.ENOSPC, "No space left on device"))
+    assert logs.live_dirs == []
+    with pytest.raises(LogDirOffline):
+        logs.get_or_create("orders", 1, CONFIG)

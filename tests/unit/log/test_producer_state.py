@@ -9,6 +9,7 @@ from log_helpers import FakeClock
 from gregor_broker.log.log_config import LogConfig
 from gregor_broker.log.partition_log import PartitionLog
 from gregor_broker.log.producer_state import ProducerStateError, ProducerStates
+from gregor_broker.protocol import record_batch
 from gregor_broker.protocol.record_batch import scan_batches
 from gregor_broker.protocol.records import Record, make_batch
 
@@ -111,3 +112,43 @@ def test_appends_it_was_not_told_about_are_caught_up_from_the_log(log) -> None:
     buffer = bytearray(idempotent_batch(7, 0, 2))
     log.append(buffer, scan_batches(buffer))
     assert append(states, log, idempotent_batch(7, 0, 2)) == (2, 3)
+
+
+def copy_as_follower(log: PartitionLog, data: bytes, base_offset: int) -> None:
+    """Append ``data`` at ``base_offset`` as a follower does (offsets set by the leader)."""
+    buffer = bytearray(data)
+    headers = scan_batches(buffer)
+    record_batch.assign_offsets(buffer, headers, base_offset)
+    headers = scan_batches(buffer)
+    log.append(buffer, headers, assign_offsets=False)
+
+
+def test_a_truncated_batch_is_appended_again_when_retried_after_the_log_grew_back(log) -> None:
+    # A1: a leader appends producer 7's batch, loses leadership before it is replicated,
+    # truncates it as a follower and copies producer 8's longer batch at those offsets.
+    # Back as leader, producer 7's retry must be written (new offsets), not answered as a
+    # duplicate at offsets that now hold producer 8's records.
+    states = ProducerStates()
+    assert append(states, log, idempotent_batch(7, 0, 0)) == (0, 1)  # committed
+    assert append(states, log, idempotent_batch(7, 0, 2)) == (2, 3)  # never replicated
+    log.truncate_to(2)
+    copy_as_follower(log, idempotent_batch(8, 0, 0, count=3), base_offset=2)
+    assert log.log_end_offset == 5  # grown back past the truncated batch's offsets
+    assert append(states, log, idempotent_batch(7, 0, 2)) == (5, 6)
+    assert log.log_end_offset == 7
+    # And the state after the rebuild is right for both producers.
+    assert append(states, log, idempotent_batch(7, 0, 2)) == (5, 6)  # now a true duplicate
+    assert append(states, log, idempotent_batch(8, 0, 0, count=3)) == (2, 4)
+
+
+def test_a_full_truncation_forgets_every_producer(log) -> None:
+    states = ProducerStates()
+    append(states, log, idempotent_batch(7, 0, 0))
+    append(states, log, idempotent_batch(7, 0, 2))
+    log.delete_records_before(2)
+    # A follower whose leader's log starts past ours truncates fully and starts there.
+    log.truncate_to(1)
+    assert (log.log_start_offset, log.log_end_offset) == (1, 1)
+    copy_as_follower(log, idempotent_batch(8, 0, 0, count=5), base_offset=1)
+    # Producer 7 is unknown again: its retry is appended, not a duplicate of offsets 0-1.
+    assert append(states, log, idempotent_batch(7, 0, 0)) == (6, 7)

@@ -142,3 +142,39 @@ def test_a_session_error_is_an_error_code_session_zero_and_no_topics(version: in
         1, version, {"throttle_time": 0, "error_code": 71, "session_id": 0, "responses": []}
     )
     assert b"".join(parts) == frame(response_header(3, version >= 12), body)
+
+
+@pytest.mark.parametrize("version", [4, 11, 12, 16])
+def test_a_partition_error_carries_empty_records_not_null(version: int) -> None:
+    """Kafka sends MemoryRecords.EMPTY with every partition error; librdkafka fails to
+    parse the whole response (and so never sees NOT_LEADER_OR_FOLLOWER) on null records."""
+    parts, _ = encode_fetch_response(
+        version, 1, topics=[TopicResult("t", uuid.UUID(int=1), [PartitionResult(0, 6)])]
+    )
+    expected = encode_response(
+        1,
+        version,
+        {
+            "throttle_time": 0,
+            "error_code": 0,
+            "session_id": 0,
+            "responses": [
+                {
+                    "topic": "t",
+                    "topic_id": uuid.UUID(int=1),
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "error_code": 6,
+                            "high_watermark": -1,
+                            "last_stable_offset": -1,
+                            "log_start_offset": -1,
+                            "aborted_transactions": None,
+                            "records": b"",
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    assert b"".join(parts) == frame(response_header(1, version >= 12), expected)

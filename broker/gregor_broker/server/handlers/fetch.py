@@ -13,7 +13,18 @@ fetch encoder frames them; record bytes never enter Python. Matches Kafka:
   ``leader.replication.throttled.replicas`` is held to this broker's
   ``leader.replication.throttled.rate``: over the quota the partition comes back with no
   records (error NONE, high watermark set) and the follower asks again, while other
-  partitions keep flowing (Kafka's leader replication quota). Consumers never are.
+  partitions keep flowing (Kafka's leader replication quota). Consumers never are;
+- a follower fetch (replica id >= 0) is believed only from an assigned replica of the
+  partition other than this broker (else NOT_LEADER_OR_FOLLOWER, or UNKNOWN_LEADER_EPOCH
+  when the request carries a leader epoch), and its fetch offset becomes the follower's
+  log end offset only when the read succeeded: an offset outside [log start, log end]
+  answers OFFSET_OUT_OF_RANGE and leaves the ISR and high watermark alone
+  (Kafka's Partition.fetchRecords / updateFollowerFetchState);
+- fetch from follower (KIP-392): a consumer's Fetch v11+ (which carries ``rack_id``) may be
+  served by a follower, up to the follower's high watermark; with ``replica.selector.class``
+  set to Kafka's rack-aware selector, the leader answers a consumer in another replica's
+  rack with that replica as ``preferred_read_replica`` and no records, at once
+  (``replication/replica_selector.py`` decides; Kafka's ReplicaManager.readFromLog).
 """
 
 from __future__ import annotations
@@ -55,7 +66,13 @@ def handle_fetch(broker: Broker, context: RequestContext, request: Any) -> Any:
             ANONYMOUS, context.header.client_id or "", request.max_bytes
         )
     topics, total = read.once()
-    if total >= request.min_bytes or max_wait_ms <= 0 or read.had_error or not read.keys:
+    if (
+        total >= request.min_bytes
+        or max_wait_ms <= 0
+        or read.had_error
+        or read.redirected
+        or not read.keys
+    ):
         return _respond(context, topics, read, fetch)
     return _wait_and_respond(broker, context, read, fetch, max_wait_ms)
 
@@ -78,7 +95,7 @@ async def _wait_and_respond(
             remaining = min(remaining, read.throttle_retry_s)
         await broker.replicas.append_waiters.wait_any(read.keys, remaining)
         topics, total = read.once()
-        if total >= read.request.min_bytes or read.had_error:
+        if total >= read.request.min_bytes or read.had_error or read.redirected:
             return _respond(context, topics, read, fetch)
     topics, _total = read.once()
     return _respond(context, topics, read, fetch)
@@ -177,6 +194,14 @@ class _FetchReader:
         self.held_back = 0
         self.throttle_retry_s: float | None = None
         self.read_committed = getattr(request, "isolation_level", 0) == 1
+        # Fetch v11+ from a consumer: followers may serve it (Kafka's clientMetadata).
+        self.client_rack: str | None = (
+            None if replica_id >= 0 else getattr(request, "rack_id", None)
+        )
+        # A partition answered with preferred_read_replica: respond at once, as Kafka does.
+        self.redirected = False
+        # Partitions this broker served as a follower in the last ``once``.
+        self.served_as_follower: set[tuple[str, int]] = set()
         for run in runs:
             if run.name is None and run.topic_id is not None:
                 info = broker.metadata.topic_by_uuid(run.topic_id)
@@ -190,7 +215,10 @@ class _FetchReader:
         remaining = self.max_bytes
         total = 0
         self.had_error = False
+        self.redirected = False
+        self.served_as_follower.clear()
         from_follower = self.replica_id >= 0
+        client_rack = self.client_rack
         quota = replicas.leader_replication_quota
         bound = (
             parse_rate(broker.metadata.dynamic_broker_config(broker.broker_id, LEADER_RATE))
@@ -215,18 +243,43 @@ class _FetchReader:
                     self.had_error = True
                     continue
                 try:
-                    partition = replicas.leader_partition(name, index)
+                    if client_rack is None:
+                        partition = replicas.leader_partition(name, index)
+                    else:
+                        partition = replicas.readable_partition(name, index)
                     _check_leader_epoch(partition, getattr(requested, "current_leader_epoch", -1))
                 except PartitionError as error:
                     result.partitions.append(PartitionResult(index, error.error_code))
                     self.had_error = True
                     continue
                 partition_log = partition.log
-                if from_follower:
-                    replicas.record_follower_fetch(
-                        partition, self.replica_id, requested.fetch_offset
+                if from_follower and not _is_follower(partition, self.replica_id, broker):
+                    result.partitions.append(
+                        PartitionResult(index, _unknown_replica_error(requested))
                     )
+                    self.had_error = True
+                    continue
                 high_watermark = partition_log.high_watermark
+                if client_rack is not None:
+                    if not partition.is_leader(broker.broker_id):
+                        self.served_as_follower.add((name, index))
+                    elif client_rack:
+                        preferred = replicas.preferred_read_replica(
+                            partition, client_rack, requested.fetch_offset
+                        )
+                        if preferred is not None:
+                            result.partitions.append(
+                                PartitionResult(
+                                    index,
+                                    ErrorCode.none,
+                                    high_watermark,
+                                    high_watermark,
+                                    partition_log.log_start_offset,
+                                    preferred_read_replica=preferred,
+                                )
+                            )
+                            self.redirected = True
+                            continue
                 limit = min(requested.partition_max_bytes, remaining)
                 try:
                     # Followers copy up to the log end; consumers see committed data only.
@@ -248,6 +301,14 @@ class _FetchReader:
                     )
                     self.had_error = True
                     continue
+                if from_follower:
+                    # Only after a successful read, as Kafka's Partition.fetchRecords: an
+                    # offset past the log end never becomes a follower's log end offset
+                    # (it would move the high watermark over records nobody else has).
+                    replicas.record_follower_fetch(
+                        partition, self.replica_id, requested.fetch_offset
+                    )
+                    high_watermark = partition_log.high_watermark
                 size = region.size if region is not None else 0
                 throttled = topic_config is not None and is_throttled(
                     topic_config, LEADER_REPLICAS, index, broker.broker_id
@@ -294,6 +355,12 @@ class _FetchReader:
                 size += records_size(partition)
             if size and self.replica_id < 0:
                 self.broker.replicas.topic_counters_for(topic.name).bytes_out += size
+                if self.served_as_follower:
+                    self.broker.replicas.follower_served_bytes_total += sum(
+                        records_size(partition)
+                        for partition in topic.partitions
+                        if (topic.name, partition.partition_index) in self.served_as_follower
+                    )
             sent += size
         if self.replica_id >= 0:
             replicas = self.broker.replicas
@@ -303,6 +370,21 @@ class _FetchReader:
             quota = replicas.leader_replication_quota
             quota.record(self.throttled_bytes)
             quota.held_back_total += self.held_back
+
+
+def _is_follower(partition: Any, replica_id: int, broker: Broker) -> bool:
+    """Matches Kafka's Partition.followerReplicaOrThrow: only an assigned replica other
+    than the leader itself has follower state."""
+    return replica_id != broker.broker_id and replica_id in partition.replicas
+
+
+def _unknown_replica_error(requested: Any) -> ErrorCode:
+    """Kafka's answer to a follower fetch from a replica it does not know: with a
+    current leader epoch in the request, UNKNOWN_LEADER_EPOCH (the follower retries);
+    without one, NOT_LEADER_OR_FOLLOWER."""
+    if getattr(requested, "current_leader_epoch", -1) >= 0:
+        return ErrorCode.unknown_leader_epoch
+    return ErrorCode.not_leader_or_follower
 
 
 def _check_leader_epoch(partition: Any, requested_epoch: int) -> None:

@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from ...coordinator.group_coordinator import JoinRequest, JoinResult, SyncResult
 from ...coordinator.records import OffsetAndMetadata
 from ...coordinator.service import CoordinatorUnavailable, now_ms
+from ...protocol.acl_operations import AclResourceType, authorized_operations
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -23,9 +24,6 @@ if TYPE_CHECKING:
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
-# Group operations a client may ask about (READ, DELETE, DESCRIBE); no authorizer runs.
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-NOT_REQUESTED_OPERATIONS = -(2**31)
 
 
 def _ms(value: Any) -> int:
@@ -356,8 +354,8 @@ def handle_describe_groups(broker: Broker, context: RequestContext, request: Any
             "protocol_type": "",
             "protocol_data": "",
             "members": [],
-            "authorized_operations": (
-                GROUP_AUTHORIZED_OPERATIONS if include_operations else NOT_REQUESTED_OPERATIONS
+            "authorized_operations": authorized_operations(
+                AclResourceType.GROUP, include_operations
             ),
         }
         if summary is not None:

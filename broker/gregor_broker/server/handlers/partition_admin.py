@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from ...cluster import zk_paths
 from ...cluster.models import PartitionReassignment, PreferredReplicaElection, ZkDataError
 from ...cluster.reassignment import original_replicas, preferred_leader
+from ...cluster.topic_names import topic_name_error
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -190,6 +191,8 @@ async def handle_list_partition_reassignments(
         wanted = {(t.name, p) for t in request.topics for p in t.partition_indexes}
     topics = []
     for name in names:
+        if topic_name_error(name) is not None:
+            continue  # no topic can have that name ("", ".", a path): nothing is moving
         found = await asyncio.to_thread(broker.zk_admin.get_topic, name)
         if found is None:
             continue

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from ...log.validator import DecompressionBudget
 from ...protocol.produce_response import PartitionProduceResult, ProduceResponse
+from ...protocol.record_batch import first_batch_is_transactional
 from ..replica_manager import PartitionError
 
 if TYPE_CHECKING:
@@ -21,12 +23,17 @@ if TYPE_CHECKING:
 
 
 def handle_produce(broker: Broker, context: RequestContext, request: Any) -> Any:
-    if request.transactional_id is not None:
+    if request.transactional_id is not None or _has_transactional_records(request):
+        # No transactions here: matches Kafka's answer to transactional records that
+        # come without an authorized transactional id (the whole request fails).
         return _reject_all(request, ErrorCode.transactional_id_authorization_failed)
     acks = request.acks
     if acks not in (0, 1, -1):
         return _reject_all(request, ErrorCode.invalid_required_acks)
     replicas = broker.replicas
+    api_version = context.version
+    # One budget per request: every partition's compressed batches share it.
+    budget = DecompressionBudget(replicas.produce_decompressed_max_bytes)
     any_error = False
     topics: list[tuple[str, list[PartitionProduceResult]]] = []
     waiting: list[tuple[PartitionProduceResult, str, Any]] = []
@@ -36,10 +43,19 @@ def handle_produce(broker: Broker, context: RequestContext, request: Any) -> Any
         for partition_data in topic_data.partition_data:
             index = partition_data.index
             try:
-                result = replicas.append(name, index, partition_data.records, acks)
+                result = replicas.append(
+                    name,
+                    index,
+                    partition_data.records,
+                    acks,
+                    api_version=api_version,
+                    budget=budget,
+                )
             except PartitionError as error:
                 any_error = True
-                results.append(_failed(index, error.error_code, str(error)))
+                failed = _failed(index, error.error_code, str(error))
+                failed.record_errors = error.record_errors
+                results.append(failed)
                 continue
             response = PartitionProduceResult(
                 index,
@@ -87,6 +103,15 @@ async def _await_replication(
 
 def _failed(index: int, error_code: ErrorCode, message: str) -> PartitionProduceResult:
     return PartitionProduceResult(index, error_code, error_message=message)
+
+
+def _has_transactional_records(request: Any) -> bool:
+    """Kafka's ``RequestUtils.hasTransactionalRecords``: any partition's first batch."""
+    return any(
+        first_batch_is_transactional(partition.records)
+        for topic in request.topic_data
+        for partition in topic.partition_data
+    )
 
 
 def _reject_all(request: Any, error_code: ErrorCode) -> ProduceResponse:

@@ -1,0 +1,139 @@
+"""What every ``gregor`` command that talks to brokers (like Kafka's tools with
+``--bootstrap-server``) shares: the option, an admin client whose librdkafka logs go to
+Python logging instead of the terminal, waiting for a result with an error a person can
+act on, and output as a table or as JSON for scripts.
+
+Exit codes, the same for every command: 0 done, 1 the cluster refused or a check failed
+(the message names the object and the reason), 2 bad usage or no cluster reachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+TIMEOUT_S = 30.0
+
+log = logging.getLogger("gregor.cli")
+# librdkafka's own log lines ("PARTCNT", connection refusals, ...) land here: silent unless
+# the user asks for -v.
+librdkafka_log = logging.getLogger("gregor.librdkafka")
+
+
+class ToolError(Exception):
+    """A refusal or failure to report: ``exit_code`` 1 (refused) or 2 (unreachable)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bootstrap-server",
+        "-b",
+        default=DEFAULT_BOOTSTRAP,
+        metavar="HOST:PORT",
+        help=f"any broker of the cluster (default: {DEFAULT_BOOTSTRAP})",
+    )
+
+
+def add_output_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--output",
+        "-o",
+        choices=("table", "json"),
+        default="table",
+        help="a table for people (default) or JSON for scripts",
+    )
+
+
+def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    """librdkafka settings every command uses: its logs go to ``gregor.librdkafka``."""
+    return {"bootstrap.servers": bootstrap, "logger": librdkafka_log, **extra}
+
+
+def admin(bootstrap: str) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(client_config(bootstrap))
+
+
+def result(future: Any, what: str) -> Any:
+    """Wait for an admin future; a refusal becomes a :class:`ToolError` naming ``what``."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return future.result(TIMEOUT_S)
+    except KafkaException as error:
+        detail = error.args[0].str() if error.args else str(error)
+        raise ToolError(f"{what}: {detail}") from error
+    except TimeoutError as error:
+        raise ToolError(
+            f"{what}: no answer from the brokers within {TIMEOUT_S:.0f} s "
+            "(is the cluster up? check --bootstrap-server)",
+            exit_code=2,
+        ) from error
+
+
+def parse_configs(pairs: Sequence[str] | None, option: str) -> dict[str, str]:
+    """``k=v`` arguments (repeatable, or comma-separated like kafka-configs) to a dict."""
+    configs: dict[str, str] = {}
+    for pair in pairs or ():
+        for item in _split_config_list(pair):
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise ToolError(f"{option} {item!r}: expected KEY=VALUE", exit_code=2)
+            configs[key.strip()] = value.strip()
+    return configs
+
+
+def _split_config_list(text: str) -> list[str]:
+    """Split on commas that start a new ``key=``; values may hold commas ("a,b" lists
+    such as cleanup.policy=compact,delete)."""
+    items: list[str] = []
+    for piece in text.split(","):
+        if items and "=" not in piece:
+            items[-1] += "," + piece
+        else:
+            items.append(piece)
+    return [item for item in items if item]
+
+
+def print_rows(rows: list[dict[str, Any]], columns: Sequence[str], output: str) -> None:
+    """Rows as an aligned table (columns in order) or as one JSON array."""
+    if output == "json":
+        json.dump(rows, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return
+    if not rows:
+        return
+    shown = [[_cell(row.get(column)) for column in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in shown)) for i, c in enumerate(columns)]
+    header = [column.upper().replace("_", "-") for column in columns]
+    for line in [header, *shown]:
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        )
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def run(func: Any, args: argparse.Namespace, prog: str) -> int:
+    """Call ``func(args)``; report a :class:`ToolError` as ``prog: message`` with its code."""
+    try:
+        return func(args)
+    except ToolError as error:
+        print(f"{prog}: {error}", file=sys.stderr)
+        return error.exit_code

@@ -1,0 +1,1 @@
+"""Gregor's Kubernetes operator: kopf handlers over pure planners (docs/operator.md)."""

@@ -1,0 +1,206 @@
+"""GregorCluster resources: the owned objects (``planners.cluster_objects``), safe scaling
+(``planners.scaling``: replicas move before a broker goes), and preferred-leader
+rebalancing every check interval.
+
+One reconcile step runs on create/update/resume and on a timer; each step observes
+(StatefulSet, ZooKeeper), asks the planner what to do, does it, and writes the phase and
+progress to status. The plan in flight lives in status, so a restarted operator picks up
+where the last one stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import kopf
+
+from gregor_broker.cluster.reassignment import imbalanced_brokers
+from gregor_operator import metrics
+from gregor_operator.handlers.common import GROUP, VERSION, Context
+from gregor_operator.kube import Kube
+from gregor_operator.planners.cluster_objects import label_selector, render
+from gregor_operator.planners.rebalance import plan_preferred_leaders
+from gregor_operator.planners.scaling import CREATING, REFUSED, RUNNING, Observation, plan_step
+from gregor_operator.rebalancing import (
+    finish_moves,
+    moves_done,
+    plan_from_json,
+    plan_to_json,
+    read_cluster,
+    start_moves,
+)
+from gregor_operator.status import conditions
+from gregor_operator.zookeeper import CONNECTION_ERRORS, ZooKeeperUnavailable
+
+log = logging.getLogger(__name__)
+
+
+def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
+    kube: list[Kube] = []
+    last_leader_check: dict[str, float] = {}
+    # uid -> the last step's phase, message and plan: the status in kopf's body may lag one
+    # step behind (a timer and an update handler in a row), ZooKeeper state never does.
+    memory: dict[str, dict[str, Any]] = {}
+
+    def api() -> Kube:
+        if not kube:
+            kube.append(Kube(ctx.config.kube_server))
+        return kube[0]
+
+    def step(body: Any, patch: Any) -> None:
+        uid = body["metadata"].get("uid") or body["metadata"]["name"]
+        with ctx.locks[uid]:
+            # A timer's body can be older than an update just handled: decide on the current
+            # spec, never on a stale one (a stale smaller replicas reads as a scale-down),
+            # and on the last step's phase and plan (kept in memory; status on a restart).
+            fresh = api().get_custom(
+                "gregorclusters", body["metadata"]["namespace"], body["metadata"]["name"]
+            )
+            if fresh is None:
+                return
+            locked_step(fresh, patch, uid)
+
+    def locked_step(body: Any, patch: Any, uid: str) -> None:
+        metadata, spec = body["metadata"], body["spec"]
+        namespace, name = metadata["namespace"], metadata["name"]
+        status = dict(body.get("status") or {})
+        status.update(memory.get(uid, {}))
+        rebalancing = spec.get("rebalancing") or {}
+        throttle = int(rebalancing.get("throttleBytesPerSecond") or ctx.config.default_throttle)
+        statefulset = api().get("StatefulSet", namespace, name)
+        current = statefulset["spec"]["replicas"] if statefulset else None
+        admin = ctx.sessions.admin(spec["zookeeper"]["connect"])
+        view = read_cluster(admin)
+        plan = plan_from_json(status["plan"]) if status.get("plan") else None
+        done, total = moves_done(admin, plan) if plan else (0, 0)
+        observed = Observation(
+            desired=int(spec["replicas"]),
+            statefulset=current,
+            registered=view.brokers,
+            assignment=view.assignment,
+            isr=view.isr,
+            phase=status.get("phase") or CREATING,
+            plan=plan,
+            plan_done=plan is not None and done == total,
+            reassignment_in_flight=admin.get_reassignment() is not None,
+            auto_rebalance=rebalancing.get("autoRebalanceOnScale", True),
+        )
+        decided = plan_step(observed)
+        replicas = decided.statefulset if decided.statefulset is not None else current
+        for obj in render(name, namespace, spec, replicas):
+            kopf.adopt(obj, owner=body)
+            api().apply(obj)
+        if plan is not None and done == total and decided.plan is None:
+            finish_moves(admin, plan)
+        phase, message = decided.phase, decided.message
+        if decided.start is not None and not start_moves(admin, decided.start, throttle):
+            phase, message = (
+                status.get("phase") or RUNNING,
+                "waiting: a reassignment is in flight",
+            )
+            decided_plan = plan
+        else:
+            decided_plan = decided.plan
+        if decided.statefulset is not None and decided.statefulset != current:
+            log.info("cluster %s/%s: StatefulSet replicas %s -> %s", namespace, name,
+                     current, decided.statefulset)  # fmt: skip
+        for event in decided.events:
+            log.info("cluster %s/%s: %s", namespace, name, event)
+            kopf.info(body, reason="PlanApplied", message=event)
+            metrics.PLANS.labels("GregorCluster", "applied").inc()
+        if decided.refused and status.get("message") != decided.refused:
+            log.info("cluster %s/%s: refused: %s", namespace, name, decided.refused)
+            kopf.warn(body, reason="PlanRefused", message=decided.refused)
+            metrics.PLANS.labels("GregorCluster", "refused").inc()
+        maybe_elect_preferred_leaders(admin, view, uid, rebalancing, body)
+        memory[uid] = {
+            "phase": phase,
+            "message": message,
+            "plan": plan_to_json(decided_plan) if decided_plan is not None else None,
+        }
+        led: dict[int, int] = {}
+        held: dict[int, int] = {}
+        for key, replicas in view.assignment.items():
+            leader = view.leaders.get(key, -1)
+            led[leader] = led.get(leader, 0) + 1
+            for replica in replicas:
+                held[replica] = held.get(replica, 0) + 1
+        metrics.CLUSTER_BROKERS.labels(f"{namespace}/{name}").set(len(view.brokers))
+        sts_status = (statefulset or {}).get("status") or {}
+        if decided_plan is not None:
+            done, total = moves_done(admin, decided_plan)
+        patch.status.update(
+            {
+                "observedGeneration": metadata.get("generation"),
+                "replicas": replicas,
+                "readyReplicas": sts_status.get("readyReplicas", 0),
+                "labelSelector": label_selector(name),
+                "phase": phase,
+                "message": message,
+                "plan": plan_to_json(decided_plan) if decided_plan is not None else None,
+                "progress": {"partitionsMoved": done, "partitionsTotal": total}
+                if decided_plan is not None
+                else None,
+                "brokers": [
+                    {
+                        "id": broker,
+                        "rack": rack or "",
+                        "ready": True,
+                        "partitionsLed": led.get(broker, 0),
+                        "partitionsHeld": held.get(broker, 0),
+                    }
+                    for broker, rack in sorted(view.brokers.items())
+                ],
+                "conditions": conditions(
+                    status.get("conditions"),
+                    ready=phase == RUNNING,
+                    reconciling=phase not in (RUNNING, REFUSED),
+                    error=decided.refused,
+                    reason=phase,
+                    message=message,
+                ),
+            }
+        )
+
+    def maybe_elect_preferred_leaders(
+        admin: Any, view: Any, uid: str, rebalancing: dict, body: Any
+    ) -> None:
+        interval = float(rebalancing.get("preferredLeaderCheckIntervalSeconds", 300))
+        if interval <= 0 or time.monotonic() - last_leader_check.get(uid, 0) < interval:
+            return
+        last_leader_check[uid] = time.monotonic()
+        threshold = int(rebalancing.get("imbalanceThresholdPercent", 10))
+        states = {k: (v, view.leaders.get(k, -1)) for k, v in view.assignment.items()}
+        if not imbalanced_brokers(states, threshold):
+            return
+        partitions = plan_preferred_leaders(view.assignment, view.leaders, view.brokers)
+        if not partitions or admin.client.exists("/admin/preferred_replica_election"):
+            return
+        admin.request_preferred_replica_election(partitions)
+        message = f"preferred leader election for {len(partitions)} partitions"
+        log.info("cluster %s: %s", body["metadata"]["name"], message)
+        kopf.info(body, reason="PlanApplied", message=message)
+
+    @kopf.on.create(GROUP, VERSION, "gregorclusters", registry=registry)
+    @kopf.on.update(GROUP, VERSION, "gregorclusters", field="spec", registry=registry)
+    @kopf.on.resume(GROUP, VERSION, "gregorclusters", registry=registry)
+    def reconcile_cluster(body: Any, patch: Any, **_: Any) -> None:
+        try:
+            step(body, patch)
+        except (ZooKeeperUnavailable, *CONNECTION_ERRORS) as error:
+            metrics.RECONCILE_ERRORS.labels("GregorCluster").inc()
+            raise kopf.TemporaryError(str(error), delay=ctx.config.status_interval) from error
+
+    @kopf.timer(
+        GROUP, VERSION, "gregorclusters", interval=ctx.config.status_interval, registry=registry
+    )
+    def step_cluster(body: Any, patch: Any, **_: Any) -> None:
+        if body["metadata"].get("deletionTimestamp"):
+            return
+        try:
+            step(body, patch)
+        except (ZooKeeperUnavailable, *CONNECTION_ERRORS) as error:
+            metrics.RECONCILE_ERRORS.labels("GregorCluster").inc()
+            log.warning("cluster %s: %s", body["metadata"]["name"], error)

@@ -1,0 +1,131 @@
+"""Reads what the rebalance planners need from ZooKeeper (through ``ZkAdmin``) and starts
+the moves they plan; shared by ``gregor-operator plan``, GregorRebalance and GregorCluster
+scaling. The decisions are ``planners.rebalance``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gregor_broker.cluster.admin import ZkAdmin
+from gregor_broker.cluster.models import PartitionReassignment
+from gregor_broker.replication.reassignment_throttles import apply_throttles, remove_throttles
+from gregor_operator.planners.rebalance import (
+    Plan,
+    PlanRefused,
+    plan_balance,
+    plan_preferred_leaders,
+    plan_remove_brokers,
+    summary,
+)
+
+MODES = ("full", "add-brokers", "remove-brokers", "preferred-leaders")
+
+
+@dataclass
+class ClusterView:
+    brokers: dict[int, str | None]
+    assignment: dict[tuple[str, int], tuple[int, ...]]
+    leaders: dict[tuple[str, int], int]
+    isr: dict[tuple[str, int], tuple[int, ...]]
+
+
+def read_cluster(admin: ZkAdmin, excluded: Iterable[str] = ()) -> ClusterView:
+    skip = set(excluded) | set(admin.topics_marked_for_deletion())
+    brokers = {b: r.rack for b, r in admin.list_brokers().items()}
+    assignment: dict[tuple[str, int], tuple[int, ...]] = {}
+    leaders: dict[tuple[str, int], int] = {}
+    isr: dict[tuple[str, int], tuple[int, ...]] = {}
+    for topic in admin.list_topics():
+        if topic in skip:
+            continue
+        found = admin.get_topic(topic)
+        if found is None:
+            continue
+        for partition, replicas in found.partitions.items():
+            key = (topic, partition)
+            assignment[key] = tuple(replicas)
+            state = admin.get_partition_state(topic, partition)
+            if state is not None:
+                leaders[key] = state[0].leader
+                isr[key] = tuple(state[0].isr)
+    return ClusterView(brokers, assignment, leaders, isr)
+
+
+def compute_plan(
+    view: ClusterView, mode: str, brokers: Iterable[int] = (), all_brokers: dict | None = None
+) -> Plan:
+    """The target assignment for ``mode``; raises PlanRefused (or ValueError for bad input)."""
+    known = dict(all_brokers if all_brokers is not None else view.brokers)
+    chosen = set(brokers)
+    unknown = chosen - set(known)
+    if unknown:
+        raise PlanRefused(f"brokers {sorted(unknown)} are not registered; check spec.brokers")
+    if mode == "remove-brokers":
+        return plan_remove_brokers(view.assignment, known, chosen)
+    if mode == "add-brokers":
+        return plan_balance(view.assignment, known, onto=chosen)
+    if mode == "full":
+        return plan_balance(view.assignment, known)
+    if mode == "preferred-leaders":
+        return Plan({}, {})
+    raise ValueError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
+
+
+def describe(view: ClusterView, mode: str, plan: Plan) -> dict[str, Any]:
+    info = summary(plan, view.assignment, view.brokers)
+    if mode == "preferred-leaders":
+        elect = plan_preferred_leaders(view.assignment, view.leaders, view.brokers)
+        info["preferredLeaderElections"] = [f"{t}-{p}" for t, p in elect]
+    return info
+
+
+def start_moves(admin: ZkAdmin, plan: Plan, throttle: int) -> bool:
+    """Throttle and start ``plan`` (one ``/admin/reassign_partitions``); False when another
+    reassignment is in flight (try again later)."""
+    if not plan.target:
+        return True
+    if admin.get_reassignment() is not None:
+        return False
+    apply_throttles(admin, plan.target, plan.current, throttle)
+    admin.request_reassignment(PartitionReassignment(plan.target))
+    return True
+
+
+def moves_done(admin: ZkAdmin, plan: Plan) -> tuple[int, int]:
+    """``(partitions done, partitions total)`` of a started plan."""
+    done = 0
+    for (topic, partition), target in plan.target.items():
+        found = admin.get_topic(topic)
+        if found is None:
+            done += 1  # deleted meanwhile: nothing left to move
+            continue
+        if (
+            tuple(found.partitions.get(partition, ())) == tuple(target)
+            and partition not in found.adding_replicas
+            and partition not in found.removing_replicas
+        ):
+            done += 1
+    return done, len(plan.target)
+
+
+def finish_moves(admin: ZkAdmin, plan: Plan) -> None:
+    """Clear the plan's throttles once nothing moves any more."""
+    if admin.get_reassignment() is None:
+        remove_throttles(admin, {t for t, _ in plan.target})
+
+
+def plan_to_json(plan: Plan) -> dict[str, Any]:
+    return {
+        "target": [[t, p, list(r)] for (t, p), r in sorted(plan.target.items())],
+        "current": [[t, p, list(r)] for (t, p), r in sorted(plan.current.items())],
+    }
+
+
+def plan_from_json(data: dict[str, Any]) -> Plan:
+    return Plan(
+        {(t, p): tuple(r) for t, p, r in data.get("target", [])},
+        {(t, p): tuple(r) for t, p, r in data.get("current", [])},
+    )

@@ -1,0 +1,281 @@
+"""One chaos campaign end to end: cluster, load, nemesis, checker, summary and JSON.
+
+``run_campaign(Settings(...))`` returns the result as a dict (also what ``--json``
+writes); ``result["violations"]`` is 0 when nothing acknowledged was lost, nothing was
+acknowledged twice, no replicas diverged and no committed offset went back.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import shutil
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+
+from ..integration.broker_helpers import create_topic
+from .checker import (
+    Verdict,
+    check_acknowledgements,
+    check_unread,
+    divergence,
+    longest_gaps,
+    read_partitions,
+    replica_batches,
+)
+from .cluster import ChaosCluster
+from .load import CLIENT_LOG, AckingProducer, CommitSampler, CommittingConsumer
+from .nemesis import Nemesis
+
+TOPIC = "chaos"
+GROUP = "chaos-group"
+
+
+@dataclass
+class Settings:
+    seed: int
+    duration: float = 600.0
+    partitions: int = 6
+    producers: int = 3
+    rate: float = 150.0  # messages per second per producer
+    kinds: list[str] = field(default_factory=list)  # empty: every kind
+    use_netns: bool = True
+    directory: Path | None = None  # None: a temporary directory, removed when clean
+    keep: bool = False  # keep the directory (logs, segments) even when clean
+
+
+def run_campaign(settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any]:
+    began = time.monotonic()
+    rng = random.Random(settings.seed)
+    log(f"chaos campaign: seed {settings.seed}, {settings.duration:.0f} s of faults")
+    directory = settings.directory or Path(tempfile.mkdtemp(prefix="gregor-chaos-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    cluster = ChaosCluster.start(directory, use_netns=settings.use_netns)
+    result: dict[str, Any] = {"seed": settings.seed, "directory": str(directory)}
+    try:
+        result.update(_campaign(settings, cluster, rng, log))
+    finally:
+        cluster.stop()
+    verdict_ok = result.get("violations", 1) == 0
+    if settings.directory is None and verdict_ok and not settings.keep:
+        shutil.rmtree(directory, ignore_errors=True)
+        result["directory"] = None
+    result["elapsed_s"] = round(time.monotonic() - began, 1)
+    return result
+
+
+def _campaign(
+    settings: Settings, cluster: ChaosCluster, rng: random.Random, log: Callable[[str], None]
+) -> dict[str, Any]:
+    bootstrap = cluster.bootstrap_servers
+    CLIENT_LOG.protocol_errors.clear()
+    create_topic(
+        bootstrap,
+        TOPIC,
+        partitions=settings.partitions,
+        replication_factor=3,
+        config={"min.insync.replicas": "2"},
+    )
+    nemesis = Nemesis(cluster, TOPIC, settings.partitions, rng, log=log, kinds=settings.kinds)
+    if not nemesis.settle():
+        raise RuntimeError("the topic never had a leader and full ISR\n" + cluster.logs())
+    producers = [
+        AckingProducer(bootstrap, TOPIC, f"p{n}", settings.rate) for n in range(settings.producers)
+    ]
+    consumer = CommittingConsumer(bootstrap, TOPIC, GROUP)
+    sampler = CommitSampler(bootstrap, TOPIC, GROUP, settings.partitions, consumer)
+    load_started = time.monotonic()
+    for producer in producers:
+        producer.start()
+    consumer.start()
+    sampler.start()
+    try:
+        time.sleep(2)  # some acknowledgements before the first fault
+        nemesis.run(settings.duration)
+    finally:
+        nemesis.restore()
+        settled = nemesis.settle()
+        time.sleep(2)  # acknowledgements after the last fault
+        load_ended = time.monotonic()
+        for producer in producers:
+            producer.stop()
+        sampler.stop()
+        consumer.stop()
+    acks = [ack for producer in producers for ack in producer.acks]
+    verdict = Verdict()
+    check_acknowledgements_and_replicas(verdict, cluster, settings.partitions, acks)
+    verdict.protocol_errors = list(CLIENT_LOG.protocol_errors)
+    verdict.regressions = [
+        f"partition {r.partition}: committed {r.committed} read at {r.at - load_started:.1f} s "
+        f"after a commit of {r.earlier_acknowledged} was acknowledged"
+        + "".join(f" [during {what}]" for what in _faults_at(nemesis, r.at, load_started))
+        for r in sampler.regressions
+    ]
+    verdict.longest_unavailable_s = longest_gaps(
+        acks, settings.partitions, load_started, load_ended
+    )
+    faults = Counter(record.kind for record in nemesis.history)
+    failed_faults = [f"{r.kind}: {r.what}" for r in nemesis.history if r.what.startswith("failed")]
+    worst_partition = max(verdict.longest_unavailable_s, key=verdict.longest_unavailable_s.get)
+    errors: Counter[str] = Counter()
+    for producer in producers:
+        errors.update(producer.errors)
+    return {
+        "violations": verdict.violations(),
+        "counts": verdict.counts(),
+        "faults": dict(sorted(faults.items())),
+        "faults_total": sum(faults.values()),
+        "faults_failed": failed_faults,
+        "faults_not_settled": sum(1 for r in nemesis.history if not r.settled_ok),
+        "skipped_kinds": nemesis.skipped,
+        "settled_at_end": settled,
+        "longest_unavailable_by_partition_s": {
+            p: round(s, 2) for p, s in sorted(verdict.longest_unavailable_s.items())
+        },
+        "longest_unavailable_by_fault_kind_s": _gaps_by_fault_kind(nemesis, acks),
+        "longest_unavailable_during": _faults_during(
+            nemesis, acks, worst_partition, verdict.longest_unavailable_s[worst_partition]
+        ),
+        "sent": sum(p.sent for p in producers),
+        "producer_errors": dict(errors.most_common(10)),
+        "producer_restarts": sum(p.fatal_restarts for p in producers),
+        "consumed": consumer.consumed,
+        "commits": len(consumer.commits),
+        "commit_samples": sampler.samples,
+        "high_watermarks": verdict.high_watermarks,
+        "details": {name: getattr(verdict, name)[:20] for name in Verdict.VIOLATIONS},
+        "timeline": [
+            {
+                "kind": r.kind,
+                "at_s": round(r.started - load_started, 1),
+                "undone_after_s": round(r.ended - r.started, 1),
+                "settled_after_s": round(r.settled - r.ended, 1),
+                "settled": r.settled_ok,
+                "what": r.what,
+            }
+            for r in nemesis.history
+        ],
+    }
+
+
+def check_acknowledgements_and_replicas(
+    verdict: Verdict, cluster: ChaosCluster, partitions: int, acks: list
+) -> None:
+    """Read every partition through a consumer, then stop the brokers and compare the
+    replicas' files below the high watermark."""
+    bootstrap = cluster.bootstrap_servers
+    watermarks = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "chaos-checker"}
+    )
+    try:
+        for partition in range(partitions):
+            _, high = watermarks.get_watermark_offsets(
+                confluent_kafka.TopicPartition(TOPIC, partition), timeout=30
+            )
+            verdict.high_watermarks[partition] = high
+    finally:
+        watermarks.close()
+    served = read_partitions(bootstrap, TOPIC, verdict.high_watermarks)
+    check_unread(verdict, served, verdict.high_watermarks)
+    check_acknowledgements(verdict, acks, served)
+    # Replicas' files: stop the brokers first (SIGTERM flushes), so nothing moves.
+    assignment = cluster.admin().get_topic(TOPIC)
+    assert assignment is not None
+    for broker in cluster.brokers.values():
+        broker.stop()
+    for partition in range(partitions):
+        replicas = {
+            broker_id: replica_batches(cluster.brokers[broker_id].log_dir / f"{TOPIC}-{partition}")
+            for broker_id in assignment.partitions[partition]
+        }
+        for problem in divergence(replicas, verdict.high_watermarks[partition]):
+            verdict.divergent.append(f"partition {partition}: {problem}")
+
+
+def _gaps_by_fault_kind(nemesis: Nemesis, acks: list) -> dict[str, float]:
+    """Per fault kind, the longest gap between acknowledgements (any partition) that
+    overlapped a fault of that kind: how long each kind of fault stops writes."""
+    times: dict[int, list[float]] = {}
+    for ack in acks:
+        times.setdefault(ack.partition, []).append(ack.at)
+    longest: dict[str, float] = {}
+    for moments in times.values():
+        moments.sort()
+        for a, b in itertools.pairwise(moments):
+            if b - a < 0.5:
+                continue
+            for record in nemesis.history:
+                if record.started <= b and (record.settled or record.started) >= a:
+                    longest[record.kind] = max(longest.get(record.kind, 0.0), b - a)
+    return {kind: round(gap, 2) for kind, gap in sorted(longest.items())}
+
+
+def _faults_during(nemesis: Nemesis, acks: list, partition: int, gap: float) -> list[str]:
+    """The faults that overlapped the longest gap of ``partition``."""
+    moments = sorted(ack.at for ack in acks if ack.partition == partition)
+    start = None
+    for a, b in itertools.pairwise(moments):
+        if abs((b - a) - gap) < 1e-6:
+            start = a
+            break
+    if start is None:
+        return []
+    end = start + gap
+    return [
+        f"{r.kind}: {r.what}"
+        for r in nemesis.history
+        if r.started <= end and (r.settled or r.started) >= start
+    ]
+
+
+def _faults_at(nemesis: Nemesis, moment: float, origin: float) -> list[str]:
+    """The faults in progress (applied but not yet settled) at ``moment``."""
+    return [
+        f"{r.kind} at {r.started - origin:.1f} s: {r.what}"
+        for r in nemesis.history
+        if r.started <= moment and (r.settled == 0 or r.settled >= moment)
+    ]
+
+
+def summary(result: dict[str, Any]) -> str:
+    """The table ``make chaos`` prints."""
+    counts = result.get("counts", {})
+    lines = [
+        f"seed {result['seed']}: {result.get('faults_total', 0)} faults in "
+        f"{result.get('elapsed_s', 0)} s, {counts.get('acknowledged', 0)} acknowledged of "
+        f"{result.get('sent', 0)} sent",
+        "",
+        f"{'fault kind':28s} {'count':>6s}",
+    ]
+    gaps = result.get("longest_unavailable_by_fault_kind_s", {})
+    lines[-1] += "  longest gap without acks while it lasted"
+    for kind, count in result.get("faults", {}).items():
+        gap = f"{gaps[kind]:8.2f} s" if kind in gaps else "       -"
+        lines.append(f"{kind:28s} {count:6d}  {gap}")
+    for kind, reason in result.get("skipped_kinds", {}).items():
+        lines.append(f"{kind:28s} {'skipped':>6s}  ({reason})")
+    lines += ["", f"{'check':28s} {'value':>8s}"]
+    for name, value in counts.items():
+        lines.append(f"{name:28s} {value!s:>8s}")
+    lines.append(f"{'faults not settled':28s} {result.get('faults_not_settled', 0)!s:>8s}")
+    for name, examples in result.get("details", {}).items():
+        for example in examples[:5]:
+            lines.append(f"  {name}: {example}")
+    if result.get("longest_unavailable_during"):
+        lines.append(
+            "longest unavailability overlapped: " + "; ".join(result["longest_unavailable_during"])
+        )
+    lines.append(
+        f"reproduce: make chaos SEED={result['seed']} DURATION=<seconds>"
+        + (f"   (files kept in {result['directory']})" if result.get("directory") else "")
+    )
+    verdict = "PASS" if result.get("violations") == 0 else "FAIL"
+    lines.append(f"{verdict}: {result.get('violations')} violations")
+    return "\n".join(lines)

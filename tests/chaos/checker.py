@@ -1,0 +1,195 @@
+"""What the cluster holds after a campaign, against what it acknowledged.
+
+Two reads: every partition through a consumer (up to its high watermark), and every
+replica's segment files on disk (the batches' base offsets, last offsets and CRCs). The
+counts (the names the summary and the JSON use):
+
+- ``lost``: an acknowledged value that is nowhere in its partition;
+- ``wrong_offset``: an acknowledged value that is in its partition, but not at the offset
+  it was acknowledged with;
+- ``acked_twice``: an offset acknowledged to two different values;
+- ``duplicates``: a value stored at more than one offset (idempotent producers never
+  write one twice);
+- ``divergent``: a partition whose replicas' batches below the high watermark differ
+  (another base offset, last offset or CRC; a replica missing a batch counts too);
+- ``regressions``: a committed offset of the group read back lower than one whose commit
+  was acknowledged before the read began (``load.CommitSampler``);
+- ``unread``: a partition the consumer could not read up to its high watermark;
+- ``protocol_errors``: librdkafka log lines saying it could not parse a response;
+- ``longest_unavailable_s``: the longest time a partition went without an acknowledgement
+  while the load ran.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gregor_broker.log.segment import iter_headers
+
+from ..integration.durability import read_topic
+from .load import Ack, Position
+
+BatchKey = tuple[int, int, int]  # (base offset, last offset, crc)
+
+
+def replica_batches(partition_dir: Path) -> list[BatchKey]:
+    """Every batch in a replica's segments, in offset order, as (base, last, crc)."""
+    batches: list[BatchKey] = []
+    for segment in sorted(partition_dir.glob("*.log")):
+        fd = os.open(segment, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            for _, header in iter_headers(fd, 0, size):
+                batches.append((header.base_offset, header.last_offset, header.crc))
+        finally:
+            os.close(fd)
+    return batches
+
+
+def divergence(replicas: dict[int, list[BatchKey]], high_watermark: int) -> list[str]:
+    """How replicas differ below ``high_watermark`` (empty when they agree)."""
+    below = {
+        broker_id: [batch for batch in batches if batch[1] < high_watermark]
+        for broker_id, batches in replicas.items()
+    }
+    problems = []
+    reference_id = max(below, key=lambda broker_id: len(below[broker_id]))
+    reference = below[reference_id]
+    covered = reference[-1][1] + 1 if reference else 0
+    for broker_id, batches in sorted(below.items()):
+        if broker_id == reference_id:
+            continue
+        if batches != reference:
+            first = next(
+                (i for i, (a, b) in enumerate(zip(batches, reference, strict=False)) if a != b),
+                min(len(batches), len(reference)),
+            )
+            mine = batches[first] if first < len(batches) else None
+            theirs = reference[first] if first < len(reference) else None
+            problems.append(
+                f"broker {broker_id} differs from broker {reference_id} at batch {first}: "
+                f"{mine} vs {theirs} ({len(batches)} vs {len(reference)} batches below "
+                f"HW {high_watermark})"
+            )
+    if covered < high_watermark and reference:
+        problems.append(f"no replica holds offsets {covered}..{high_watermark - 1}")
+    return problems
+
+
+@dataclass
+class Verdict:
+    acknowledged: int = 0
+    acked_without_offset: int = 0
+    lost: list[str] = field(default_factory=list)
+    wrong_offset: list[str] = field(default_factory=list)
+    acked_twice: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+    divergent: list[str] = field(default_factory=list)
+    regressions: list[str] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)
+    protocol_errors: list[str] = field(default_factory=list)
+    longest_unavailable_s: dict[int, float] = field(default_factory=dict)
+    high_watermarks: dict[int, int] = field(default_factory=dict)
+
+    VIOLATIONS = (
+        "lost",
+        "wrong_offset",
+        "acked_twice",
+        "duplicates",
+        "divergent",
+        "regressions",
+        "unread",
+        "protocol_errors",
+    )
+
+    def violations(self) -> int:
+        return sum(len(getattr(self, name)) for name in self.VIOLATIONS)
+
+    def counts(self) -> dict[str, int | float]:
+        counts: dict[str, int | float] = {
+            "acknowledged": self.acknowledged,
+            "acked_without_offset": self.acked_without_offset,
+        }
+        counts.update({name: len(getattr(self, name)) for name in self.VIOLATIONS})
+        counts["longest_unavailable_s"] = round(
+            max(self.longest_unavailable_s.values(), default=0), 2
+        )
+        return counts
+
+
+def check_acknowledgements(
+    verdict: Verdict, acks: list[Ack], served: dict[Position, bytes]
+) -> None:
+    """Lost, wrong-offset, acked-twice and duplicate counts from the consumer's read."""
+    verdict.acknowledged = len(acks)
+    where: dict[bytes, list[Position]] = defaultdict(list)
+    for position, value in served.items():
+        where[value].append(position)
+    for value, positions in where.items():
+        if len(positions) > 1:
+            verdict.duplicates.append(f"{value.decode(errors='replace')} at {sorted(positions)}")
+    by_position: dict[Position, set[bytes]] = defaultdict(set)
+    for ack in acks:
+        name = ack.value.decode(errors="replace")
+        if ack.offset is None or ack.offset < 0:
+            # librdkafka reports some idempotent retries as persisted with no offset
+            # (e.g. after DUPLICATE_SEQUENCE_NUMBER): only presence can be checked.
+            verdict.acked_without_offset += 1
+            if not any(p == ack.partition for p, _ in where.get(ack.value, ())):
+                verdict.lost.append(f"{name} acknowledged in partition {ack.partition}, not stored")
+            continue
+        position = (ack.partition, ack.offset)
+        by_position[position].add(ack.value)
+        if served.get(position) == ack.value:
+            continue
+        if ack.value in where:
+            verdict.wrong_offset.append(
+                f"{name} acknowledged at {position}, stored at {sorted(where[ack.value])}"
+            )
+        else:
+            verdict.lost.append(
+                f"{name} acknowledged at {position}, not stored "
+                f"(that offset holds {served.get(position)!r})"
+            )
+    for position, values in by_position.items():
+        if len(values) > 1:
+            verdict.acked_twice.append(
+                f"{position} acknowledged to {sorted(v.decode(errors='replace') for v in values)}"
+            )
+
+
+def longest_gaps(acks: list[Ack], partitions: int, start: float, end: float) -> dict[int, float]:
+    """Per partition, the longest time without an acknowledgement within [start, end]."""
+    times: dict[int, list[float]] = {p: [start] for p in range(partitions)}
+    for ack in acks:
+        times[ack.partition].append(ack.at)
+    gaps = {}
+    for partition, moments in times.items():
+        moments.sort()
+        moments.append(max(end, moments[-1]))
+        gaps[partition] = max(b - a for a, b in itertools.pairwise(moments))
+    return gaps
+
+
+def read_partitions(bootstrap: str, topic: str, high_watermarks: dict[int, int]):
+    """Everything below each partition's high watermark, through a consumer."""
+    wanted = {p: hw for p, hw in high_watermarks.items() if hw > 0}
+    return read_topic(bootstrap, topic, wanted, timeout=120) if wanted else {}
+
+
+def check_unread(
+    verdict: Verdict, served: dict[Position, bytes], high_watermarks: dict[int, int]
+) -> None:
+    reached: dict[int, int] = defaultdict(lambda: -1)
+    for partition, offset in served:
+        reached[partition] = max(reached[partition], offset)
+    for partition, hw in high_watermarks.items():
+        if hw > 0 and reached[partition] < hw - 1:
+            verdict.unread.append(
+                f"partition {partition}: the consumer reached offset {reached[partition]}, "
+                f"high watermark {hw}"
+            )

@@ -1,0 +1,58 @@
+"""The chaos checker counts what it claims to (pure functions, no cluster)."""
+
+from __future__ import annotations
+
+from .checker import Verdict, check_acknowledgements, divergence, longest_gaps
+from .load import Ack
+
+
+def test_each_kind_of_violation_is_counted() -> None:
+    acks = [
+        Ack(b"kept", 0, 0, 1.0),
+        Ack(b"lost", 0, 1, 1.1),
+        Ack(b"moved", 0, 2, 1.2),
+        Ack(b"twice-a", 1, 0, 1.3),
+        Ack(b"twice-b", 1, 0, 1.4),
+    ]
+    served = {
+        (0, 0): b"kept",
+        (0, 1): b"other",
+        (0, 3): b"moved",
+        (1, 0): b"twice-a",
+        (1, 1): b"dup",
+        (1, 2): b"dup",
+    }
+    verdict = Verdict()
+    check_acknowledgements(verdict, acks, served)
+    assert verdict.acknowledged == 5
+    assert [v.split(" ")[0] for v in verdict.lost] == ["lost", "twice-b"]
+    assert [v.split(" ")[0] for v in verdict.wrong_offset] == ["moved"]
+    assert len(verdict.acked_twice) == 1 and "(1, 0)" in verdict.acked_twice[0]
+    assert len(verdict.duplicates) == 1 and verdict.duplicates[0].startswith("dup")
+    assert verdict.violations() == 5
+
+
+def test_an_ack_without_offset_is_checked_for_presence_only() -> None:
+    acks = [Ack(b"kept", 0, None, 1.0), Ack(b"gone", 0, -1, 1.1)]
+    verdict = Verdict()
+    check_acknowledgements(verdict, acks, {(0, 7): b"kept"})
+    assert verdict.acked_without_offset == 2
+    assert [v.split(" ")[0] for v in verdict.lost] == ["gone"]
+    assert verdict.violations() == 1
+
+
+def test_replicas_that_differ_below_the_high_watermark_diverge() -> None:
+    same = [(0, 4, 111), (5, 9, 222)]
+    assert divergence({1: same, 2: list(same), 3: [*same, (10, 12, 333)]}, 10) == []
+    other_crc = divergence({1: same, 2: [(0, 4, 111), (5, 9, 999)]}, 10)
+    assert len(other_crc) == 1 and "broker 2 differs" in other_crc[0]
+    missing = divergence({1: same, 2: [(0, 4, 111)]}, 10)
+    assert len(missing) == 1
+    # Above the high watermark replicas may differ (uncommitted tails).
+    assert divergence({1: same, 2: [(0, 4, 111), (5, 7, 555)]}, 5) == []
+
+
+def test_the_longest_gap_counts_from_the_load_start_to_its_end() -> None:
+    acks = [Ack(b"a", 0, 0, 12.0), Ack(b"b", 0, 1, 13.0), Ack(b"c", 1, 0, 10.5)]
+    gaps = longest_gaps(acks, 2, start=10.0, end=20.0)
+    assert gaps == {0: 7.0, 1: 9.5}

@@ -1,0 +1,240 @@
+"""The gregor Helm chart, rendered by the real helm binary over the value sets users run:
+it lints strictly, every rendered object is valid against Kubernetes' own schemas
+(kubernetes-validate --strict) or its CRD's schema (jsonschema), and the values that
+matter reach the objects that use them (storage, zones, probes, ZooKeeper, HPA, metrics).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+
+from .render import CHART, by_kind, crd_schemas, helm, one, render
+
+KUBERNETES_VERSION = "1.30.0"
+# Custom resources of other projects the chart may render (validated only when enabled
+# and known: the prometheus-operator's CRD is not ours to ship).
+FOREIGN_KINDS = {"ServiceMonitor", "PodMonitor"}
+
+VALUE_SETS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "one-zone": {"brokers": {"zones": ["zone-a"]}},
+    "three-zones": {"brokers": {"zones": ["zone-a", "zone-b", "zone-c"], "replicas": 6}},
+    "hpa": {"autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 12}},
+    "metrics-off": {"metrics": {"enabled": False}},
+    "service-monitor": {"metrics": {"serviceMonitor": {"enabled": True}}},
+    "external-zookeeper": {
+        "zookeeper": {"enabled": False, "external": {"connect": "zk-0.zk:2181,zk-1.zk:2181/gregor"}}
+    },
+}
+
+
+def _merged(overrides: dict[str, Any]) -> dict[str, Any]:
+    """Top-level keys for --set-json: helm merges nested maps key by key."""
+    return overrides
+
+
+@pytest.fixture(scope="module", params=sorted(VALUE_SETS))
+def rendered(request: pytest.FixtureRequest) -> tuple[str, list[dict[str, Any]]]:
+    return request.param, render(_merged(VALUE_SETS[request.param]))
+
+
+def test_helm_lint_strict_passes_for_every_value_set() -> None:
+    for name, values in VALUE_SETS.items():
+        args = ["lint", "--strict", str(CHART)]
+        for key, value in values.items():
+            import json
+
+            args += ["--set-json", f"{key}={json.dumps(value)}"]
+        result = helm(*args, check=False)
+        assert result.returncode == 0, f"{name}: {result.stdout}{result.stderr}"
+
+
+def test_every_rendered_object_is_valid_against_its_schema(
+    rendered: tuple[str, list[dict[str, Any]]],
+) -> None:
+    name, objects = rendered
+    schemas = crd_schemas()
+    for obj in objects:
+        label = f"{name}: {obj['kind']} {obj['metadata']['name']}"
+        if obj["kind"] in schemas:
+            jsonschema.validate(obj, schemas[obj["kind"]])
+        elif obj["kind"] in FOREIGN_KINDS:
+            assert obj["apiVersion"] == "monitoring.coreos.com/v1", label
+        else:
+            try:
+                kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+            except kubernetes_validate.ValidationError as error:
+                pytest.fail(f"{label}: {error.message} at {list(error.path)}")
+
+
+def test_crds_are_valid_kubernetes_objects() -> None:
+    for obj in render(include_crds=True):
+        if obj["kind"] == "CustomResourceDefinition":
+            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    assert {"Topic", "Quota", "GregorCluster", "GregorRebalance"} <= set(crd_schemas())
+
+
+def test_storage_class_and_size_reach_the_broker_and_zookeeper_volume_claims() -> None:
+    objects = render(
+        {
+            "brokers": {"storage": {"storageClassName": "local-nvme", "size": "250Gi"}},
+            "zookeeper": {"storage": {"storageClassName": "local-ssd", "size": "7Gi"}},
+        }
+    )
+    cluster = one(objects, "GregorCluster")
+    assert cluster["spec"]["storage"] == {"storageClassName": "local-nvme", "size": "250Gi"}
+    (claim,) = one(objects, "StatefulSet", "-zookeeper")["spec"]["volumeClaimTemplates"]
+    assert claim["spec"]["storageClassName"] == "local-ssd"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "7Gi"
+
+
+def test_zones_reach_spread_constraints_and_node_affinity() -> None:
+    zones = ["zone-a", "zone-b", "zone-c"]
+    objects = render({"brokers": {"zones": zones, "rackTopologyKey": "example.com/rack"}})
+    pod = one(objects, "StatefulSet", "-zookeeper")["spec"]["template"]["spec"]
+    by_key = {c["topologyKey"]: c for c in pod["topologySpreadConstraints"]}
+    assert by_key["example.com/rack"]["whenUnsatisfiable"] == "DoNotSchedule"
+    assert by_key["example.com/rack"]["maxSkew"] == 1
+    selector = by_key["example.com/rack"]["labelSelector"]["matchLabels"]
+    assert selector["app.kubernetes.io/component"] == "zookeeper"
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"] == [
+        {"key": "example.com/rack", "operator": "In", "values": zones}
+    ]
+    # The brokers' rack label is the same key.
+    assert one(objects, "GregorCluster")["spec"]["rackTopologyKey"] == "example.com/rack"
+
+    # One zone: pinned to it, spread over nodes only (a zone constraint would be moot).
+    pod = one(render({"brokers": {"zones": ["zone-a"]}}), "StatefulSet", "-zookeeper")
+    spec = pod["spec"]["template"]["spec"]
+    assert [c["topologyKey"] for c in spec["topologySpreadConstraints"]] == [
+        "kubernetes.io/hostname"
+    ]
+    expressions = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert expressions["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["zone-a"]
+
+
+def test_zookeeper_disruption_budget_keeps_a_quorum() -> None:
+    for replicas, unavailable in ((1, 0), (3, 1), (5, 2)):
+        objects = render({"zookeeper": {"replicas": replicas}})
+        assert one(objects, "PodDisruptionBudget")["spec"]["maxUnavailable"] == unavailable
+        config = one(objects, "ConfigMap", "-zookeeper")["data"]["zoo.cfg"]
+        assert config.count("\nserver.") == replicas
+    even = helm("template", "g", str(CHART), "--set", "zookeeper.replicas=2", check=False)
+    assert even.returncode != 0 and "/zookeeper/replicas" in even.stderr
+
+
+def test_zookeeper_connect_string_is_the_ensemble_or_the_external_one() -> None:
+    cluster = one(render(namespace="kafka"), "GregorCluster")
+    assert cluster["spec"]["zookeeper"]["connect"] == ",".join(
+        f"gregor-zookeeper-{i}.gregor-zookeeper-headless.kafka.svc:2181" for i in range(3)
+    )
+    external = render(
+        {"zookeeper": {"enabled": False, "external": {"connect": "zk-0.zk:2181/gregor"}}}
+    )
+    assert one(external, "GregorCluster")["spec"]["zookeeper"]["connect"] == "zk-0.zk:2181/gregor"
+    assert not by_kind(external, "StatefulSet")
+    assert not by_kind(external, "PodDisruptionBudget")
+    missing = helm("template", "g", str(CHART), "--set", "zookeeper.enabled=false", check=False)
+    assert missing.returncode != 0 and "external" in missing.stderr
+
+
+def test_probes_point_at_the_endpoints_the_processes_serve() -> None:
+    objects = render({"operator": {"port": 8181}})
+    container = one(objects, "Deployment", "-operator")["spec"]["template"]["spec"]["containers"][0]
+    (port,) = container["ports"]
+    assert port == {"name": "http", "containerPort": 8181}
+    # The operator's own CLI parses the rendered args and serves /healthz on that port.
+    from gregor_operator.cli import parser
+
+    args = parser().parse_args(container["args"])
+    assert args.command == "run"
+    assert args.http_port == 8181
+    assert args.namespace == ["gregor"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "http"}
+    # ZooKeeper: ready only with a quorum (srvr's Mode line), alive while the port answers.
+    zk = one(objects, "StatefulSet", "-zookeeper")["spec"]["template"]["spec"]["containers"][0]
+    assert "srvr" in " ".join(zk["readinessProbe"]["exec"]["command"])
+    assert zk["livenessProbe"]["tcpSocket"]["port"] == "client"
+    assert {"name": "client", "containerPort": 2181} in zk["ports"]
+
+
+def test_metrics_port_is_a_broker_config_only_when_metrics_are_enabled() -> None:
+    on = one(render({"metrics": {"port": 9500}}), "GregorCluster")["spec"]["config"]
+    assert on["metrics.port"] == "9500"
+    off = one(render({"metrics": {"enabled": False}}), "GregorCluster")["spec"]["config"]
+    assert "metrics.port" not in off
+    monitored = render({"metrics": {"serviceMonitor": {"enabled": True}}})
+    pods = one(monitored, "PodMonitor")
+    # The brokers' pods carry the operator's labels and a container port named "metrics".
+    assert pods["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "gregor",
+        "app.kubernetes.io/instance": one(monitored, "GregorCluster")["metadata"]["name"],
+    }
+    assert pods["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+    operator = one(monitored, "ServiceMonitor")
+    service = one(monitored, "Service", "-operator")
+    assert operator["spec"]["selector"]["matchLabels"] == service["spec"]["selector"]
+    assert operator["spec"]["endpoints"][0]["port"] in {p["name"] for p in service["spec"]["ports"]}
+    off = render({"metrics": {"enabled": False, "serviceMonitor": {"enabled": True}}})
+    assert not by_kind(off, "ServiceMonitor") and not by_kind(off, "PodMonitor")
+
+
+def test_hpa_targets_the_gregorcluster_scale_subresource() -> None:
+    assert not by_kind(render(), "HorizontalPodAutoscaler")
+    objects = render({"autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 12}})
+    hpa = one(objects, "HorizontalPodAutoscaler")
+    cluster = one(objects, "GregorCluster")
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": "gregor.dev/v1alpha1",
+        "kind": "GregorCluster",
+        "name": cluster["metadata"]["name"],
+    }
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (3, 12)
+    # The CRD's scale subresource is what makes the target valid.
+    crd = next(
+        o
+        for o in render(include_crds=True)
+        if o["kind"] == "CustomResourceDefinition" and o["spec"]["names"]["kind"] == "GregorCluster"
+    )
+    scale = next(v for v in crd["spec"]["versions"] if v["served"])["subresources"]["scale"]
+    assert scale["specReplicasPath"] == ".spec.replicas"
+    assert scale["labelSelectorPath"]
+
+
+def test_broker_config_and_image_reach_the_gregorcluster() -> None:
+    objects = render(
+        {
+            "brokers": {
+                "image": {"repository": "registry.example/gregor-broker", "tag": "9.9.9"},
+                "config": {"min.insync.replicas": 2, "log.retention.hours": 24},
+            }
+        }
+    )
+    spec = one(objects, "GregorCluster")["spec"]
+    assert spec["image"] == "registry.example/gregor-broker:9.9.9"
+    assert spec["config"]["min.insync.replicas"] == "2"
+    assert spec["config"]["log.retention.hours"] == "24"
+    default = one(render(), "GregorCluster")["spec"]
+    assert default["image"].endswith(":" + CHART_APP_VERSION())
+
+
+def CHART_APP_VERSION() -> str:
+    import yaml
+
+    return str(yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"])
+
+
+def test_pods_the_chart_renders_run_as_non_root_without_privilege_escalation() -> None:
+    for obj in by_kind(render(), "Deployment") + by_kind(render(), "StatefulSet"):
+        pod = obj["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        for container in pod["containers"]:
+            assert container["securityContext"]["allowPrivilegeEscalation"] is False

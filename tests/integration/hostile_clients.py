@@ -1,0 +1,146 @@
+"""Hostile clients, run as their own process: ``python -m tests.integration.hostile_clients
+SCENARIO BOOTSTRAP SECONDS``.
+
+A separate process so that the test's own latency probe does not share a Python
+interpreter (and its lock) with the flood it measures. Scenarios (the fault campaign's):
+
+- ``describe-burst``: 5,000 DescribeConfigs frames in one write, then read the answers;
+- ``api-versions-burst``: 100,000 pipelined ApiVersions in one write, then read them;
+- ``never-reads``: DescribeConfigs frames sent without end, no answer ever read;
+- ``flood``: 8 connections sending Metadata and DescribeConfigs as fast as answered.
+
+Prints one line of JSON: what was sent and answered.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+
+from gregor_broker.protocol import entities
+
+from ..request_samples import request_frame
+from .broker_helpers import host_port
+
+
+def _describe_configs_frame() -> bytes:
+    request = entities.build(
+        entities.payload_class(32, 4, "request"),
+        {
+            "resources": [{"resource_type": 4, "resource_name": "", "configuration_keys": None}],
+            "include_synonyms": True,
+            "include_documentation": True,
+        },
+    )
+    return request_frame(32, 4, entities.encode(request))
+
+
+def _metadata_frame() -> bytes:
+    request = entities.build(
+        entities.payload_class(3, 9, "request"),
+        {
+            "topics": None,
+            "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False,
+        },
+    )
+    return request_frame(3, 9, entities.encode(request))
+
+
+def _api_versions_frame() -> bytes:
+    return request_frame(18, 0, b"")
+
+
+def _read_answers(sock: socket.socket, count: int, deadline: float) -> int:
+    """Read ``count`` size-prefixed responses (or until ``deadline``); how many arrived."""
+    buffered = bytearray()
+    answered = 0
+    sock.settimeout(1.0)
+    while answered < count and time.monotonic() < deadline:
+        try:
+            chunk = sock.recv(1 << 20)
+        except TimeoutError:
+            continue
+        if not chunk:
+            break
+        buffered += chunk
+        position = 0
+        while len(buffered) - position >= 4:
+            (size,) = struct.unpack_from(">i", buffered, position)
+            if len(buffered) - position - 4 < size:
+                break
+            position += 4 + size
+            answered += 1
+        del buffered[:position]
+    return answered
+
+
+def _burst(bootstrap: str, frame: bytes, count: int, seconds: float) -> dict[str, int]:
+    deadline = time.monotonic() + 10 * seconds  # the attacker reads every answer
+    sock = socket.create_connection(host_port(bootstrap))
+    sender = threading.Thread(target=sock.sendall, args=(frame * count,), daemon=True)
+    sender.start()
+    answered = _read_answers(sock, count, deadline)
+    sock.close()
+    return {"sent": count, "answered": answered}
+
+
+def _never_reads(bootstrap: str, seconds: float) -> dict[str, int]:
+    frame = _describe_configs_frame()
+    sock = socket.create_connection(host_port(bootstrap))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(0.2)
+    deadline = time.monotonic() + seconds
+    sent = 0
+    chunk = frame * 100
+    while time.monotonic() < deadline:
+        try:
+            sent += sock.send(chunk)
+        except TimeoutError:
+            continue  # the broker stopped reading from us: as it should
+    sock.close()
+    return {"sent_frames": sent // len(frame)}
+
+
+def _flood(bootstrap: str, seconds: float, clients: int = 8) -> dict[str, int]:
+    frames = [_metadata_frame(), _describe_configs_frame()]
+    deadline = time.monotonic() + seconds
+    answered = [0] * clients
+
+    def one(number: int) -> None:
+        sock = socket.create_connection(host_port(bootstrap))
+        window = b"".join(frames) * 5
+        while time.monotonic() < deadline:
+            sock.sendall(window)
+            answered[number] += _read_answers(sock, 10, deadline + 5)
+        sock.close()
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return {"answered": sum(answered)}
+
+
+def run(scenario: str, bootstrap: str, seconds: float) -> dict[str, int]:
+    if scenario == "describe-burst":
+        return _burst(bootstrap, _describe_configs_frame(), 5_000, seconds)
+    if scenario == "api-versions-burst":
+        return _burst(bootstrap, _api_versions_frame(), 100_000, seconds)
+    if scenario == "never-reads":
+        return _never_reads(bootstrap, seconds)
+    if scenario == "flood":
+        return _flood(bootstrap, seconds)
+    raise SystemExit(f"unknown scenario {scenario!r}")
+
+
+if __name__ == "__main__":
+    os.nice(5)  # the attack must not win merely by taking the CPU from the probe
+    print(json.dumps(run(sys.argv[1], sys.argv[2], float(sys.argv[3]))))

@@ -1,0 +1,409 @@
+"""A kubelet stand-in: runs the pods of every StatefulSet in the emulator as real processes.
+
+The emulator stores a StatefulSet and nothing runs it; this does what the StatefulSet
+controller, the scheduler and the kubelet would, closely enough for scaling and rolling
+restarts against real brokers:
+
+- for ordinals ``0..replicas-1`` it creates a Pod object (name ``<sts>-<ordinal>``, the
+  template's labels and annotations, ``apps.kubernetes.io/pod-index``, and the node's
+  topology labels copied onto the pod as Kubernetes' PodTopologyLabels admission does) on a
+  zone-labelled fake Node (ordinal ``i`` on node ``i % len(nodes)``), and starts its
+  container from the rendered spec: command and args, env (values with ``$(VAR)``
+  expansion, ``fieldRef`` of name/namespace/labels/annotations, ``configMapKeyRef``),
+  ConfigMap volumes written to files, volume claims as directories kept across restarts
+  and scale-downs (like a retained PersistentVolumeClaim);
+- pods above ``replicas`` are stopped (SIGTERM, the broker shuts down cleanly) and deleted;
+- a Pod object deleted by someone else (the operator's rolling restart) is stopped and
+  recreated from the current template; a process that exits is restarted (restartPolicy
+  Always);
+- readiness comes from the container's real readinessProbe (HTTP GET), and is written to
+  the Pod's status and the StatefulSet's ``status.readyReplicas``.
+
+How a container runs is ``ProcessRuntime``'s business: every pod shares 127.0.0.1 here, so
+it gives each named container port a free host port and tells the broker with
+``--override`` (listeners, advertised.listeners, metrics.port). Subclass ``ProcessRuntime``
+(``start``/``stop``/``address``) to run pods as podman containers or in network
+namespaces instead; ``Kubelet(runtime=...)`` takes the replacement.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gregor_broker.cluster.zookeeper_server import free_port
+from tests.kube.client import ApiError, KubeClient
+
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+TOPOLOGY_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region")
+DEFAULT_NODES = {
+    "node-a": {"topology.kubernetes.io/zone": "a"},
+    "node-b": {"topology.kubernetes.io/zone": "b"},
+    "node-c": {"topology.kubernetes.io/zone": "c"},
+}
+# Commands the stand-in knows how to run from this checkout (a container would have them).
+COMMANDS = {"gregor-broker": [sys.executable, "-m", "gregor_broker.cli.broker"]}
+_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_LABEL_REF = re.compile(r"metadata\.(labels|annotations)\['([^']+)'\]")
+
+
+@dataclass
+class RunningPod:
+    namespace: str
+    name: str
+    ordinal: int
+    uid: str
+    directory: Path
+    process: subprocess.Popen[bytes] | None = None
+    ports: dict[str, int] = field(default_factory=dict)  # container port name -> host port
+    readiness: dict[str, Any] | None = None
+    ready: bool = False
+    restarts: int = 0
+    container: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    command: list[str] = field(default_factory=list)
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "container.log"
+
+
+def resolve_env(
+    container: Mapping[str, Any], pod: Mapping[str, Any], config_maps: Mapping[str, Any]
+) -> dict[str, str]:
+    """A container's environment as the kubelet computes it."""
+    env: dict[str, str] = {}
+    metadata = pod["metadata"]
+    for entry in container.get("env") or ():
+        if "value" in entry:
+            value = _VAR.sub(lambda m: env.get(m.group(1), m.group(0)), str(entry["value"]))
+        else:
+            source = entry.get("valueFrom") or {}
+            if "fieldRef" in source:
+                path = source["fieldRef"]["fieldPath"]
+                match = _LABEL_REF.fullmatch(path)
+                if match:
+                    value = (metadata.get(match.group(1)) or {}).get(match.group(2), "")
+                elif path == "metadata.name":
+                    value = metadata["name"]
+                elif path == "metadata.namespace":
+                    value = metadata["namespace"]
+                elif path in ("status.podIP", "status.hostIP"):
+                    value = "127.0.0.1"
+                elif path == "spec.nodeName":
+                    value = pod["spec"].get("nodeName", "")
+                else:
+                    raise ValueError(f"fieldRef {path} is not emulated")
+            elif "configMapKeyRef" in source:
+                ref = source["configMapKeyRef"]
+                value = (config_maps.get(ref["name"]) or {}).get("data", {}).get(ref["key"], "")
+            else:
+                raise ValueError(f"env {entry['name']}: {source} is not emulated")
+        env[entry["name"]] = value
+    return env
+
+
+class ProcessRuntime:
+    """Runs a pod's first container as a local process (see the module docstring)."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+
+    def start(self, pod: RunningPod, spec: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
+        container = spec["containers"][0]
+        namespace = pod.namespace
+        mounts: dict[str, Path] = {}
+        config_maps: dict[str, Any] = {}
+        claims = {
+            t["metadata"]["name"] for t in obj.get("_volumeClaimTemplates", ())
+        }  # names of per-pod persistent volumes
+        for volume in spec.get("volumes") or ():
+            target = pod.directory / "volumes" / volume["name"]
+            if "configMap" in volume:
+                name = volume["configMap"]["name"]
+                config_map = self.client.find("v1", "configmaps", namespace, name) or {}
+                config_maps[name] = config_map
+                shutil.rmtree(target, ignore_errors=True)
+                target.mkdir(parents=True)
+                for key, text in (config_map.get("data") or {}).items():
+                    (target / key).write_text(text)
+            else:
+                target.mkdir(parents=True, exist_ok=True)
+            mounts[volume["name"]] = target
+        for claim in claims:
+            target = pod.directory / "claims" / claim
+            target.mkdir(parents=True, exist_ok=True)
+            mounts[claim] = target
+        paths = {m["mountPath"]: mounts[m["name"]] for m in container.get("volumeMounts") or ()}
+        env = resolve_env(container, obj, config_maps)
+        env = {k: self.map_paths(v, paths) for k, v in env.items()}
+        # Files from ConfigMaps name paths inside the container too (log.dirs, ...).
+        for mount_path, directory in paths.items():
+            del mount_path
+            for file in directory.glob("*"):
+                if file.is_file() and file.stat().st_size < 1_000_000:
+                    file.write_text(self.map_paths(file.read_text(), paths))
+        command = [*(container.get("command") or ()), *(container.get("args") or ())]
+        command = [self.map_paths(part, paths) for part in command]
+        command = [*COMMANDS.get(command[0], [command[0]]), *command[1:]]
+        pod.ports = {
+            p.get("name", str(p["containerPort"])): free_port() for p in container.get("ports", ())
+        }
+        command += self.port_overrides(pod)
+        pod.container, pod.env, pod.command = dict(container), env, command
+        pod.readiness = container.get("readinessProbe")
+        process_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
+        with open(pod.log_path, "ab") as log:
+            log.write(f"--- starting {pod.name} at {time.ctime()}: {command}\n".encode())
+            log.flush()
+            pod.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=process_env, cwd=pod.directory, start_new_session=True,
+            )  # fmt: skip
+
+    @staticmethod
+    def map_paths(text: str, paths: Mapping[str, Path]) -> str:
+        for mount_path in sorted(paths, key=len, reverse=True):
+            text = text.replace(mount_path, str(paths[mount_path]))
+        return text
+
+    def port_overrides(self, pod: RunningPod) -> list[str]:
+        """Gregor brokers: listen and advertise on the pod's host ports."""
+        overrides = []
+        if "kafka" in pod.ports:
+            listener = f"PLAINTEXT://127.0.0.1:{pod.ports['kafka']}"
+            overrides += ["--override", f"listeners={listener}"]
+            overrides += ["--override", f"advertised.listeners={listener}"]
+        if "metrics" in pod.ports:
+            overrides += ["--override", f"metrics.port={pod.ports['metrics']}"]
+        return overrides
+
+    def address(self, pod: RunningPod, port: str | int) -> tuple[str, int]:
+        if isinstance(port, str):
+            return "127.0.0.1", pod.ports[port]
+        return "127.0.0.1", port
+
+    def stop(self, pod: RunningPod, timeout: float = 30.0) -> None:
+        process = pod.process
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def kill(self, pod: RunningPod) -> None:
+        if pod.process is not None and pod.process.poll() is None:
+            pod.process.kill()
+            pod.process.wait()
+
+    def ready(self, pod: RunningPod) -> bool:
+        probe = pod.readiness
+        if pod.process is None or pod.process.poll() is not None:
+            return False
+        if not probe:
+            return True
+        http = probe.get("httpGet") or {}
+        host, port = self.address(pod, http.get("port", 80))
+        try:
+            with urllib.request.urlopen(
+                f"http://{host}:{port}{http.get('path', '/')}", timeout=2
+            ) as response:
+                return 200 <= response.status < 400
+        except (OSError, ValueError):
+            return False
+
+
+class Kubelet:
+    """Watches StatefulSets in the emulator (polling) and runs their pods."""
+
+    def __init__(
+        self,
+        url: str,
+        directory: Path,
+        nodes: Mapping[str, Mapping[str, str]] = DEFAULT_NODES,
+        runtime: ProcessRuntime | None = None,
+        interval: float = 0.2,
+    ) -> None:
+        self.client = KubeClient(url)
+        self.directory = Path(directory)
+        self.nodes = dict(nodes)
+        self.runtime = runtime or ProcessRuntime(self.client)
+        self.interval = interval
+        self.pods: dict[tuple[str, str], RunningPod] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="kubelet", daemon=True)
+        self._lock = threading.RLock()
+        self.errors: list[str] = []
+
+    def start(self) -> Kubelet:
+        for name, node_labels in self.nodes.items():
+            with contextlib.suppress(ApiError):
+                self.client.create(
+                    {"apiVersion": "v1", "kind": "Node",
+                     "metadata": {"name": name, "labels": dict(node_labels)}},
+                    "nodes",
+                )  # fmt: skip
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        with self._lock:
+            pods = list(self.pods.values())
+        for pod in pods:
+            with contextlib.suppress(ProcessLookupError):
+                if pod.process is not None and pod.process.poll() is None:
+                    pod.process.send_signal(signal.SIGTERM)
+        for pod in pods:
+            self.runtime.stop(pod)
+
+    def __enter__(self) -> Kubelet:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def pod(self, namespace: str, name: str) -> RunningPod | None:
+        with self._lock:
+            return self.pods.get((namespace, name))
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                for statefulset in self.client.list("apps/v1", "statefulsets"):
+                    self.sync(statefulset)
+            except TimeoutError:
+                pass  # a loaded emulator answered late: the next round catches up
+            except Exception as error:  # keep running; the test sees errors in .errors
+                self.errors.append(repr(error))
+            self._stop.wait(self.interval)
+
+    def node_for(self, ordinal: int) -> tuple[str, Mapping[str, str]]:
+        names = sorted(self.nodes)
+        name = names[ordinal % len(names)]
+        return name, self.nodes[name]
+
+    def render_pod(self, statefulset: Mapping[str, Any], ordinal: int) -> dict[str, Any]:
+        metadata = statefulset["metadata"]
+        template = copy.deepcopy(statefulset["spec"]["template"])
+        node, node_labels = self.node_for(ordinal)
+        name = f"{metadata['name']}-{ordinal}"
+        labels = dict(template.get("metadata", {}).get("labels") or {})
+        labels[POD_INDEX_LABEL] = str(ordinal)
+        labels["statefulset.kubernetes.io/pod-name"] = name
+        labels.update({k: v for k, v in node_labels.items() if k in TOPOLOGY_LABELS})
+        spec = template["spec"]
+        spec["nodeName"] = node
+        spec["hostname"] = name
+        spec["subdomain"] = statefulset["spec"].get("serviceName", "")
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": metadata["namespace"],
+                "labels": labels,
+                "annotations": dict(template.get("metadata", {}).get("annotations") or {}),
+                "ownerReferences": [
+                    {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": metadata["name"],
+                     "uid": metadata.get("uid", ""), "controller": True}
+                ],
+            },
+            "spec": spec,
+            "status": {"phase": "Pending"},
+        }  # fmt: skip
+
+    def sync(self, statefulset: Mapping[str, Any]) -> None:
+        metadata = statefulset["metadata"]
+        namespace, sts_name = metadata["namespace"], metadata["name"]
+        replicas = int(statefulset["spec"].get("replicas", 1))
+        existing = {
+            p["metadata"]["name"]: p
+            for p in self.client.list("v1", "pods", namespace)
+            if p["metadata"]["name"].rsplit("-", 1)[0] == sts_name
+        }
+        with self._lock:
+            mine = {
+                name: pod for (ns, name), pod in self.pods.items()
+                if ns == namespace and name.rsplit("-", 1)[0] == sts_name
+            }  # fmt: skip
+        # Scale down: highest ordinals first.
+        for name, pod in sorted(mine.items(), key=lambda item: -item[1].ordinal):
+            if pod.ordinal >= replicas:
+                self.runtime.stop(pod)
+                with contextlib.suppress(ApiError):
+                    self.client.delete("v1", "pods", namespace, name)
+                with self._lock:
+                    del self.pods[(namespace, name)]
+        ready = 0
+        for ordinal in range(replicas):
+            name = f"{sts_name}-{ordinal}"
+            pod = mine.get(name)
+            obj = existing.get(name)
+            if pod is not None and (obj is None or obj["metadata"].get("uid") != pod.uid):
+                # Deleted (rolling restart): stop the old container, start a new pod.
+                self.runtime.stop(pod)
+                with self._lock:
+                    del self.pods[(namespace, name)]
+                pod = None
+                if obj is not None:
+                    obj = None
+            if pod is None:
+                if obj is None:
+                    obj = self.client.create(self.render_pod(statefulset, ordinal), "pods")
+                obj = dict(obj)
+                obj["_volumeClaimTemplates"] = statefulset["spec"].get("volumeClaimTemplates", [])
+                pod = RunningPod(
+                    namespace, name, ordinal, obj["metadata"].get("uid", ""),
+                    self.directory / namespace / name,
+                )  # fmt: skip
+                pod.directory.mkdir(parents=True, exist_ok=True)
+                self.runtime.start(pod, obj["spec"], obj)
+                with self._lock:
+                    self.pods[(namespace, name)] = pod
+            elif pod.process is not None and pod.process.poll() is not None:
+                pod.restarts += 1  # restartPolicy: Always
+                claims = statefulset["spec"].get("volumeClaimTemplates", [])
+                self.runtime.start(pod, obj["spec"], {**obj, "_volumeClaimTemplates": claims})
+            is_ready = self.runtime.ready(pod)
+            if is_ready != pod.ready or (obj or {}).get("status", {}).get("phase") != "Running":
+                pod.ready = is_ready
+                with contextlib.suppress(ApiError):
+                    self.client.patch("v1", "pods", namespace, name, {"status": {
+                        "phase": "Running",
+                        "podIP": "127.0.0.1",
+                        "conditions": [{"type": "Ready", "status": str(is_ready)}],
+                    }}, subresource="status")  # fmt: skip
+            ready += is_ready
+        status = statefulset.get("status") or {}
+        wanted = {
+            "replicas": replicas,
+            "readyReplicas": ready,
+            "availableReplicas": ready,
+            "currentReplicas": replicas,
+            "observedGeneration": metadata.get("generation", 1),
+        }
+        if any(status.get(k) != v for k, v in wanted.items()):
+            with contextlib.suppress(ApiError):
+                self.client.patch(
+                    "apps/v1", "statefulsets", namespace, sts_name, {"status": wanted},
+                    subresource="status",
+                )  # fmt: skip

@@ -1,0 +1,253 @@
+"""GregorCluster scaling against real brokers run by the kubelet stand-in, under an acks=all
+producer: 3 -> 5 -> 3 with replicas moved before any broker goes, a refused scale-down,
+nothing acknowledged lost, no partition ever below min.insync.replicas."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from typing import Any
+
+import confluent_kafka
+import pytest
+
+from gregor_broker.cluster.admin import ZkAdmin
+from gregor_broker.cluster.local_cluster import zookeeper_client
+
+API = "gregor.dev/v1alpha1"
+MIN_ISR = 2
+
+
+def cluster_resource(name: str, zk_connect: str, replicas: int) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "GregorCluster",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "zookeeper": {"connect": zk_connect},
+            "config": {
+                "min.insync.replicas": MIN_ISR,
+                "default.replication.factor": 3,
+                "replica.lag.time.max.ms": 10000,
+            },
+            "rebalancing": {
+                "throttleBytesPerSecond": 50 * 1024 * 1024,
+                "preferredLeaderCheckIntervalSeconds": 0,
+            },
+        },
+    }
+
+
+class Producer(threading.Thread):
+    """acks=all, idempotent; remembers every acknowledged value."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.topic = topic
+        self.acked: set[str] = set()
+        self.errors: list[str] = []
+        self.stopping = threading.Event()
+        self.producer = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "message.timeout.ms": 120000,
+            }
+        )
+
+    def delivered(self, error: Any, message: Any) -> None:
+        if error is None:
+            self.acked.add(message.value().decode())
+        else:
+            self.errors.append(str(error))
+
+    def run(self) -> None:
+        sequence = 0
+        while not self.stopping.is_set():
+            self.producer.produce(self.topic, f"m-{sequence}".encode(), on_delivery=self.delivered)
+            sequence += 1
+            self.producer.poll(0.005)
+        self.producer.flush(120)
+
+
+class Watcher(threading.Thread):
+    """Samples ZooKeeper and the StatefulSet: partitions below min ISR, and which brokers
+    held replicas whenever the StatefulSet had each size."""
+
+    def __init__(self, zk_connect: str, kube: Any) -> None:
+        super().__init__(daemon=True)
+        self.zk = zookeeper_client(zk_connect)
+        self.admin = ZkAdmin(self.zk)
+        self.kube = kube
+        self.stopping = threading.Event()
+        self.below_min_isr: list[tuple[str, int, list[int]]] = []
+        self.samples = 0
+        self.held_when: dict[int, set[int]] = {}
+
+    def run(self) -> None:
+        sts = None
+        while not self.stopping.is_set():
+            # ZooKeeper every 50 ms; the StatefulSet every 0.5 s, and only its replica count
+            # matters: a sample counts for the size read before it.
+            if self.samples % 10 == 0:
+                with contextlib.suppress(TimeoutError):
+                    sts = self.kube.client.find("apps/v1", "statefulsets", "default", "gregor")
+            held: set[int] = set()
+            for topic in self.admin.list_topics():
+                found = self.admin.get_topic(topic)
+                if found is None:
+                    continue
+                for partition, replicas in found.partitions.items():
+                    held |= set(replicas)
+                    state = self.admin.get_partition_state(topic, partition)
+                    if state is not None and len(state[0].isr) < MIN_ISR:
+                        self.below_min_isr.append((topic, partition, list(state[0].isr)))
+            if sts is not None:
+                self.held_when.setdefault(sts["spec"]["replicas"], set()).update(held)
+            self.samples += 1
+            time.sleep(0.05)
+        self.zk.stop()
+        self.zk.close()
+
+
+def status_of(kube: Any) -> dict[str, Any]:
+    return kube.client.get(API, "gregorclusters", "default", "gregor").get("status") or {}
+
+
+def wait_phase(kube: Any, phase: str, replicas: int, timeout: float = 120) -> dict[str, Any]:
+    def check():
+        obj = kube.client.get(API, "gregorclusters", "default", "gregor")
+        status = obj.get("status") or {}
+        sts = kube.client.find("apps/v1", "statefulsets", "default", "gregor")
+        return (
+            status.get("observedGeneration") == obj["metadata"]["generation"]
+            and len(status.get("brokers") or ()) == replicas
+            and status.get("phase") == phase
+            and sts is not None
+            and sts["spec"]["replicas"] == replicas
+            and status
+        )
+
+    try:
+        return kube.client.wait_for(f"phase {phase} with {replicas} brokers", check, timeout)
+    except AssertionError as error:
+        raise AssertionError(f"{error}; status: {status_of(kube)}") from None
+
+
+# About 2-3 minutes on an idle 2-core machine; 9 minutes at a load average of 25.
+@pytest.mark.timeout(900)
+def test_scale_3_to_5_to_3_under_acks_all_load_and_refuse_going_below_rf(
+    kube, kubelet, run_operator, zk_connect
+):
+    run_operator()
+    client = kube.client
+    client.create(cluster_resource("gregor", zk_connect, 3), "gregorclusters")
+    status = wait_phase(kube, "Running", 3)
+    # Owned objects, and the scale subresource's selector.
+    for plural, name in [("configmaps", "gregor-config"), ("services", "gregor"),
+                         ("services", "gregor-brokers")]:  # fmt: skip
+        assert client.find("v1", plural, "default", name) is not None
+    assert client.find("policy/v1", "poddisruptionbudgets", "default", "gregor") is not None
+    assert (
+        status["labelSelector"] == "app.kubernetes.io/name=gregor,app.kubernetes.io/instance=gregor"
+    )
+    zk = zookeeper_client(zk_connect)
+    admin = ZkAdmin(zk)
+    watcher = Watcher(zk_connect, kube)
+    producer = None
+    try:
+        brokers = admin.list_brokers()
+        assert {b: r.rack for b, r in brokers.items()} == {0: "a", 1: "b", 2: "c"}
+        client.create(
+            {"apiVersion": API, "kind": "Topic",
+             "metadata": {"name": "load", "namespace": "default"},
+             "spec": {"partitions": 6, "replicas": 3, "cluster": "gregor",
+                      "config": {"min.insync.replicas": str(MIN_ISR)}}},
+            "topics",
+        )  # fmt: skip
+        client.wait_for("topic load", lambda: admin.get_topic("load"))
+        bootstrap = ",".join(f"{r.host}:{r.port}" for r in brokers.values())
+        watcher.start()
+        producer = Producer(bootstrap, "load")
+        producer.start()
+        time.sleep(2)
+
+        # Scale up through the scale subresource, as an HPA would.
+        client.patch(API, "gregorclusters", "default", "gregor", {"spec": {"replicas": 5}},
+                     subresource="scale")  # fmt: skip
+        status = wait_phase(kube, "Running", 5, timeout=180)
+        held = {b["id"]: b["partitionsHeld"] for b in status["brokers"]}
+        assert sorted(held) == [0, 1, 2, 3, 4], status
+        assert held[3] > 0 and held[4] > 0, status["brokers"]
+        assert sorted(held) == [0, 1, 2, 3, 4]
+        events = [e["message"] for e in client.list("v1", "events", "default")]
+        assert any("onto brokers [3, 4]" in m for m in events), events
+
+        # Scale down: replicas leave brokers 3 and 4 before the StatefulSet shrinks.
+        client.patch(API, "gregorclusters", "default", "gregor", {"spec": {"replicas": 3}})
+        wait_phase(kube, "Running", 3, timeout=180)
+        assignment = {
+            p: r for t in admin.list_topics() for p, r in admin.get_topic(t).partitions.items()
+        }
+        assert all(set(r) <= {0, 1, 2} for r in assignment.values()), assignment
+
+        # 3 -> 2 would leave replication factor 3 on 2 brokers: refused, nothing changes.
+        before = {t: admin.get_topic(t).partitions for t in admin.list_topics()}
+        client.patch(API, "gregorclusters", "default", "gregor", {"spec": {"replicas": 2}})
+        try:
+            refused = client.wait_for(
+                "the refusal",
+                lambda: (s := status_of(kube)).get("phase") == "ScaleDownRefused" and s,
+                timeout=120,
+            )
+        except AssertionError as error:
+            raise AssertionError(f"{error}; status: {status_of(kube)}") from None
+        error = next(c for c in refused["conditions"] if c["type"] == "Error")
+        assert error["status"] == "True"
+        assert "3 replicas but only 2 brokers would remain" in error["message"]
+        assert "set spec.replicas back to 3" in error["message"]
+        time.sleep(3)
+        assert client.get("apps/v1", "statefulsets", "default", "gregor")["spec"]["replicas"] == 3
+        assert {t: admin.get_topic(t).partitions for t in admin.list_topics()} == before
+        client.patch(API, "gregorclusters", "default", "gregor", {"spec": {"replicas": 3}})
+        wait_phase(kube, "Running", 3)
+        time.sleep(1)
+    finally:
+        if producer is not None:
+            producer.stopping.set()
+            producer.join(150)
+        watcher.stopping.set()
+        watcher.join(10)
+    try:
+        # Nothing acknowledged is lost: read everything back.
+        consumer = confluent_kafka.Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "check", "auto.offset.reset": "earliest",
+             "enable.auto.commit": False}
+        )  # fmt: skip
+        consumer.subscribe(["load"])
+        seen: set[str] = set()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not producer.acked <= seen:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen.add(message.value().decode())
+        consumer.close()
+    finally:
+        zk.stop()
+        zk.close()
+    lost = producer.acked - seen
+    print(
+        f"acknowledged {len(producer.acked)}, lost {len(lost)}, watcher samples "
+        f"{watcher.samples}, below min ISR {len(watcher.below_min_isr)}, "
+        f"held by StatefulSet size: { {k: sorted(v) for k, v in watcher.held_when.items()} }"
+    )
+    assert len(producer.acked) > 100
+    assert lost == set()
+    assert watcher.below_min_isr == []
+    # Whenever the StatefulSet had 3 brokers, no replica was on brokers 3 or 4.
+    assert watcher.held_when[3] <= {0, 1, 2}, json.dumps(sorted(watcher.held_when[3]))

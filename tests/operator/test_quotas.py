@@ -1,0 +1,112 @@
+"""Quota resources for every entity kind Kafka has, written in Kafka's format, enforced by a
+real broker, removed with the resource."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from gregor_broker.cluster.admin import ZkAdmin
+from gregor_broker.cluster.local_cluster import zookeeper_client
+from tests.integration.broker_helpers import create_topic
+from tests.integration.quota_helpers import ProducerLoop
+
+API = "gregor.dev/v1alpha1"
+QUOTA = 256 * 1024
+
+# (resource name, spec entity, ZooKeeper path under /config)
+ENTITIES = [
+    ("user", {"user": "alice"}, "users/alice"),
+    ("client", {"clientId": "reports"}, "clients/reports"),
+    ("user-client", {"user": "bob", "clientId": "etl job"}, "users/bob/clients/etl%20job"),
+    ("default-user", {"user": "<default>"}, "users/<default>"),
+    ("default-client", {"clientId": "<default>"}, "clients/<default>"),
+    ("user-dc", {"user": "carol", "clientId": "<default>"}, "users/carol/clients/<default>"),
+    ("du-client", {"user": "<default>", "clientId": "svc"}, "users/<default>/clients/svc"),
+    ("du-dc", {"user": "<default>", "clientId": "<default>"}, "users/<default>/clients/<default>"),
+    # Most specific for an unauthenticated client "bulk": this one is enforced below.
+    ("bulk", {"user": "ANONYMOUS", "clientId": "bulk"}, "users/ANONYMOUS/clients/bulk"),
+]  # fmt: skip
+
+
+def quota(name: str, entity: dict[str, str], **rates: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "Quota",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {**entity, **rates},
+    }
+
+
+def test_quotas_of_every_entity_kind_are_written_enforced_and_removed(
+    kube, run_operator, broker, zk_connect
+):
+    run_operator(zookeeper_connect=zk_connect)
+    client = kube.client
+    zk = zookeeper_client(zk_connect)
+    admin = ZkAdmin(zk)
+    try:
+        for name, entity, _ in ENTITIES:
+            rate = QUOTA if name == "bulk" else 50 * QUOTA
+            spec = {"producerByteRate": rate, "consumerByteRate": 2 * rate}
+            if name == "client":
+                spec["requestPercentage"] = 50
+            client.create(quota(name, entity, **spec), "quotas")
+        for name, _, path in ENTITIES:
+            node = f"/config/{path}"
+            data = client.wait_for(node, lambda node=node: zk.exists(node) and zk.get(node)[0])
+            rate = QUOTA if name == "bulk" else 50 * QUOTA
+            expected = {"producer_byte_rate": str(rate), "consumer_byte_rate": str(2 * rate)}
+            if name == "client":
+                expected["request_percentage"] = "50.0"
+            assert json.loads(data) == {"version": 1, "config": expected}, path
+        notified = {
+            json.loads(zk.get(f"/config/changes/{child}")[0])["entity_path"]
+            for child in zk.get_children("/config/changes")
+        }
+        assert {path for _, _, path in ENTITIES} <= notified
+        client.wait_for(
+            "the status of Quota bulk",
+            lambda: (
+                (client.get(API, "quotas", "default", "bulk").get("status") or {}).get("entityPath")
+                == "users/ANONYMOUS/clients/bulk"
+            ),
+        )
+
+        # The broker holds client "bulk" to its quota (within 20%).
+        create_topic(broker.bootstrap, "bulk-topic")
+        bulk = ProducerLoop(broker.bootstrap, "bulk-topic", "bulk")
+        bulk.start()
+        try:
+            time.sleep(3)  # past the first window's burst
+            start = time.monotonic()
+            time.sleep(8)
+            rate = bulk.timeline.rate(start, time.monotonic())
+        finally:
+            bulk.stop()
+        print(f"bulk produced {rate / 1024:.0f} KiB/s under a {QUOTA / 1024:.0f} KiB/s quota")
+        assert bulk.errors == []
+        assert 0.8 * QUOTA <= rate <= 1.2 * QUOTA
+
+        # Updating changes the node; deleting the resource empties it (node deleted).
+        client.patch(API, "quotas", "default", "user", {"spec": {"consumerByteRate": None}})
+        client.wait_for(
+            "alice without consumer_byte_rate",
+            lambda: (
+                admin.get_entity_config("users/alice") == {"producer_byte_rate": str(50 * QUOTA)}
+            ),
+        )
+        for name, _, _ in ENTITIES:
+            client.delete(API, "quotas", "default", name)
+        for _, _, path in ENTITIES:
+            client.wait_for(
+                f"{path} removed", lambda path=path: admin.get_entity_config(path) == {}
+            )
+        # Leaf nodes are gone; parents that hold client nodes stay as Kafka leaves them.
+        assert zk.exists("/config/users/alice") is None
+        assert zk.exists("/config/clients/reports") is None
+        assert zk.exists("/config/users/ANONYMOUS/clients/bulk") is None
+    finally:
+        zk.stop()
+        zk.close()
