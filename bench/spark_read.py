@@ -77,6 +77,9 @@ def spark_session():
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "2g")
+        # Python workers connect back to the JVM within this time (default 15 s); a busy
+        # 2-core machine can take longer to start one.
+        .config("spark.python.authenticate.socketTimeout", "120s")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

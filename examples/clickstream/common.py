@@ -26,6 +26,9 @@ def local_spark(app: str) -> SparkSession:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
+        # Python workers connect back to the JVM within this time (default 15 s); a busy
+        # 2-core machine can take longer to start one.
+        .config("spark.python.authenticate.socketTimeout", "120s")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )

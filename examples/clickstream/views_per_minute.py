@@ -1,7 +1,8 @@
 """Page views per URL per minute, streaming from ``pageviews`` with a 1-minute watermark.
 
 Two sinks from the same source: the compacted topic ``pageviews-per-minute`` in update mode
-(key ``url@minute``: compaction keeps each window's latest count) and Parquet in append mode
+through ``foreachBatch`` and the batch writer (key ``url@minute``: compaction keeps each
+window's latest count) and Parquet in append mode
 (a window is written once the watermark has passed it). ``Trigger.AvailableNow`` processes
 what is in the topic and stops, like a scheduled job; drop it to run continuously.
 """
@@ -38,21 +39,32 @@ def views_per_minute(spark: SparkSession, bootstrap: str) -> DataFrame:
 def run(spark: SparkSession, bootstrap: str, out: Path, available_now: bool = True) -> None:
     counts = views_per_minute(spark, bootstrap)
     trigger = {"availableNow": True} if available_now else {"processingTime": "10 seconds"}
-    # One query at a time: each starts Python workers, and a busy small machine is better
-    # off starting them in turn (drop the awaits to run both side by side).
-    to_topic = (
-        counts.selectExpr(
-            "CONCAT(url, '@', CAST(minute AS STRING)) AS key",
-            "to_json(struct(minute, url, views)) AS value",
+
+    def to_compacted_topic(batch: DataFrame, _batch_id: int) -> None:
+        # Update mode through foreachBatch: Spark's Python streaming sinks take append mode
+        # only, and a window's count changes until the watermark passes it. Each batch's
+        # changed counts go out with the batch writer; compaction keeps the latest per key.
+        (
+            batch.selectExpr(
+                "CONCAT(url, '@', CAST(minute AS STRING)) AS key",
+                "to_json(struct(minute, url, views)) AS value",
+            )
+            .write.format("gregor")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", VIEWS_PER_MINUTE)
+            .mode("append")
+            .save()
         )
-        .writeStream.format("gregor")
-        .outputMode("update")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", VIEWS_PER_MINUTE)
+
+    to_topic = (
+        counts.writeStream.outputMode("update")
+        .foreachBatch(to_compacted_topic)
         .option("checkpointLocation", str(out / "checkpoints" / "to-topic"))
         .trigger(**trigger)
         .start()
     )
+    # One query at a time: each starts Python workers, and a busy small machine is better
+    # off starting them in turn (drop the awaits to run both side by side).
     if available_now:
         to_topic.awaitTermination()
     to_parquet = (

@@ -39,6 +39,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.warehouse.dir", str(warehouse))
         .config("spark.driver.memory", "1g")
+        # Python workers connect back to the JVM within this time (default 15 s); a busy
+        # 2-core machine can take longer to start one.
+        .config("spark.python.authenticate.socketTimeout", "120s")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )

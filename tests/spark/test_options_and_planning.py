@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from gregor_spark.fetch import DataLossError, report_data_loss
 from gregor_spark.options import (
     EXACTLY_ONCE_REFUSED,
     OffsetLimit,
@@ -220,3 +221,17 @@ def test_min_offsets_per_trigger_waits_at_most_max_trigger_delay() -> None:
     assert not should_delay(
         backlog=5, min_offsets=10, now_ms=61_000, last_trigger_ms=1_000, max_delay_ms=60_000
     )
+
+
+def test_data_loss_fails_or_logs_the_skipped_range(caplog) -> None:
+    gone = OffsetRange("clicks", 3, 100, 500)
+    strict = source_options({**BOOTSTRAP, "subscribe": "clicks"}, streaming=True)
+    with pytest.raises(DataLossError, match=r"Offsets \[100, 250\) of clicks-3 are no longer"):
+        report_data_loss(strict, gone, 250)
+    lenient = source_options(
+        {**BOOTSTRAP, "subscribe": "clicks", "failOnDataLoss": "false"}, streaming=True
+    )
+    with caplog.at_level("WARNING", logger="gregor_spark"):
+        report_data_loss(lenient, gone, 250)
+    assert "Offsets [100, 250) of clicks-3 are no longer in the log" in caplog.text
+    assert "skipping them (failOnDataLoss is false)" in caplog.text
