@@ -87,7 +87,6 @@ test: deps venv kafkajs
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup \
 		$$($(BIN)/python -c 'import pytest_timeout' 2>/dev/null && echo --timeout=$(PYTEST_TIMEOUT)) \
 		$(PYTEST_ARGS)
-	$(MAKE) --no-print-directory e2e-local
 
 # The e2e suite (e2e/), one suite in two modes. Local: helm template -> kmock's emulator
 # -> the operator process -> the kubelet stand-in running broker pods as podman containers
