@@ -55,7 +55,9 @@ def test_confluent_kafka_elects_preferred_leaders(cluster_factory) -> None:
     )
     results = future.result(30)
     assert all(error is None for error in results.values()), results
-    assert _partition(bootstrap, "api-elect").leader == 1
+    # Kafka answers once the controller has elected; brokers' metadata follows moments later
+    # (a full run once read the old leader right after the answer).
+    assert wait_for(lambda: _partition(bootstrap, "api-elect").leader == 1, 10)
 
 
 def test_auto_leader_rebalance_returns_leadership_to_the_preferred_replica(
