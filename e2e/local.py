@@ -39,6 +39,17 @@ from gregor_broker.cluster.zookeeper_server import ZooKeeperServer, free_port
 from .load import AcksAllProducer, IsrWatcher, all_in_sync, consume_all
 
 API = "gregor.dev/v1alpha1"
+# Helm's UninstallOrder (pkg/releaseutil/kind_sorter.go); kinds not listed go last.
+HELM_UNINSTALL_ORDER = (
+    "APIService", "Ingress", "IngressClass", "Service", "CronJob", "Job", "StatefulSet",
+    "HorizontalPodAutoscaler", "Deployment", "ReplicaSet", "ReplicationController", "Pod",
+    "DaemonSet", "RoleBindingList", "RoleBinding", "RoleList", "Role",
+    "ClusterRoleBindingList", "ClusterRoleBinding", "ClusterRoleList", "ClusterRole",
+    "CustomResourceDefinition", "PersistentVolumeClaim", "PersistentVolume", "StorageClass",
+    "ConfigMap", "SecretList", "Secret", "ServiceAccount", "PodDisruptionBudget",
+    "PodSecurityPolicy", "LimitRange", "ResourceQuota", "NetworkPolicy", "Namespace",
+    "PriorityClass",
+)  # fmt: skip
 BROKER_IMAGE = "gregor/gregor-broker"
 
 
@@ -286,9 +297,13 @@ class LocalPlatform:
         self.kubelet.runtime.kill(pod)
 
     def uninstall(self) -> None:
-        """helm uninstall: delete the release's objects; then the garbage collector's part."""
+        """helm uninstall: delete the release's objects in Helm's uninstall order (known
+        kinds first, custom resources like the GregorCluster last); the operator stops
+        when its Deployment goes, as its pod would. Then the garbage collector's part."""
         assert self.client is not None
-        for obj in reversed(self.installed):
+        order = {kind: index for index, kind in enumerate(HELM_UNINSTALL_ORDER)}
+        ordered = sorted(self.installed, key=lambda o: order.get(o["kind"], len(order)))
+        for obj in ordered:
             self.delete(obj)
             if obj["kind"] == "Deployment":
                 self._stop_operator()

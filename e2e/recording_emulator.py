@@ -4,7 +4,7 @@ User-Agent, one JSON line per request.
 
 The local e2e mode runs the operator against it, so after a run the record holds every
 Kubernetes API call the operator made (kopf's aiohttp client and the ``kubernetes``
-client; the test harness's own urllib client is told apart by its User-Agent), and the
+client, told apart from the test harness's urllib client by their User-Agents), and the
 suite compares them with the chart's RBAC.
 
     python -m e2e.recording_emulator --port 18080 --kubeconfig kubeconfig --record calls.jsonl
@@ -29,7 +29,9 @@ from tests.kube.emulator import (
     kubeconfig,
 )
 
-HARNESS_AGENT = "Python-urllib"
+# The operator's two clients: kopf's aiohttp session and the ``kubernetes`` client. The
+# test harness (urllib), a person's curl while debugging, anything else: not the operator.
+OPERATOR_AGENTS = ("kopf/", "OpenAPI-Generator/")
 
 
 def rbac_verb(method: str, named: bool, watch: bool) -> str:
@@ -67,12 +69,14 @@ def _method(request: kmock.Request) -> str:
     return str(getattr(method, "value", method) or "GET").upper()
 
 
-def recorded_grants(record: Path, harness_agent: str = HARNESS_AGENT) -> set[tuple[str, str, str]]:
-    """(group, resource, verb) of every request not made by the test harness."""
+def recorded_grants(
+    record: Path, agents: tuple[str, ...] = OPERATOR_AGENTS
+) -> set[tuple[str, str, str]]:
+    """(group, resource, verb) of every request the operator's clients made."""
     grants = set()
     for line in record.read_text().splitlines():
         call = json.loads(line)
-        if not call["agent"].startswith(harness_agent):
+        if call["agent"].startswith(agents):
             grants.add((call["group"], call["resource"], call["verb"]))
     return grants
 
