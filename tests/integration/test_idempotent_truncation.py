@@ -157,7 +157,17 @@ def test_a_retried_batch_truncated_as_follower_is_appended_again(cluster_factory
     # 4. Broker 1 leads again; P2 retries its unacknowledged batch.
     _elect_preferred_leader(zookeeper)
     assert wait_for(lambda: _state(zookeeper)["leader"] == 1, 30)
-    error, offset = _produce(first.bootstrap, retried)
+    # Broker 1 learns its leadership from ZooKeeper moments after the znode says so; until
+    # then it answers NOT_LEADER_OR_FOLLOWER (nothing appended), which clients retry.
+    answers = []
+    assert wait_for(
+        lambda: (
+            answers.append(_produce(first.bootstrap, retried))
+            or answers[-1][0] != ErrorCode.not_leader_or_follower
+        ),
+        30,
+    ), answers
+    error, offset = answers[-1]
     # (wait_for may have sent P3's batch twice; the second was a duplicate, so the log
     # holds P3 once, at 1-5.)
     assert (error, offset) == (ErrorCode.none, 6), "the retry was not written again"
