@@ -43,7 +43,7 @@ FUZZ_ARGS ?=
 help:
 	@echo "make run     start a local Gregor cluster in the background (make stop stops it)"
 	@echo "make test    run the whole test suite"
-	@echo "make lint    ruff check + ruff format --check"
+	@echo "make lint    ruff check + ruff format --check + lint-imports (the layers)"
 	@echo "make bench   benchmark Gregor against tansu and this machine's limits (docs/performance.md)"
 	@echo "make pipeline-demo  the Spark clickstream pipeline against gregor local up (examples/clickstream)"
 	@echo "make format  ruff format + ruff check --fix"
@@ -124,9 +124,11 @@ manifests: venv
 pipeline-demo: deps venv
 	cd examples/clickstream && ../../$(BIN)/python demo.py
 
+# lint-imports checks the broker's layers (.importlinter; docs/design/architecture.md).
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 format: venv
 	$(BIN)/ruff format .

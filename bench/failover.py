@@ -25,7 +25,7 @@ from pathlib import Path
 
 from gregor_broker.cluster import zk_paths
 from gregor_broker.cluster.admin import ZkAdmin
-from gregor_broker.cluster.local_cluster import LocalCluster, zookeeper_client
+from gregor_broker.devtools.local_cluster import LocalCluster, zookeeper_client
 from gregor_broker.cluster.models import PartitionState
 
 RESULTS = Path(__file__).parent / "results"

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from gregor_broker.cluster.admin import ZkAdmin
-from gregor_broker.cluster.zookeeper_server import ZooKeeperServer, free_port
+from gregor_broker.devtools.zookeeper_server import ZooKeeperServer, free_port
 from gregor_broker.config import load_broker_config
 from gregor_broker.protocol.record_batch import build_batch
 from gregor_broker.protocol.records import Record, encode_record
@@ -81,13 +81,13 @@ async def _measure(
         router = broker.router
         ZkAdmin(broker.zk).create_topic(TOPIC, {0: [1]}, {})
         deadline = time.monotonic() + 30
-        while broker.replicas.partitions.get((TOPIC, 0)) is None or not _accepted(
+        while broker.replica_manager.partitions.get((TOPIC, 0)) is None or not _accepted(
             router(connection, frame)
         ):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"topic {TOPIC} never got a leader")
             await asyncio.sleep(0.1)
-        appended = broker.replicas.partitions[(TOPIC, 0)].log.log_end_offset
+        appended = broker.replica_manager.partitions[(TOPIC, 0)].log.log_end_offset
         results = []
         for _ in range(rounds):
             started = time.perf_counter()
@@ -95,7 +95,7 @@ async def _measure(
                 router(connection, frame)
             results.append((time.perf_counter() - started) / requests * 1e6)
             await asyncio.sleep(0)  # let the broker's own tasks run between rounds
-        written = broker.replicas.partitions[(TOPIC, 0)].log.log_end_offset - appended
+        written = broker.replica_manager.partitions[(TOPIC, 0)].log.log_end_offset - appended
         if written != requests * rounds * records:  # every measured request appended
             raise RuntimeError(f"{written} of {requests * rounds * records} records were appended")
         return results

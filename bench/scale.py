@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gregor_broker.cluster.local_cluster import LocalCluster
+from gregor_broker.devtools.local_cluster import LocalCluster
 from gregor_broker.protocol import entities
 from gregor_broker.protocol.wire import read_unsigned_varint
 

@@ -25,8 +25,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from gregor_broker.cluster.local_cluster import BrokerProcess, LocalCluster
-from gregor_broker.cluster.zookeeper_server import ZooKeeperServer, free_port
+from gregor_broker.devtools.local_cluster import BrokerProcess, LocalCluster
+from gregor_broker.devtools.zookeeper_server import ZooKeeperServer, free_port
 
 HOST = "127.0.0.1"
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

@@ -34,7 +34,7 @@ from tests.kube.emulator import BUILTIN_RESOURCES, crd_documents
 from tests.kube.kubelet import Kubelet, ProcessRuntime
 from tests.kube.podman_runtime import PodmanRuntime, podman_usable
 
-from gregor_broker.cluster.zookeeper_server import ZooKeeperServer, free_port
+from gregor_broker.devtools.zookeeper_server import ZooKeeperServer, free_port
 
 from .load import AcksAllProducer, IsrWatcher, all_in_sync, consume_all
 

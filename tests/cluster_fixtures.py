@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from gregor_broker.cluster.local_cluster import BrokerProcess, LocalCluster
+from gregor_broker.devtools.local_cluster import BrokerProcess, LocalCluster
 
 REGISTRATION_TIMEOUT = 30.0
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gregor_broker.cluster.zookeeper_server import ZooKeeperServer
+from gregor_broker.devtools.zookeeper_server import ZooKeeperServer
 
 
 @pytest.fixture(scope="session")

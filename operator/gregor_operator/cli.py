@@ -70,7 +70,7 @@ def parser() -> argparse.ArgumentParser:
 
 def plan_command(args: argparse.Namespace) -> int:
     from gregor_broker.cluster.admin import ZkAdmin
-    from gregor_broker.cluster.local_cluster import zookeeper_client
+    from gregor_broker.devtools.local_cluster import zookeeper_client
     from gregor_operator.planners.rebalance import PlanRefused
     from gregor_operator.rebalancing import compute_plan, describe, read_cluster
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from gregor_broker.cluster.admin import ZkAdmin
-from gregor_broker.cluster.local_cluster import BrokerProcess, log_tail, zookeeper_client
-from gregor_broker.cluster.zookeeper_server import ZooKeeperServer
+from gregor_broker.devtools.local_cluster import BrokerProcess, log_tail, zookeeper_client
+from gregor_broker.devtools.zookeeper_server import ZooKeeperServer
 
 from ..integration import netns
 

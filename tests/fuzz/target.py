@@ -24,8 +24,8 @@ from pathlib import Path
 
 import confluent_kafka
 
-from gregor_broker.cluster.local_cluster import BrokerProcess, log_tail
-from gregor_broker.cluster.zookeeper_server import ZooKeeperServer
+from gregor_broker.devtools.local_cluster import BrokerProcess, log_tail
+from gregor_broker.devtools.zookeeper_server import ZooKeeperServer
 
 from ..integration.broker_helpers import create_topic
 from ..seeded_run import BackgroundLoop

@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from deploy.images import PODMAN, ROOT, RUN_LIMITS, image_digest, source_digest
 
-from gregor_broker.cluster.zookeeper_server import ZooKeeperServer, free_port
+from gregor_broker.devtools.zookeeper_server import ZooKeeperServer, free_port
 
 from ..integration.broker_helpers import wait_for
 

@@ -14,9 +14,9 @@ import confluent_kafka
 from kazoo.client import KazooClient
 
 from gregor_broker.cluster.admin import ZkAdmin
+from gregor_broker.cluster.client_quotas import entity_path
 from gregor_broker.protocol import entities
 from gregor_broker.protocol.wire import read_unsigned_varint
-from gregor_broker.server.quotas import entity_path
 
 from .broker_helpers import host_port, read_response
 

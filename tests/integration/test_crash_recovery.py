@@ -15,7 +15,7 @@ from pathlib import Path
 import confluent_kafka
 import confluent_kafka.admin
 
-from gregor_broker.cluster.zookeeper_server import free_port
+from gregor_broker.devtools.zookeeper_server import free_port
 
 TOPIC = "crashy"
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from gregor_broker.cluster.zookeeper_server import free_port
+from gregor_broker.devtools.zookeeper_server import free_port
 from gregor_broker.protocol.record_batch import HEADER_SIZE, read_header
 from gregor_broker.protocol.records import Record, make_batch
 from gregor_broker.replication.client import BrokerClient

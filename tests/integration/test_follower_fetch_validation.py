@@ -25,7 +25,7 @@ import confluent_kafka.admin
 from kio.schema.errors import ErrorCode
 
 from gregor_broker.cluster import zk_paths
-from gregor_broker.cluster.local_cluster import zookeeper_client
+from gregor_broker.devtools.local_cluster import zookeeper_client
 from gregor_broker.replication.client import BrokerClient
 
 from .broker_helpers import create_topic, host_port, produce_values, wait_for

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from gregor_broker.cluster.zookeeper_server import free_port
+from gregor_broker.devtools.zookeeper_server import free_port
 
 from .broker_helpers import api_versions_request, host_port, read_response, scrape
 

@@ -23,7 +23,7 @@ from collections import Counter
 import confluent_kafka
 import pytest
 
-from gregor_broker.cluster.zookeeper_server import free_port
+from gregor_broker.devtools.zookeeper_server import free_port
 
 from .group_helpers import create_topic
 

@@ -28,7 +28,7 @@ from kio.schema.errors import ErrorCode
 
 from gregor_broker.cluster import zk_paths
 from gregor_broker.cluster.admin import ZkAdmin
-from gregor_broker.cluster.local_cluster import zookeeper_client
+from gregor_broker.devtools.local_cluster import zookeeper_client
 from gregor_broker.protocol.records import Record, make_batch
 from gregor_broker.replication.client import BrokerClient
 

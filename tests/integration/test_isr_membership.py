@@ -15,8 +15,8 @@ import time
 import confluent_kafka.admin
 
 from gregor_broker.cluster.admin import ZkAdmin
-from gregor_broker.cluster.local_cluster import zookeeper_client
 from gregor_broker.cluster.models import PartitionState
+from gregor_broker.devtools.local_cluster import zookeeper_client
 
 from .broker_helpers import produce_values, wait_for
 

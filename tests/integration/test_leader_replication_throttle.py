@@ -23,7 +23,7 @@ from confluent_kafka.admin import NewTopic
 from gregor_broker.cli.main import main as gregor
 from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.cluster.models import TopicAssignment
-from gregor_broker.cluster.zookeeper_server import free_port
+from gregor_broker.devtools.zookeeper_server import free_port
 from gregor_broker.replication.throttle import (
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gregor_broker.cluster.local_cluster import pid_running
-from gregor_broker.cluster.zookeeper_server import free_port
+from gregor_broker.devtools.local_cluster import pid_running
+from gregor_broker.devtools.zookeeper_server import free_port
 
 
 def gregor(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

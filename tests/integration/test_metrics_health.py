@@ -6,8 +6,8 @@ import time
 import urllib.error
 import urllib.request
 
-from gregor_broker.cluster.local_cluster import BrokerProcess
-from gregor_broker.cluster.zookeeper_server import ZooKeeperServer, free_port
+from gregor_broker.devtools.local_cluster import BrokerProcess
+from gregor_broker.devtools.zookeeper_server import ZooKeeperServer, free_port
 
 from .broker_helpers import consume_values, create_topic, produce_values, scrape, wait_for
 from .quota_helpers import set_quota, zk_admin

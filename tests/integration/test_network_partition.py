@@ -30,9 +30,9 @@ from pathlib import Path
 import pytest
 
 from gregor_broker.cluster.admin import ZkAdmin
-from gregor_broker.cluster.local_cluster import BrokerProcess, log_tail, zookeeper_client
 from gregor_broker.cluster.models import PartitionState
-from gregor_broker.cluster.zookeeper_server import ZooKeeperServer
+from gregor_broker.devtools.local_cluster import BrokerProcess, log_tail, zookeeper_client
+from gregor_broker.devtools.zookeeper_server import ZooKeeperServer
 
 from . import netns
 from .broker_helpers import create_topic, wait_for

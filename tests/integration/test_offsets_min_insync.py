@@ -15,7 +15,7 @@ import threading
 
 import confluent_kafka
 
-from gregor_broker.cluster.local_cluster import zookeeper_client
+from gregor_broker.devtools.local_cluster import zookeeper_client
 
 from .broker_helpers import create_topic, wait_for
 from .group_helpers import committed_offsets

@@ -13,7 +13,7 @@ import time
 import confluent_kafka
 import pytest
 
-from gregor_broker.cluster.zookeeper_server import free_port
+from gregor_broker.devtools.zookeeper_server import free_port
 
 from .group_helpers import committed_offsets, create_topic, produce
 

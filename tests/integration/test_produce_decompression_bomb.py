@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from gregor_broker.cluster.local_cluster import BrokerProcess
+from gregor_broker.devtools.local_cluster import BrokerProcess
 
 from .broker_helpers import create_topic
 from .produce_crafting import batch_around, log_end_offset, produce, zstd_bomb

@@ -35,7 +35,7 @@ def validating_broker(zookeeper, tmp_path_factory):
     """One broker for the module (each test uses its own topic)."""
     import uuid
 
-    from gregor_broker.cluster.local_cluster import BrokerProcess
+    from gregor_broker.devtools.local_cluster import BrokerProcess
 
     broker = BrokerProcess(
         broker_id=1,

@@ -13,7 +13,7 @@ import time
 import confluent_kafka
 import pytest
 
-from gregor_broker.server.handlers.client_quotas import read_all_quota_configs
+from gregor_broker.cluster.client_quotas import read_all_quota_configs
 from gregor_broker.server.quotas import ANONYMOUS
 
 from .broker_helpers import create_topic

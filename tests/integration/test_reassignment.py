@@ -16,7 +16,7 @@ import confluent_kafka.admin
 
 from gregor_broker.cli.main import main as gregor
 from gregor_broker.cluster.admin import ZkAdmin
-from gregor_broker.cluster.local_cluster import zookeeper_client
+from gregor_broker.devtools.local_cluster import zookeeper_client
 
 from .broker_helpers import wait_for
 from .durability import NumberedProducer, lost_messages

@@ -20,7 +20,7 @@ import time
 from kazoo.exceptions import NoNodeError
 
 from gregor_broker.cluster import zk_paths
-from gregor_broker.cluster.local_cluster import zookeeper_client
+from gregor_broker.devtools.local_cluster import zookeeper_client
 
 from .broker_helpers import wait_for
 

@@ -10,7 +10,7 @@ import time
 
 import confluent_kafka
 
-from gregor_broker.cluster.zookeeper_server import free_port
+from gregor_broker.devtools.zookeeper_server import free_port
 
 from .broker_helpers import scrape
 

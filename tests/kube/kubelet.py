@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gregor_broker.cluster.zookeeper_server import free_port
+from gregor_broker.devtools.zookeeper_server import free_port
 from tests.kube.client import ApiError, KubeClient
 
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"

@@ -22,7 +22,7 @@ from typing import Any
 
 from deploy.images import PODMAN, RUN_LIMITS
 
-from gregor_broker.cluster.zookeeper_server import free_port
+from gregor_broker.devtools.zookeeper_server import free_port
 from tests.kube.kubelet import ProcessRuntime, RunningPod, resolve_env
 
 

@@ -14,7 +14,7 @@ import confluent_kafka
 import pytest
 
 from gregor_broker.cluster.admin import ZkAdmin
-from gregor_broker.cluster.local_cluster import zookeeper_client
+from gregor_broker.devtools.local_cluster import zookeeper_client
 
 API = "gregor.dev/v1alpha1"
 MIN_ISR = 2

@@ -9,8 +9,8 @@ import sys
 import urllib.request
 
 from gregor_broker.cluster.admin import ZkAdmin
-from gregor_broker.cluster.local_cluster import zookeeper_client
-from gregor_broker.cluster.zookeeper_server import free_port
+from gregor_broker.devtools.local_cluster import zookeeper_client
+from gregor_broker.devtools.zookeeper_server import free_port
 from tests.kube.client import KubeClient
 
 REPO = __file__.rsplit("/tests/", 1)[0]

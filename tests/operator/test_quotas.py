@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from gregor_broker.cluster.admin import ZkAdmin
-from gregor_broker.cluster.local_cluster import zookeeper_client
+from gregor_broker.devtools.local_cluster import zookeeper_client
 from tests.integration.broker_helpers import create_topic
 from tests.integration.quota_helpers import ProducerLoop
 

@@ -7,7 +7,7 @@ import json
 import time
 
 from gregor_broker.cluster.admin import ZkAdmin
-from gregor_broker.cluster.local_cluster import zookeeper_client
+from gregor_broker.devtools.local_cluster import zookeeper_client
 from gregor_operator.cli import main as operator_cli
 
 API = "gregor.dev/v1alpha1"

@@ -9,9 +9,9 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from gregor_broker.cluster.admin import ZkAdmin
-from gregor_broker.cluster.local_cluster import BrokerProcess, zookeeper_client
 from gregor_broker.cluster.placement import assign_replicas
-from gregor_broker.cluster.zookeeper_server import ZooKeeperServer
+from gregor_broker.devtools.local_cluster import BrokerProcess, zookeeper_client
+from gregor_broker.devtools.zookeeper_server import ZooKeeperServer
 
 API = "gregor.dev/v1alpha1"
 

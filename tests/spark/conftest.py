@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gregor_broker.cluster.local_cluster import BrokerProcess
+from gregor_broker.devtools.local_cluster import BrokerProcess
 from tests.integration.group_helpers import GROUP_BROKER_PROPERTIES
 
 pyspark = pytest.importorskip(

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from gregor_broker.server.quotas import (
-    ANONYMOUS,
+from gregor_broker.cluster.client_quotas import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
-    ClientQuotaManager,
-    QuotaConfigs,
-    SampledRate,
     entity_path,
     parse_entity_path,
-    throttle_time_ms,
 )
+from gregor_broker.server.quotas import ANONYMOUS, ClientQuotaManager, QuotaConfigs
+from gregor_broker.stats import SampledRate, throttle_time_ms
 
 D = "<default>"
 # Kafka's eight levels, most specific first, for user "alice" and client id "bulk".

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from gregor_broker.metrics import LATENCY_BUCKETS, LatencyHistogram, MetricsServer
+from gregor_broker.server.metrics import MetricsServer
+from gregor_broker.stats import LATENCY_BUCKETS, LatencyHistogram
 
 
 def _partition(leader: int, isr: tuple[int, ...], min_isr: int) -> SimpleNamespace:
@@ -13,7 +14,7 @@ def _partition(leader: int, isr: tuple[int, ...], min_isr: int) -> SimpleNamespa
 
 
 def _server(partitions: dict) -> MetricsServer:
-    broker = SimpleNamespace(broker_id=2, replicas=SimpleNamespace(partitions=partitions))
+    broker = SimpleNamespace(broker_id=2, replica_manager=SimpleNamespace(partitions=partitions))
     server = MetricsServer.__new__(MetricsServer)
     server.broker = broker  # type: ignore[assignment]
     return server

@@ -16,14 +16,15 @@ from typing import Any
 
 from gregor_broker.cli import kafka_api, zk_target
 from gregor_broker.cli.kafka_api import ToolError
-from gregor_broker.cluster.zk_paths import DEFAULT_ENTITY
-from gregor_broker.server.handlers.client_quotas import (
+from gregor_broker.cluster.client_quotas import (
+    QUOTA_KEYS,
     InvalidQuotaRequest,
     alter_quota_config,
     read_all_quota_configs,
     validate_quota_value,
 )
-from gregor_broker.server.quotas import QUOTA_KEYS
+from gregor_broker.cluster.zk_paths import DEFAULT_ENTITY
+from gregor_broker.config import InvalidConfig, validate_dynamic_broker_configs
 
 EXAMPLES = """\
 examples:
@@ -204,8 +205,6 @@ def _zk_broker_default(args: argparse.Namespace) -> dict[str, str]:
 def _alter_broker_default(
     args: argparse.Namespace, additions: dict[str, str], deletions: list[str]
 ) -> int:
-    from gregor_broker.config import InvalidConfig, validate_dynamic_broker_configs
-
     try:
         with zk_target.connect(args) as admin:
             path = f"brokers/{DEFAULT_ENTITY}"

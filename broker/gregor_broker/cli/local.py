@@ -3,7 +3,7 @@
 ``up`` starts it (in the foreground, or detached with ``--detach``), ``status`` reports on
 it and ``down`` stops it. ``up`` records pids and ports in ``<data-dir>/cluster.json`` so
 that ``status`` and ``down`` work from another shell. The processes themselves are
-managed by ``gregor_broker.cluster.local_cluster``.
+managed by ``gregor_broker.devtools.local_cluster``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gregor_broker.cluster.local_cluster import (
+from gregor_broker.devtools.local_cluster import (
     BROKER_CMDLINE_MARKER,
     ZOOKEEPER_CMDLINE_MARKER,
     BrokerStartError,
@@ -31,7 +31,7 @@ from gregor_broker.cluster.local_cluster import (
     terminate_pids,
     zookeeper_client,
 )
-from gregor_broker.cluster.zookeeper_server import ZooKeeperNotInstalled, four_letter_word
+from gregor_broker.devtools.zookeeper_server import ZooKeeperNotInstalled, four_letter_word
 
 DEFAULT_DATA_DIR = Path(".gregor")
 STATE_FILE = "cluster.json"

@@ -16,21 +16,19 @@ import argparse
 import sys
 
 from gregor_broker.cli import zk_target
-from gregor_broker.cluster.zk_paths import DEFAULT_ENTITY
-from gregor_broker.server.handlers.client_quotas import (
-    InvalidQuotaRequest,
-    alter_quota_config,
-    read_all_quota_configs,
-    validate_quota_value,
-)
-from gregor_broker.server.quotas import (
+from gregor_broker.cluster.client_quotas import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
     QUOTA_KEYS,
     REQUEST_PERCENTAGE,
     Entity,
+    InvalidQuotaRequest,
+    alter_quota_config,
     describe_entity,
+    read_all_quota_configs,
+    validate_quota_value,
 )
+from gregor_broker.cluster.zk_paths import DEFAULT_ENTITY
 
 EXAMPLES = """\
 examples:

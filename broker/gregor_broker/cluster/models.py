@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import parse_listener
+
 
 class ZkDataError(ValueError):
     """A znode's content is not the JSON Kafka would have written there."""
@@ -123,8 +125,6 @@ class BrokerRegistration:
 
     def endpoint_tuples(self) -> list[tuple[str, str, int]]:
         """``(listener name, host, port)`` for each endpoint."""
-        from gregor_broker.config import parse_listener
-
         return [parse_listener(e) for e in self.endpoints]
 
     def security_protocol(self, listener_name: str) -> str:

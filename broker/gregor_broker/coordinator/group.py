@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from .consumer_protocol import subscription_topics
 from .records import OffsetAndMetadata
 
 
@@ -199,8 +200,6 @@ class Group:
         and every subscription parses; None when unknown."""
         if self.protocol_type != "consumer" or self.protocol_name is None:
             return None
-        from .consumer_protocol import subscription_topics
-
         topics: set[str] = set()
         for member in self.members.values():
             try:

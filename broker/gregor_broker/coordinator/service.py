@@ -8,14 +8,17 @@ This is the I/O side of the group coordinator; the rules are in
   min(``offsets.topic.replication.factor``, live brokers), ``cleanup.policy=compact``);
 - finding a group's coordinator: the leader of partition
   ``abs(java_hashcode(group_id)) % partitions``;
-- appending the coordinator's records to the group's partition through the replica
-  manager, as a leader appends any produced batch;
+- appending the coordinator's records to the group's partition through a
+  ``PartitionWriter`` (the replica manager), as a leader appends any produced batch;
 - loading a partition's groups and offsets when this broker becomes its leader (the
   replica manager's leadership listener), by replaying the log in offset order so the
   latest value of each key wins (the log does not compact yet), and unloading them when
   leadership moves away;
 - the timer that drives sessions and rebalances, and offset retention;
 - producer ids for InitProducerId (``producer_ids.py``).
+
+It is given narrow seams (``partition_writer.py``), never the broker object, so it sits
+below the server layer: the broker wires it to its replica manager and topic admin.
 """
 
 from __future__ import annotations
@@ -25,22 +28,21 @@ import contextlib
 import logging
 import os
 import time
-from typing import TYPE_CHECKING
 
+from kazoo.client import KazooClient
 from kio.schema.errors import ErrorCode
 
-from ..cluster.metadata_cache import BrokerInfo
-from ..log.partition_log import AppendResult
+from ..cluster.metadata_cache import BrokerInfo, MetadataCache
+from ..config import BrokerConfig
+from ..log.partition_log import AppendResult, PartitionLog
+from ..protocol.errors import KafkaError
 from ..protocol.record_batch import InvalidBatch, scan_batches
 from ..protocol.records import Record, iter_batch_records, make_batch
+from ..replication.partition import Partition
 from .group_coordinator import CoordinatorConfig, GroupCoordinator, Records
+from .partition_writer import InternalTopicCreator, PartitionWriter
 from .producer_ids import ProducerIdManager
 from .records import OFFSETS_TOPIC, LoadedPartition, replay
-
-if TYPE_CHECKING:
-    from ..log.partition_log import PartitionLog
-    from ..server.broker import Broker
-    from ..server.replica_manager import Partition
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +59,18 @@ class CoordinatorUnavailable(Exception):
 
 
 class CoordinatorService:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        config = broker.config
+    def __init__(
+        self,
+        config: BrokerConfig,
+        metadata: MetadataCache,
+        partition_writer: PartitionWriter,
+        topic_creator: InternalTopicCreator,
+    ) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.metadata = metadata
+        self.partition_writer = partition_writer
+        self.topic_creator = topic_creator
         self.groups = GroupCoordinator(
             CoordinatorConfig(
                 num_partitions=config.offsets_topic_num_partitions,
@@ -75,12 +86,11 @@ class CoordinatorService:
         self.last_append: dict[int, AppendResult] = {}
         self._create_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
-        broker.replicas.leadership_listeners.append(self.on_leadership_change)
+        partition_writer.leadership_listeners.append(self.on_leadership_change)
 
     # -- lifecycle ----------------------------------------------------------------------
-    def start(self) -> None:
-        assert self.broker.zk is not None
-        self.producer_ids = ProducerIdManager(self.broker.zk, self.broker.broker_id)
+    def start(self, zk: KazooClient) -> None:
+        self.producer_ids = ProducerIdManager(zk, self.broker_id)
         self._tasks = [
             asyncio.create_task(self._tick_forever()),
             asyncio.create_task(self._expire_offsets_forever()),
@@ -103,7 +113,7 @@ class CoordinatorService:
                 log.exception("group coordinator timer failed")
 
     async def _expire_offsets_forever(self) -> None:
-        interval = max(self.broker.config.offsets_retention_check_interval_ms, 100) / 1000
+        interval = max(self.config.offsets_retention_check_interval_ms, 100) / 1000
         while True:
             await asyncio.sleep(interval)
             try:
@@ -116,25 +126,23 @@ class CoordinatorService:
     # -- __consumer_offsets ---------------------------------------------------------------
     async def ensure_offsets_topic(self, timeout_s: float = 10.0) -> bool:
         """Create ``__consumer_offsets`` if needed; True once every partition has a leader."""
-        metadata = self.broker.metadata
+        metadata = self.metadata
         if OFFSETS_TOPIC not in metadata.topics:
             async with self._create_lock:
                 if OFFSETS_TOPIC not in metadata.topics:
                     await self._create_offsets_topic()
-        return await self.broker.topic_admin.wait_for_leaders([OFFSETS_TOPIC], timeout_s)
+        return await self.topic_creator.wait_for_leaders([OFFSETS_TOPIC], timeout_s)
 
     async def _create_offsets_topic(self) -> None:
-        from ..server.topic_admin import TopicAdminError
-
-        config = self.broker.config
-        live = max(len(self.broker.metadata.brokers), 1)
+        config = self.config
+        live = max(len(self.metadata.brokers), 1)
         replication_factor = min(config.offsets_topic_replication_factor, live)
         configs = {
             "cleanup.policy": "compact",
             "compression.type": "producer",
             "segment.bytes": str(config.offsets_topic_segment_bytes),
         }
-        admin = self.broker.topic_admin
+        admin = self.topic_creator
         try:
             plan = admin.plan_topic(
                 OFFSETS_TOPIC,
@@ -150,12 +158,12 @@ class CoordinatorService:
                 len(plan),
                 replication_factor,
             )
-        except TopicAdminError as error:
+        except KafkaError as error:  # topic admin's TopicAdminError
             if error.error_code is not ErrorCode.topic_already_exists:
                 raise CoordinatorUnavailable(str(error)) from error
 
     def coordinator_for_group(self, group_id: str) -> BrokerInfo:
-        metadata = self.broker.metadata
+        metadata = self.metadata
         topic = metadata.topics.get(OFFSETS_TOPIC)
         if topic is None or not topic.partitions:
             raise CoordinatorUnavailable(f"{OFFSETS_TOPIC} does not exist yet")
@@ -172,8 +180,6 @@ class CoordinatorService:
 
     # -- the Store the coordinator writes through -----------------------------------------
     def append(self, group_id: str, records: Records) -> ErrorCode:
-        from ..server.replica_manager import PartitionError
-
         partition = self.groups.partition_for(group_id)
         batch = make_batch(
             [Record(i, 0, key, value) for i, (key, value) in enumerate(records)],
@@ -183,8 +189,8 @@ class CoordinatorService:
             # acks=all, like Kafka's offsets.commit.required.acks=-1: min.insync.replicas
             # holds for commits too, or a commit acknowledged by a lone in-sync leader is
             # lost when that leader goes (found by the chaos campaign, seed 101).
-            result = self.broker.replicas.append(OFFSETS_TOPIC, partition, batch, -1)
-        except PartitionError as error:
+            result = self.partition_writer.append(OFFSETS_TOPIC, partition, batch, -1)
+        except KafkaError as error:  # the replica manager's PartitionError
             log.warning(
                 "cannot write to %s-%d for group %s: %s", OFFSETS_TOPIC, partition, group_id, error
             )
@@ -205,14 +211,12 @@ class CoordinatorService:
     async def wait_for_replication(self, group_id: str) -> ErrorCode:
         """Kafka acknowledges commits once the offsets partition's ISR has them
         (acks=all, ``offsets.commit.timeout.ms``)."""
-        replicas = self.broker.replicas
-        wait = getattr(replicas, "wait_for_replication", None)
         partition = self.groups.partition_for(group_id)
         result = self.last_append.get(partition)
-        if wait is None or result is None:
+        if result is None:
             return ErrorCode.none
-        error = await wait(
-            OFFSETS_TOPIC, partition, result, self.broker.config.offsets_commit_timeout_ms / 1000
+        error = await self.partition_writer.wait_for_replication(
+            OFFSETS_TOPIC, partition, result, self.config.offsets_commit_timeout_ms / 1000
         )
         if error in (ErrorCode.not_leader_or_follower, ErrorCode.not_enough_replicas_after_append):
             return ErrorCode.not_coordinator
@@ -224,11 +228,11 @@ class CoordinatorService:
     def on_leadership_change(self, partition: Partition) -> None:
         if partition.topic != OFFSETS_TOPIC:
             return
-        topic = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        topic = self.metadata.topics.get(OFFSETS_TOPIC)
         if topic is not None and topic.partitions:
             self.groups.num_partitions = len(topic.partitions)
         index = partition.index
-        if partition.leader == self.broker.broker_id:
+        if partition.leader == self.broker_id:
             if index in self.groups.owned_partitions or index in self.groups.loading_partitions:
                 return
             self.groups.begin_loading(index)

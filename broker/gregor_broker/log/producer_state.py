@@ -39,14 +39,11 @@ import os
 import weakref
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
 from ..protocol.record_batch import HEADER_SIZE, BatchHeader, read_header
-
-if TYPE_CHECKING:
-    from .partition_log import PartitionLog
+from .partition_log import PartitionLog
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1

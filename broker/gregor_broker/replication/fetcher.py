@@ -15,18 +15,34 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
+from ..cluster.metadata_cache import MetadataCache
 from ..log.checkpoints import UNDEFINED_EPOCH
-from ..protocol.record_batch import InvalidBatch, peek_offset_and_length, scan_batches
+from ..protocol.record_batch import BatchHeader, InvalidBatch, peek_offset_and_length, scan_batches
 from .client import BrokerClient, BrokerConnectionError
+from .partition import Partition
+from .replication_config import ReplicationConfig
 from .throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, ByteBudget, is_throttled, parse_rate
 
-if TYPE_CHECKING:
-    from ..server.replica_manager import ReplicaManager
-    from .partition import Partition
+
+class FollowerLogs(Protocol):
+    """What the fetchers need from the replica manager (which owns them): its broker id,
+    settings and metadata, and the follower's side of the log (append, fail the dir)."""
+
+    broker_id: int
+    metadata: MetadataCache
+    replication_config: ReplicationConfig
+    truncate_to_high_watermark: bool
+
+    def storage_failed(self, partition: Partition, error: OSError) -> Exception: ...
+
+    def append_as_follower(
+        self, partition: Partition, buffer: bytearray, headers: list[BatchHeader]
+    ) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +82,7 @@ class ReplicaFetcher:
 
     def __init__(
         self,
-        manager: ReplicaManager,
+        manager: FollowerLogs,
         leader_id: int,
         address: Callable[[int], tuple[str, int] | None],
     ) -> None:
@@ -351,7 +367,7 @@ class ReplicaFetcher:
 class ReplicaFetcherManager:
     """Keeps one fetcher per leader and the partitions each one follows."""
 
-    def __init__(self, manager: ReplicaManager) -> None:
+    def __init__(self, manager: FollowerLogs) -> None:
         self.manager = manager
         self.fetchers: dict[int, ReplicaFetcher] = {}
 

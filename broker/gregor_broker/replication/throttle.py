@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ..server.quotas import SampledRate, throttle_time_ms
+from ..stats import SampledRate, throttle_time_ms
 
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 LEADER_RATE = "leader.replication.throttled.rate"

@@ -34,12 +34,13 @@ from ..cluster.models import BrokerRegistration
 from ..config import BrokerConfig, log_config_for
 from ..coordinator.service import CoordinatorService
 from ..log.log_manager import LogManager
-from ..metrics import MetricsServer
+from ..replication.replica_manager import ReplicaManager
+from ..replication.replication_config import ReplicationConfig
 from .connection import Connection, SendfileCounter
 from .fetch_sessions import FetchSessionCache
 from .handlers import API_TABLE
+from .metrics import MetricsServer
 from .quotas import ClientQuotaManager, QuotaConfigs
-from .replica_manager import ReplicaManager, ReplicationConfig
 from .request_router import RequestRouter
 from .topic_admin import TopicAdmin
 
@@ -157,7 +158,7 @@ class Broker:
         topic_configs = await asyncio.to_thread(self._read_all_topic_configs)
         self.logs.load(lambda topic: log_config_for(config, topic_configs.get(topic, {})))
 
-        self.replicas = ReplicaManager(
+        self.replica_manager = ReplicaManager(
             config.broker_id,
             self.logs,
             self.metadata,
@@ -168,9 +169,11 @@ class Broker:
         )
         # After the replica manager's own listener: its partitions go offline first.
         self.logs.dir_failure_listeners.append(self._on_log_dir_failure)
-        self.topic_admin = TopicAdmin(self, self.zk_admin)
+        self.topic_admin = TopicAdmin(config, self.metadata, self.zk_admin)
         # Before metadata arrives: it listens for __consumer_offsets leadership.
-        self.coordinator = CoordinatorService(self)
+        self.coordinator = CoordinatorService(
+            config, self.metadata, self.replica_manager, self.topic_admin
+        )
         self.metadata.listeners.append(self._schedule_reconcile)
         self.watcher = ZooKeeperMetadataWatcher(self.zk, self.metadata, loop)
         await asyncio.to_thread(self.watcher.start)
@@ -196,7 +199,7 @@ class Broker:
             leader_imbalance_check_interval_s=config.leader_imbalance_check_interval_seconds,
         )
         await asyncio.to_thread(self.controller.start)
-        self.coordinator.start()
+        self.coordinator.start(self.zk)
         self._tasks = [
             asyncio.create_task(
                 self._every(config.log_retention_check_interval_ms, self._retention)
@@ -207,7 +210,9 @@ class Broker:
             ),
             asyncio.create_task(self._every(1000, self._roll)),
             asyncio.create_task(
-                self._every(config.replica_lag_time_max_ms // 2, self.replicas.shrink_lagging_isrs)
+                self._every(
+                    config.replica_lag_time_max_ms // 2, self.replica_manager.shrink_lagging_isrs
+                )
             ),
         ]
         self.started.set()
@@ -293,7 +298,7 @@ class Broker:
     def _reconcile(self) -> None:
         self._reconcile_scheduled = False
         try:
-            self.replicas.reconcile(self.metadata.take_changed_topics())
+            self.replica_manager.reconcile(self.metadata.take_changed_topics())
         except Exception:
             log.exception("applying metadata to local partitions failed")
 
@@ -420,7 +425,7 @@ class Broker:
         started = time.monotonic()
         if self.controller is not None:
             await asyncio.to_thread(self.controller.stop)
-        if self.zk is not None and self.zk.connected and getattr(self, "replicas", None):
+        if self.zk is not None and self.zk.connected and getattr(self, "replica_manager", None):
             await self._controlled_shutdown()
         for task in self._tasks:
             task.cancel()
@@ -428,8 +433,8 @@ class Broker:
             await self.coordinator.stop()
         if self.metrics_server is not None:
             await self.metrics_server.stop()
-        if getattr(self, "replicas", None) is not None:
-            await self.replicas.stop()
+        if getattr(self, "replica_manager", None) is not None:
+            await self.replica_manager.stop()
         if getattr(self, "watcher", None) is not None:
             self.watcher.stop()
         if self.server is not None:

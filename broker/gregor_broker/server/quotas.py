@@ -27,14 +27,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..cluster.zk_paths import DEFAULT_ENTITY, desanitize, sanitize
-
-PRODUCER_BYTE_RATE = "producer_byte_rate"
-CONSUMER_BYTE_RATE = "consumer_byte_rate"
-REQUEST_PERCENTAGE = "request_percentage"
-QUOTA_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE)
-# Kafka stores the byte rates as longs and request_percentage as a double.
-INTEGRAL_QUOTA_KEYS = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE})
+from ..cluster.client_quotas import (
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    QUOTA_KEYS,
+    REQUEST_PERCENTAGE,
+    Entity,
+    parse_entity_path,
+)
+from ..cluster.zk_paths import DEFAULT_ENTITY
+from ..stats import SampledRate, throttle_time_ms
 
 # The principal of every client until authentication exists (Kafka's unauthenticated user).
 ANONYMOUS = "ANONYMOUS"
@@ -45,57 +47,7 @@ FETCH_KEY = 1
 # able to learn what it may send).
 REQUEST_QUOTA_EXEMPT = frozenset({18})
 
-UserName = str | None  # None: the entity has no user part
-ClientName = str | None  # None: the entity has no client-id part
-Entity = tuple[UserName, ClientName]
 Tags = tuple[str, str]  # (user, client-id) of the group that shares one quota; "" = any
-
-
-# -- entity paths --------------------------------------------------------------------------
-
-
-def entity_path(user: UserName, client_id: ClientName) -> str:
-    """``users/<u>``, ``clients/<c>`` or ``users/<u>/clients/<c>`` (names sanitized,
-    ``<default>`` kept), as under ``/config`` and in ``/config/changes`` notifications."""
-    if user is None and client_id is None:
-        raise ValueError("a quota entity needs a user, a client id, or both")
-    parts = []
-    if user is not None:
-        parts.append(f"users/{_sanitize(user)}")
-    if client_id is not None:
-        parts.append(f"clients/{_sanitize(client_id)}")
-    return "/".join(parts)
-
-
-def parse_entity_path(path: str) -> Entity:
-    """Inverse of :func:`entity_path`; ValueError for anything that is not a quota entity."""
-    parts = path.strip("/").split("/")
-    if len(parts) == 2 and parts[0] == "users":
-        return _desanitize(parts[1]), None
-    if len(parts) == 2 and parts[0] == "clients":
-        return None, _desanitize(parts[1])
-    if len(parts) == 4 and parts[0] == "users" and parts[2] == "clients":
-        return _desanitize(parts[1]), _desanitize(parts[3])
-    raise ValueError(f"not a client quota entity path: {path!r}")
-
-
-def _sanitize(name: str) -> str:
-    return name if name == DEFAULT_ENTITY else sanitize(name)
-
-
-def _desanitize(name: str) -> str:
-    return name if name == DEFAULT_ENTITY else desanitize(name)
-
-
-def describe_entity(entity: Entity) -> str:
-    """``user=alice, client-id=<default>``: how CLIs and logs name an entity."""
-    user, client_id = entity
-    parts = []
-    if user is not None:
-        parts.append(f"user={user}")
-    if client_id is not None:
-        parts.append(f"client-id={client_id}")
-    return ", ".join(parts)
 
 
 # -- resolution ----------------------------------------------------------------------------
@@ -167,84 +119,6 @@ class QuotaConfigs:
                 if value is not None:
                     return tags, value
         return None
-
-
-# -- rates ---------------------------------------------------------------------------------
-
-
-class SampledRate:
-    """Kafka's ``Rate`` over a ``SampledStat``: a sum per sample window, divided by the
-    time the retained samples cover, padded so that a client that has only just started
-    is not measured over a few milliseconds.
-
-    Gregor differs from Kafka in the padding. Kafka pads to ``samples - 1`` whole windows,
-    which lets a client that starts at full speed send ``samples - 1`` windows' worth of
-    quota at once; when that sample expires ``samples`` windows later the same burst is
-    allowed again, and again (the burstiness KIP-599 describes): a producer under 1 MB/s
-    with the default 11 x 1 s windows sends 10 MB every 11 s and almost nothing between.
-    Gregor pads to one window (``min_full_windows``), so a saturating client gets its
-    quota evenly, second by second.
-    """
-
-    __slots__ = ("_current", "_starts", "_values", "min_full_windows", "samples", "window_s")
-
-    def __init__(
-        self, samples: int, window_s: float, now: float, min_full_windows: int = 1
-    ) -> None:
-        self.samples = max(samples, 1)
-        self.window_s = window_s
-        self.min_full_windows = min(min_full_windows, self.samples - 1)
-        self._starts = [now]
-        self._values = [0.0]
-        self._current = 0
-
-    def record(self, value: float, now: float) -> None:
-        current = self._current
-        if now - self._starts[current] >= self.window_s:
-            current = self._advance(now)
-        self._values[current] += value
-
-    def _advance(self, now: float) -> int:
-        current = (self._current + 1) % self.samples
-        if current >= len(self._starts):
-            self._starts.append(now)
-            self._values.append(0.0)
-        else:
-            self._starts[current] = now
-            self._values[current] = 0.0
-        self._current = current
-        return current
-
-    def _purge(self, now: float) -> None:
-        expire = self.samples * self.window_s
-        starts = self._starts
-        for i, start in enumerate(starts):
-            if now - start >= expire:
-                starts[i] = now
-                self._values[i] = 0.0
-
-    def window_size(self, now: float) -> float:
-        """Seconds the rate is measured over (Kafka's ``Rate.windowSize``)."""
-        self._purge(now)
-        elapsed = now - min(self._starts)
-        full_windows = int(elapsed // self.window_s)
-        minimum = self.min_full_windows
-        if full_windows < minimum:
-            elapsed += (minimum - full_windows) * self.window_s
-        return max(elapsed, 0.001)
-
-    def measure(self, now: float) -> float:
-        """Units per second over the retained samples."""
-        window = self.window_size(now)
-        return sum(self._values) / window
-
-
-def throttle_time_ms(observed: float, bound: float, window_s: float) -> int:
-    """Kafka's throttle time: how long to wait for the rate over ``window_s`` to fall
-    back to ``bound`` (``(observed - bound) / bound * window``); 0 within the quota."""
-    if observed <= bound:
-        return 0
-    return round((observed - bound) / bound * window_s * 1000)
 
 
 class QuotaSensor:

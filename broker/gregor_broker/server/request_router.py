@@ -18,11 +18,10 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ..metrics import LatencyHistogram
 from ..protocol import entities
 from ..protocol.error_response import RequestFailed, error_response
 from ..protocol.fetch_response import encode_fetch_response
@@ -35,15 +34,14 @@ from ..protocol.wire import (
     parse_request_header,
     response_header,
 )
-from .connection import RateLimitedLog, is_awaitable
+from ..stats import LatencyHistogram
+from .connection import Connection, RateLimitedLog, is_awaitable
+from .services import BrokerServices
 
 log = logging.getLogger(__name__)
 # Handler failures: one line each, a traceback at most once a minute per kind of error.
 handler_errors = RateLimitedLog(log)
 
-if TYPE_CHECKING:
-    from .broker import Broker
-    from .connection import Connection
 
 _KEY_AND_VERSION = struct.Struct(">hh")
 
@@ -62,7 +60,7 @@ class ApiSpec:
     name: str
     min_version: int
     max_version: int
-    handler: Callable[[Broker, RequestContext, Any], Any]
+    handler: Callable[[BrokerServices, RequestContext, Any], Any]
 
 
 @dataclass(slots=True)
@@ -85,7 +83,7 @@ class RawResponse:
 
 
 class RequestRouter:
-    def __init__(self, broker: Broker, apis: dict[int, ApiSpec]) -> None:
+    def __init__(self, broker: BrokerServices, apis: dict[int, ApiSpec]) -> None:
         self.broker = broker
         self.apis = apis
         self.requests_total: dict[int, int] = {}
@@ -259,8 +257,6 @@ class RequestRouter:
         return frame(response_header(header.correlation_id, flexible), body)
 
     def _unsupported_api_versions(self, header: RequestHeader) -> bytes:
-        from kio.schema.errors import ErrorCode
-
         body = entities.encode_response(
             API_VERSIONS_KEY,
             0,

@@ -16,27 +16,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
 from ..cluster.admin import InvalidReplicaAssignment, TopicExists, UnknownTopic, ZkAdmin
+from ..cluster.metadata_cache import MetadataCache
 from ..cluster.models import TopicAssignment, new_uuid
 from ..cluster.placement import PlacementError, assign_replicas
 from ..cluster.topic_names import topic_name_error
-from ..config import InvalidConfig, validate_topic_configs
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from ..config import BrokerConfig, InvalidConfig, validate_topic_configs
+from ..protocol.errors import KafkaError
 
 
-@dataclass(frozen=True, slots=True)
-class TopicAdminError(Exception):
-    error_code: ErrorCode
-    message: str
-
-    def __str__(self) -> str:
-        return self.message
+class TopicAdminError(KafkaError):
+    """A topic that cannot be created, grown or deleted, with Kafka's error code."""
 
 
 # Placing this many partitions takes a few milliseconds; larger requests go to a thread.
@@ -81,8 +74,9 @@ class _Placement:
 
 
 class TopicAdmin:
-    def __init__(self, broker: Broker, admin: ZkAdmin) -> None:
-        self.broker = broker
+    def __init__(self, config: BrokerConfig, metadata: MetadataCache, admin: ZkAdmin) -> None:
+        self.config = config
+        self.metadata = metadata
         self.admin = admin
 
     def plan_topic(
@@ -130,17 +124,17 @@ class TopicAdmin:
     ) -> dict[int, list[int]] | _Placement:
         """Validate a creation request: its explicit assignment, or what to place.
         ``already_added``: partitions earlier topics of the same request create."""
-        config = self.broker.config
+        config = self.config
         limit = config.max_partitions_per_request - already_added
         if (error := topic_name_error(name)) is not None:
             raise TopicAdminError(ErrorCode.invalid_topic_exception, error)
-        if name in self.broker.metadata.topics:
+        if name in self.metadata.topics:
             raise TopicAdminError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
         try:
             validate_topic_configs(configs)
         except InvalidConfig as error:
             raise TopicAdminError(ErrorCode.invalid_config, str(error)) from error
-        brokers = {b.broker_id: b.rack for b in self.broker.metadata.brokers.values()}
+        brokers = {b.broker_id: b.rack for b in self.metadata.brokers.values()}
         if assignments:
             if num_partitions != -1 or replication_factor != -1:
                 raise TopicAdminError(
@@ -239,7 +233,7 @@ class TopicAdmin:
         return results
 
     async def wait_for_leaders(self, names: list[str], timeout: float) -> bool:
-        metadata = self.broker.metadata
+        metadata = self.metadata
         return await metadata.wait_for(
             lambda: all(metadata.topic_has_leaders(n) for n in names), timeout
         )
@@ -248,7 +242,7 @@ class TopicAdmin:
         """Request the deletion of every topic in ``names`` (pipelined in ZooKeeper);
         maps each name to None or its error."""
         results: dict[str, TopicAdminError | None] = {}
-        if not self.broker.config.delete_topic_enable:
+        if not self.config.delete_topic_enable:
             error = TopicAdminError(
                 ErrorCode.topic_deletion_disabled,
                 "topic deletion is disabled (delete.topic.enable)",
@@ -256,7 +250,7 @@ class TopicAdmin:
             return dict.fromkeys(names, error)
         known = []
         for name in names:
-            if name in self.broker.metadata.topics:
+            if name in self.metadata.topics:
                 known.append(name)
             else:
                 results[name] = TopicAdminError(
@@ -285,7 +279,7 @@ class TopicAdmin:
     ) -> int:
         """Grow ``name`` to ``count`` partitions; return how many were added.
         ``already_added``: partitions earlier topics of the same request add."""
-        topic = self.broker.metadata.topics.get(name)
+        topic = self.metadata.topics.get(name)
         if topic is None:
             raise TopicAdminError(ErrorCode.unknown_topic_or_partition, f"unknown topic {name!r}")
         current = len(topic.partitions)
@@ -300,10 +294,10 @@ class TopicAdmin:
                 ErrorCode.invalid_partitions, f"topic {name} already has {count} partitions"
             )
         new_count = count - current
-        limit = self.broker.config.max_partitions_per_request
+        limit = self.config.max_partitions_per_request
         if already_added + new_count > limit:
             raise too_many_partitions(already_added + new_count, limit)
-        brokers = {b.broker_id: b.rack for b in self.broker.metadata.brokers.values()}
+        brokers = {b.broker_id: b.rack for b in self.metadata.brokers.values()}
         replication_factor = len(next(iter(topic.partitions.values())).replicas)
         if assignments:
             if len(assignments) != new_count:

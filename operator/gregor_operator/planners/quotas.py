@@ -1,7 +1,8 @@
 """What a Quota resource writes: the entity path under ``/config`` and its config in Kafka's
 format (``producer_byte_rate`` and ``consumer_byte_rate`` as longs, ``request_percentage``
 as a double). Entity naming (sanitising, ``<default>``) is the broker's own
-``gregor_broker.server.quotas.entity_path``; value formatting its ``format_quota_value``.
+``gregor_broker.cluster.client_quotas.entity_path``; value formatting its
+``format_quota_value``.
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gregor_broker.server.handlers.client_quotas import format_quota_value
-from gregor_broker.server.quotas import (
+from gregor_broker.cluster.client_quotas import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
     entity_path,
+    format_quota_value,
 )
 
 SPEC_KEYS = {

@@ -11,33 +11,32 @@ INVALID_REQUEST.
 from __future__ import annotations
 
 import asyncio
-import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...cluster.client_quotas import (
+    QUOTA_KEYS,
+    Entity,
+    InvalidQuotaRequest,
+    alter_quota_config,
+    read_all_quota_configs,
+    validate_quota_value,
+)
 from ...cluster.zk_paths import DEFAULT_ENTITY
-from ..quotas import INTEGRAL_QUOTA_KEYS, QUOTA_KEYS, Entity, entity_path, parse_entity_path
-
-if TYPE_CHECKING:
-    from ...cluster.admin import ZkAdmin
-    from ..broker import Broker
-    from ..request_router import RequestContext
+from ..request_router import RequestContext
+from ..services import BrokerServices
 
 USER = "user"
 CLIENT_ID = "client-id"
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
 
-class InvalidQuotaRequest(ValueError):
-    pass
-
-
 # -- DescribeClientQuotas ------------------------------------------------------------------
 
 
 async def handle_describe_client_quotas(
-    broker: Broker, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: Any
 ) -> dict[str, Any]:
     try:
         filters = _filters(request.components)
@@ -68,39 +67,6 @@ async def handle_describe_client_quotas(
         "error_message": None,
         "entries": entries,
     }
-
-
-def read_all_quota_configs(zk_admin: ZkAdmin) -> dict[Entity, dict[str, float]]:
-    """Every quota entity in ZooKeeper with its quota values (other keys ignored)."""
-    client = zk_admin.client
-    paths = []
-    for user in _children(client, "/config/users"):
-        paths.append(f"users/{user}")
-        paths.extend(
-            f"users/{user}/clients/{c}" for c in _children(client, f"/config/users/{user}/clients")
-        )
-    paths.extend(f"clients/{c}" for c in _children(client, "/config/clients"))
-    found: dict[Entity, dict[str, float]] = {}
-    for path in paths:
-        values = {}
-        for key, value in zk_admin.get_entity_config(path).items():
-            if key in QUOTA_KEYS:
-                try:
-                    values[key] = float(value)
-                except ValueError:
-                    continue
-        if values:
-            found[parse_entity_path(path)] = values
-    return found
-
-
-def _children(client: Any, path: str) -> list[str]:
-    from kazoo.exceptions import NoNodeError
-
-    try:
-        return sorted(client.get_children(path))
-    except NoNodeError:
-        return []
 
 
 def _filters(components: Any) -> dict[str, tuple[int, str | None]]:
@@ -169,7 +135,7 @@ def _describe_error(message: str) -> dict[str, Any]:
 
 
 async def handle_alter_client_quotas(
-    broker: Broker, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: Any
 ) -> dict[str, Any]:
     results = []
     for entry in request.entries:
@@ -197,31 +163,6 @@ async def handle_alter_client_quotas(
                 error_message=f"writing the quota to ZooKeeper failed: {error}",
             )
     return {"throttle_time": 0, "entries": results}
-
-
-def alter_quota_config(
-    zk_admin: ZkAdmin, entity: Entity, changes: dict[str, float | None]
-) -> dict[str, str]:
-    """Set (a float) or remove (None) quota keys of an entity; the node goes when empty.
-
-    Writes the config node, then the change notification (``ZkAdmin.set_entity_config``).
-    """
-    path = entity_path(*entity)
-    config = zk_admin.get_entity_config(path)
-    for key, value in changes.items():
-        if value is None:
-            config.pop(key, None)
-        else:
-            config[key] = format_quota_value(key, value)
-    zk_admin.set_entity_config(path, config)
-    return config
-
-
-def format_quota_value(key: str, value: float) -> str:
-    """Kafka's strings: byte rates are longs ("1048576"), request_percentage a double."""
-    if key in INTEGRAL_QUOTA_KEYS:
-        return str(int(value))
-    return repr(float(value))
 
 
 def _entity(components: Any) -> Entity:
@@ -264,10 +205,3 @@ def _changes(ops: Any) -> dict[str, float | None]:
         validate_quota_value(key, value)
         changes[key] = value
     return changes
-
-
-def validate_quota_value(key: str, value: float) -> None:
-    if not math.isfinite(value) or value <= 0:
-        raise InvalidQuotaRequest(f"{key} must be a positive number, not {value}")
-    if key in INTEGRAL_QUOTA_KEYS and value != int(value):
-        raise InvalidQuotaRequest(f"{key} is a whole number of bytes per second, not {value}")

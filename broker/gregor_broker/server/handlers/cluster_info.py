@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from ...protocol import entities
 from ...protocol.acl_operations import NOT_REQUESTED, AclResourceType, authorized_operations
 from ...protocol.wire import API_VERSIONS_KEY, frame, response_header
-
-if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..request_router import RequestContext
+from ..request_router import RequestContext
+from ..services import BrokerServices
 
 
 @dataclass(slots=True)
@@ -56,7 +54,7 @@ def _api_versions_body(
     return body
 
 
-def handle_api_versions(broker: Broker, context: RequestContext, request: Any) -> Any:
+def handle_api_versions(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
     # Exactly what the dispatch table implements, no more (ARCHITECTURE.md).
     return ApiVersionsResponse(
         tuple(
@@ -65,7 +63,7 @@ def handle_api_versions(broker: Broker, context: RequestContext, request: Any) -
     )
 
 
-def handle_describe_cluster(broker: Broker, context: RequestContext, request: Any) -> Any:
+def handle_describe_cluster(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
     metadata = broker.metadata
     if getattr(request, "endpoint_type", 1) != 1:
         return {

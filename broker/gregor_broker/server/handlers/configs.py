@@ -17,7 +17,7 @@ import struct
 import typing
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -32,10 +32,8 @@ from ...config import (
 )
 from ...protocol import entities
 from ...protocol.wire import encode_array_length, frame, response_header
-
-if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..request_router import RequestContext
+from ..request_router import RequestContext
+from ..services import BrokerServices
 
 TOPIC = 2
 BROKER = 4
@@ -70,7 +68,7 @@ class DescribeConfigsResponse:
         return frame(response_header(correlation_id, flexible), body)
 
 
-def handle_describe_configs(broker: Broker, context: RequestContext, request: Any) -> Any:
+def handle_describe_configs(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
     """Describe each resource into its own encoded result. A request naming many
     resources is worked through a few at a time, giving the event loop back in
     between, so that describing thousands cannot stall every other client."""
@@ -81,7 +79,9 @@ def handle_describe_configs(broker: Broker, context: RequestContext, request: An
     return _describe_many(broker, context.version, request)
 
 
-async def _describe_many(broker: Broker, version: int, request: Any) -> DescribeConfigsResponse:
+async def _describe_many(
+    broker: BrokerServices, version: int, request: Any
+) -> DescribeConfigsResponse:
     results = []
     for number, resource in enumerate(request.resources):
         if number:
@@ -90,7 +90,7 @@ async def _describe_many(broker: Broker, version: int, request: Any) -> Describe
     return DescribeConfigsResponse(results)
 
 
-def _describe(broker: Broker, version: int, request: Any, resource: Any) -> bytes:
+def _describe(broker: BrokerServices, version: int, request: Any, resource: Any) -> bytes:
     topic_config = None
     if resource.resource_type == TOPIC:
         topic = broker.metadata.topics.get(resource.resource_name)
@@ -135,7 +135,7 @@ def _result_class(version: int) -> type:
     return nested
 
 
-def _describe_result(broker: Broker, request: Any, resource: Any) -> dict[str, Any]:
+def _describe_result(broker: BrokerServices, request: Any, resource: Any) -> dict[str, Any]:
     result: dict[str, Any] = {
         "error_code": ErrorCode.none,
         "error_message": None,
@@ -200,7 +200,9 @@ def _describe_result(broker: Broker, request: Any, resource: Any) -> dict[str, A
     return result
 
 
-async def handle_alter_configs(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_alter_configs(
+    broker: BrokerServices, context: RequestContext, request: Any
+) -> Any:
     responses = []
     for resource in request.resources:
         new = {c.name: c.value for c in resource.configs if c.value is not None}
@@ -211,7 +213,7 @@ async def handle_alter_configs(broker: Broker, context: RequestContext, request:
 
 
 async def handle_incremental_alter_configs(
-    broker: Broker, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
     responses = []
     for resource in request.resources:
@@ -240,7 +242,7 @@ async def handle_incremental_alter_configs(
     return {"responses": responses, "throttle_time": 0}
 
 
-async def _alter(broker: Broker, resource: Any, change: Any, validate_only: bool) -> dict:
+async def _alter(broker: BrokerServices, resource: Any, change: Any, validate_only: bool) -> dict:
     response: dict[str, Any] = {
         "error_code": ErrorCode.none,
         "error_message": None,
@@ -277,7 +279,7 @@ async def _alter(broker: Broker, resource: Any, change: Any, validate_only: bool
 
 
 async def _alter_broker(
-    broker: Broker, resource: Any, change: Any, validate_only: bool, response: dict
+    broker: BrokerServices, resource: Any, change: Any, validate_only: bool, response: dict
 ) -> dict:
     """Dynamic broker configs: ``""`` is the cluster-wide default, ``"<id>"`` one broker."""
     name = resource.resource_name

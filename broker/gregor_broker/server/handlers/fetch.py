@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -42,18 +42,15 @@ from ...protocol.fetch_response import (
     encode_fetch_response,
     records_size,
 )
+from ...replication.replica_manager import PartitionError
 from ...replication.throttle import LEADER_RATE, LEADER_REPLICAS, is_throttled, parse_rate
 from ..fetch_sessions import FetchContext, TopicRun
 from ..quotas import ANONYMOUS
-from ..replica_manager import PartitionError
-from ..request_router import RawResponse
-
-if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..request_router import RequestContext
+from ..request_router import RawResponse, RequestContext
+from ..services import BrokerServices
 
 
-def handle_fetch(broker: Broker, context: RequestContext, request: Any) -> Any:
+def handle_fetch(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
     version = context.version
     replica_id = _replica_id(request)
     fetch = broker.fetch_sessions.new_context(request, version, replica_id >= 0, _now_ms())
@@ -78,7 +75,7 @@ def handle_fetch(broker: Broker, context: RequestContext, request: Any) -> Any:
 
 
 async def _wait_and_respond(
-    broker: Broker,
+    broker: BrokerServices,
     context: RequestContext,
     read: _FetchReader,
     fetch: FetchContext,
@@ -93,7 +90,7 @@ async def _wait_and_respond(
             # Gregor's addition: Kafka's delayed fetch wakes only on new data or at
             # max_wait; waking when the leader quota frees up keeps the copy at its rate.
             remaining = min(remaining, read.throttle_retry_s)
-        await broker.replicas.append_waiters.wait_any(read.keys, remaining)
+        await broker.replica_manager.append_waiters.wait_any(read.keys, remaining)
         topics, total = read.once()
         if total >= read.request.min_bytes or read.had_error or read.redirected:
             return _respond(context, topics, read, fetch)
@@ -180,7 +177,9 @@ class _FetchReader:
     their names here; an unknown id stays nameless and answers UNKNOWN_TOPIC_ID.
     """
 
-    def __init__(self, broker: Broker, request: Any, runs: list[TopicRun], replica_id: int) -> None:
+    def __init__(
+        self, broker: BrokerServices, request: Any, runs: list[TopicRun], replica_id: int
+    ) -> None:
         self.broker = broker
         self.request = request
         self.runs = runs
@@ -211,7 +210,7 @@ class _FetchReader:
 
     def once(self) -> tuple[list[TopicResult], int]:
         broker = self.broker
-        replicas = broker.replicas
+        replicas = broker.replica_manager
         remaining = self.max_bytes
         total = 0
         self.had_error = False
@@ -354,16 +353,16 @@ class _FetchReader:
             for partition in topic.partitions:
                 size += records_size(partition)
             if size and self.replica_id < 0:
-                self.broker.replicas.topic_counters_for(topic.name).bytes_out += size
+                self.broker.replica_manager.topic_counters_for(topic.name).bytes_out += size
                 if self.served_as_follower:
-                    self.broker.replicas.follower_served_bytes_total += sum(
+                    self.broker.replica_manager.follower_served_bytes_total += sum(
                         records_size(partition)
                         for partition in topic.partitions
                         if (topic.name, partition.partition_index) in self.served_as_follower
                     )
             sent += size
         if self.replica_id >= 0:
-            replicas = self.broker.replicas
+            replicas = self.broker.replica_manager
             replicas.replication_bytes_out_total += sent
             # Matches Kafka: the leader quota counts what was sent for throttled
             # partitions after the fact, to every follower, in-sync ones included.
@@ -372,7 +371,7 @@ class _FetchReader:
             quota.held_back_total += self.held_back
 
 
-def _is_follower(partition: Any, replica_id: int, broker: Broker) -> bool:
+def _is_follower(partition: Any, replica_id: int, broker: BrokerServices) -> bool:
     """Matches Kafka's Partition.followerReplicaOrThrow: only an assigned replica other
     than the leader itself has follower state."""
     return replica_id != broker.broker_id and replica_id in partition.replicas

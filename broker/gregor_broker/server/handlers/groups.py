@@ -9,7 +9,7 @@ coordinator calls back with the outcome of the rebalance.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -17,10 +17,8 @@ from ...coordinator.group_coordinator import JoinRequest, JoinResult, SyncResult
 from ...coordinator.records import OffsetAndMetadata
 from ...coordinator.service import CoordinatorUnavailable, now_ms
 from ...protocol.acl_operations import AclResourceType, authorized_operations
-
-if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..request_router import RequestContext
+from ..request_router import RequestContext
+from ..services import BrokerServices
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
@@ -39,7 +37,9 @@ def _client_host(context: RequestContext) -> str:
 # -- FindCoordinator -------------------------------------------------------------------
 
 
-async def handle_find_coordinator(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_find_coordinator(
+    broker: BrokerServices, context: RequestContext, request: Any
+) -> Any:
     if context.version >= 4:
         key_type = request.key_type
         coordinators = [
@@ -51,7 +51,7 @@ async def handle_find_coordinator(broker: Broker, context: RequestContext, reque
     return {"throttle_time": 0, **(await _find_one(broker, key_type, request.key))}
 
 
-async def _find_one(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
+async def _find_one(broker: BrokerServices, key_type: int, key: str) -> dict[str, Any]:
     def failed(code: ErrorCode, message: str) -> dict[str, Any]:
         return {"error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}
 
@@ -85,7 +85,7 @@ async def _find_one(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
 # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup --------------------------------------------
 
 
-async def handle_join_group(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_join_group(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
     version = context.version
     session_timeout_ms = _ms(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
@@ -138,7 +138,7 @@ async def handle_join_group(broker: Broker, context: RequestContext, request: An
     }
 
 
-async def handle_sync_group(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_sync_group(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
     if not request.group_id:
         result = SyncResult(ErrorCode.invalid_group_id)
     else:
@@ -170,7 +170,7 @@ async def handle_sync_group(broker: Broker, context: RequestContext, request: An
     }
 
 
-def handle_heartbeat(broker: Broker, context: RequestContext, request: Any) -> Any:
+def handle_heartbeat(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
     if not request.group_id:
         error = ErrorCode.invalid_group_id
     else:
@@ -184,7 +184,7 @@ def handle_heartbeat(broker: Broker, context: RequestContext, request: Any) -> A
     return {"throttle_time": 0, "error_code": error}
 
 
-def handle_leave_group(broker: Broker, context: RequestContext, request: Any) -> Any:
+def handle_leave_group(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
     if context.version >= 3:
         identities = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
@@ -208,7 +208,9 @@ def handle_leave_group(broker: Broker, context: RequestContext, request: Any) ->
 # -- offsets ---------------------------------------------------------------------------
 
 
-async def handle_offset_commit(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_offset_commit(
+    broker: BrokerServices, context: RequestContext, request: Any
+) -> Any:
     now = now_ms()
     retention = getattr(request, "retention_time", None)
     retention_ms = _ms(retention) if retention is not None else -1
@@ -257,7 +259,7 @@ async def handle_offset_commit(broker: Broker, context: RequestContext, request:
     }
 
 
-def handle_offset_fetch(broker: Broker, context: RequestContext, request: Any) -> Any:
+def handle_offset_fetch(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
     version = context.version
     if version >= 8:
         groups = [
@@ -268,7 +270,9 @@ def handle_offset_fetch(broker: Broker, context: RequestContext, request: Any) -
     return {"throttle_time": 0, "error_code": result["error_code"], "topics": result["topics"]}
 
 
-def _fetch_group(broker: Broker, version: int, group_id: str, topics: Any) -> dict[str, Any]:
+def _fetch_group(
+    broker: BrokerServices, version: int, group_id: str, topics: Any
+) -> dict[str, Any]:
     requested = (
         None
         if topics is None
@@ -296,7 +300,7 @@ def _fetch_group(broker: Broker, version: int, group_id: str, topics: Any) -> di
     }
 
 
-def handle_offset_delete(broker: Broker, context: RequestContext, request: Any) -> Any:
+def handle_offset_delete(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     unknown = {
         key
@@ -322,7 +326,7 @@ def handle_offset_delete(broker: Broker, context: RequestContext, request: Any) 
 # -- group administration ------------------------------------------------------------------
 
 
-def handle_list_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
+def handle_list_groups(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
     states = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     groups = []
@@ -342,7 +346,7 @@ def handle_list_groups(broker: Broker, context: RequestContext, request: Any) ->
     return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}
 
 
-def handle_describe_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
+def handle_describe_groups(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
     include_operations = getattr(request, "include_authorized_operations", False)
     described = []
     for group_id in request.groups:
@@ -381,7 +385,7 @@ def handle_describe_groups(broker: Broker, context: RequestContext, request: Any
     return {"throttle_time": 0, "groups": described}
 
 
-def handle_delete_groups(broker: Broker, context: RequestContext, request: Any) -> Any:
+def handle_delete_groups(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
     now = now_ms()
     return {
         "throttle_time": 0,

@@ -7,16 +7,14 @@ whose record timestamp is at or after the target, or -1 when there is none.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ..replica_manager import PartitionError
+from ...replication.replica_manager import PartitionError
+from ..request_router import RequestContext
+from ..services import BrokerServices
 from .fetch import _check_leader_epoch
-
-if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..request_router import RequestContext
 
 LATEST = -1
 EARLIEST = -2
@@ -25,7 +23,7 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 
 
-def handle_list_offsets(broker: Broker, context: RequestContext, request: Any) -> Any:
+def handle_list_offsets(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
     topics = []
     for topic in request.topics:
         partitions = []
@@ -35,10 +33,10 @@ def handle_list_offsets(broker: Broker, context: RequestContext, request: Any) -
     return {"topics": topics, "throttle_time": 0}
 
 
-def _lookup(broker: Broker, topic: str, requested: Any) -> dict[str, Any]:
+def _lookup(broker: BrokerServices, topic: str, requested: Any) -> dict[str, Any]:
     index = requested.partition_index
     try:
-        partition = broker.replicas.leader_partition(topic, index)
+        partition = broker.replica_manager.leader_partition(topic, index)
         _check_leader_epoch(partition, getattr(requested, "current_leader_epoch", -1))
     except PartitionError as error:
         return _result(index, error.error_code, -1, -1, -1)

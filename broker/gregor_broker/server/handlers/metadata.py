@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -26,11 +26,9 @@ from ...protocol.metadata_response import (
     MetadataTopic,
     encode_topic,
 )
+from ..request_router import RequestContext
+from ..services import BrokerServices
 from ..topic_admin import TopicAdminError
-
-if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..request_router import RequestContext
 
 AUTO_CREATE_WAIT_S = 2.0
 CONTROLLER_WAIT_S = 5.0
@@ -47,7 +45,7 @@ class _Operations:
     version: int
 
 
-def handle_metadata(broker: Broker, context: RequestContext, request: Any) -> Any:
+def handle_metadata(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
     metadata = broker.metadata
     if metadata.controller_id < 0 or not metadata.brokers:
         # Just started (or between controllers): librdkafka does not ask again for a
@@ -56,7 +54,9 @@ def handle_metadata(broker: Broker, context: RequestContext, request: Any) -> An
     return _handle(broker, context, request)
 
 
-async def _after_controller_known(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def _after_controller_known(
+    broker: BrokerServices, context: RequestContext, request: Any
+) -> Any:
     metadata = broker.metadata
     await metadata.wait_for(
         lambda: metadata.controller_id >= 0 and bool(metadata.brokers), CONTROLLER_WAIT_S
@@ -67,7 +67,7 @@ async def _after_controller_known(broker: Broker, context: RequestContext, reque
     return result
 
 
-def _handle(broker: Broker, context: RequestContext, request: Any) -> Any:
+def _handle(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
     metadata = broker.metadata
     version = context.version
     operations = _Operations(
@@ -110,7 +110,7 @@ def _handle(broker: Broker, context: RequestContext, request: Any) -> Any:
 
 
 async def _auto_create_then_respond(
-    broker: Broker,
+    broker: BrokerServices,
     operations: _Operations,
     names: list[str],
     missing: list[str],
@@ -135,7 +135,7 @@ async def _auto_create_then_respond(
 
 
 def _response_for(
-    broker: Broker,
+    broker: BrokerServices,
     operations: _Operations,
     names: list[str],
     errors: dict[str, ErrorCode],
@@ -174,7 +174,10 @@ def _response_for(
 
 
 def _response(
-    broker: Broker, operations: _Operations, topics: list[TopicInfo], absent: list[dict[str, Any]]
+    broker: BrokerServices,
+    operations: _Operations,
+    topics: list[TopicInfo],
+    absent: list[dict[str, Any]],
 ) -> MetadataResponse:
     metadata = broker.metadata
     live = metadata.brokers

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kio.schema.errors import ErrorCode
@@ -19,10 +19,8 @@ from ...cluster import zk_paths
 from ...cluster.models import PartitionReassignment, PreferredReplicaElection, ZkDataError
 from ...cluster.reassignment import original_replicas, preferred_leader
 from ...cluster.topic_names import topic_name_error
-
-if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..request_router import RequestContext
+from ..request_router import RequestContext
+from ..services import BrokerServices
 
 PREFERRED = 0
 
@@ -45,7 +43,9 @@ def _merge_znode(client: Any, path: str, merge: Callable[[bytes | None], bytes])
             continue
 
 
-async def handle_elect_leaders(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_elect_leaders(
+    broker: BrokerServices, context: RequestContext, request: Any
+) -> Any:
     metadata = broker.metadata
     if request.topic_partitions is None:
         wanted = [(t.name, p) for t in metadata.topics.values() for p in t.partitions]
@@ -121,7 +121,7 @@ async def handle_elect_leaders(broker: Broker, context: RequestContext, request:
 
 
 async def handle_alter_partition_reassignments(
-    broker: Broker, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
     metadata = broker.metadata
     live = set(metadata.brokers)
@@ -181,7 +181,7 @@ async def handle_alter_partition_reassignments(
 
 
 async def handle_list_partition_reassignments(
-    broker: Broker, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
     if request.topics is None:
         names = list(broker.metadata.topics)

@@ -8,21 +8,19 @@ the high watermark has passed the append, i.e. every in-sync replica has it.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from ...log.validator import DecompressionBudget
 from ...protocol.produce_response import PartitionProduceResult, ProduceResponse
 from ...protocol.record_batch import first_batch_is_transactional
-from ..replica_manager import PartitionError
-
-if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..request_router import RequestContext
+from ...replication.replica_manager import PartitionError
+from ..request_router import RequestContext
+from ..services import BrokerServices
 
 
-def handle_produce(broker: Broker, context: RequestContext, request: Any) -> Any:
+def handle_produce(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
     if request.transactional_id is not None or _has_transactional_records(request):
         # No transactions here: matches Kafka's answer to transactional records that
         # come without an authorized transactional id (the whole request fails).
@@ -30,7 +28,7 @@ def handle_produce(broker: Broker, context: RequestContext, request: Any) -> Any
     acks = request.acks
     if acks not in (0, 1, -1):
         return _reject_all(request, ErrorCode.invalid_required_acks)
-    replicas = broker.replicas
+    replicas = broker.replica_manager
     api_version = context.version
     # One budget per request: every partition's compressed batches share it.
     budget = DecompressionBudget(replicas.produce_decompressed_max_bytes)
@@ -79,7 +77,7 @@ def handle_produce(broker: Broker, context: RequestContext, request: Any) -> Any
 
 
 async def _await_replication(
-    broker: Broker,
+    broker: BrokerServices,
     response: ProduceResponse,
     waiting: list[tuple[PartitionProduceResult, str, Any]],
     timeout_s: float,
@@ -87,7 +85,7 @@ async def _await_replication(
     """acks=all: answer once every partition's high watermark passed its append."""
     outcomes = await asyncio.gather(
         *(
-            broker.replicas.wait_for_replication(name, result.index, appended, timeout_s)
+            broker.replica_manager.wait_for_replication(name, result.index, appended, timeout_s)
             for result, name, appended in waiting
         )
     )

@@ -10,18 +10,19 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Produce refuses transactional batches.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..request_router import RequestContext
+from ..request_router import RequestContext
+from ..services import BrokerServices
 
 log = logging.getLogger(__name__)
 
 
-async def handle_init_producer_id(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_init_producer_id(
+    broker: BrokerServices, context: RequestContext, request: Any
+) -> Any:
     if request.transactional_id is not None:
         return {
             "throttle_time": 0,

@@ -2,28 +2,26 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from ...log.partition_log import OffsetOutOfRange
-from ..replica_manager import PartitionError
-
-if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..request_router import RequestContext
+from ...replication.replica_manager import PartitionError
+from ..request_router import RequestContext
+from ..services import BrokerServices
 
 HIGH_WATERMARK = -1  # Kafka: offset -1 means "delete up to the high watermark"
 
 
-def handle_delete_records(broker: Broker, context: RequestContext, request: Any) -> Any:
+def handle_delete_records(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
     topics = []
     for topic in request.topics:
         partitions = []
         for requested in topic.partitions:
             index = requested.partition_index
             try:
-                partition = broker.replicas.leader_partition(topic.name, index)
+                partition = broker.replica_manager.leader_partition(topic.name, index)
             except PartitionError as error:
                 partitions.append(
                     {"partition_index": index, "low_watermark": -1, "error_code": error.error_code}

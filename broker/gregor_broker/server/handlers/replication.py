@@ -7,26 +7,26 @@ so the asker truncates any tail written under a leadership that did not last.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ..replica_manager import PartitionError
+from ...replication.replica_manager import PartitionError
+from ..request_router import RequestContext
+from ..services import BrokerServices
 from .fetch import _check_leader_epoch
 
-if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..request_router import RequestContext
 
-
-def handle_offset_for_leader_epoch(broker: Broker, context: RequestContext, request: Any) -> Any:
+def handle_offset_for_leader_epoch(
+    broker: BrokerServices, context: RequestContext, request: Any
+) -> Any:
     topics = []
     for topic in request.topics:
         partitions = []
         for requested in topic.partitions:
             index = requested.partition
             try:
-                partition = broker.replicas.leader_partition(topic.topic, index)
+                partition = broker.replica_manager.leader_partition(topic.topic, index)
                 _check_leader_epoch(partition, requested.current_leader_epoch)
             except PartitionError as error:
                 partitions.append(

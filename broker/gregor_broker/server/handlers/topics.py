@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from ...cluster.models import uuid_from_str
 from ...config import describe_topic_configs
+from ..request_router import RequestContext
+from ..services import BrokerServices
 from ..topic_admin import TopicAdminError
-
-if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..request_router import RequestContext
 
 
 def _timeout_s(request: Any) -> float:
     return max(request.timeout.total_seconds(), 0.0)
 
 
-async def handle_create_topics(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_create_topics(
+    broker: BrokerServices, context: RequestContext, request: Any
+) -> Any:
     results = []
     seen: set[str] = set()
     # Partitions this request creates so far: max.partitions.per.request bounds the sum.
@@ -94,7 +94,9 @@ async def handle_create_topics(broker: Broker, context: RequestContext, request:
     return {"topics": results, "throttle_time": 0}
 
 
-async def handle_delete_topics(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_delete_topics(
+    broker: BrokerServices, context: RequestContext, request: Any
+) -> Any:
     if context.version >= 6:
         names = []
         for topic in request.topics:
@@ -144,7 +146,9 @@ async def handle_delete_topics(broker: Broker, context: RequestContext, request:
     return {"responses": responses, "throttle_time": 0}
 
 
-async def handle_create_partitions(broker: Broker, context: RequestContext, request: Any) -> Any:
+async def handle_create_partitions(
+    broker: BrokerServices, context: RequestContext, request: Any
+) -> Any:
     results = []
     grown = []
     added = 0  # partitions this request adds so far (max.partitions.per.request)

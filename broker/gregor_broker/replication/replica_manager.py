@@ -22,7 +22,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
@@ -39,11 +38,13 @@ from ..log.validator import (
     validate_produce_records,
     validate_records,
 )
+from ..protocol.errors import KafkaError
 from ..protocol.record_batch import BatchHeader, InvalidBatch, scan_batches
-from ..replication.fetcher import ReplicaFetcherManager
-from ..replication.partition import Partition
-from ..replication.replica_selector import ReplicaView, select_read_replica
-from ..replication.throttle import LeaderReplicationQuota
+from .fetcher import ReplicaFetcherManager
+from .partition import Partition
+from .replica_selector import ReplicaView, select_read_replica
+from .replication_config import ReplicationConfig
+from .throttle import LeaderReplicationQuota
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +53,10 @@ TopicPartition = tuple[str, int]
 # at most the validation work of the largest uncompressed one.
 DEFAULT_PRODUCE_DECOMPRESSED_MAX_BYTES = 104857600
 
-__all__ = ["Partition", "PartitionError", "ReplicaManager", "ReplicationConfig"]
+__all__ = ["Partition", "PartitionError", "ReplicaManager"]
 
 
-class PartitionError(Exception):
+class PartitionError(KafkaError):
     """A per-partition failure carrying the Kafka error code to return."""
 
     def __init__(
@@ -64,22 +65,9 @@ class PartitionError(Exception):
         message: str = "",
         record_errors: list[tuple[int, str]] | None = None,
     ) -> None:
-        super().__init__(message or error_code.name)
-        self.error_code = error_code
+        super().__init__(error_code, message)
         # KIP-467: the records of the batch that made it fail (batch index, message).
         self.record_errors = record_errors
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicationConfig:
-    replica_lag_time_max_ms: int = 30000
-    fetch_wait_max_ms: int = 500
-    fetch_min_bytes: int = 1
-    fetch_max_bytes: int = 1048576
-    fetch_response_max_bytes: int = 10485760
-    replica_selector: str | None = None  # replica.selector.class (KIP-392)
-    # Pre-KIP-101 follower truncation, kept only to demonstrate the loss it causes.
-    truncate_to_high_watermark: bool = False
 
 
 class Waiters:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gregor_broker.cluster.zookeeper_server import ZooKeeperServer, free_port
+from gregor_broker.devtools.zookeeper_server import ZooKeeperServer, free_port
 
 HOST = "127.0.0.1"
 BROKER_MODULE = "gregor_broker.cli.broker"
@@ -217,7 +217,7 @@ class BrokerProcess:
 
     def write_config(self) -> Path:
         self.directory.mkdir(parents=True, exist_ok=True)
-        lines = ["# Written by gregor_broker.cluster.local_cluster; rewritten on every start."]
+        lines = ["# Written by gregor_broker.devtools.local_cluster; rewritten on every start."]
         lines += [f"{key}={value}" for key, value in self.server_properties().items()]
         self.config_path.write_text("\n".join(lines) + "\n")
         return self.config_path

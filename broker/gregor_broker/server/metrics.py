@@ -14,26 +14,21 @@ Probes: ``/healthz`` (the process is alive and its event loop answers) and ``/re
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from .server.broker import Broker
+from ..stats import LatencyHistogram
+from .services import BrokerServices
 
 log = logging.getLogger(__name__)
 
-# Request latency buckets, seconds.
-LATENCY_BUCKETS = (
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-)  # fmt: skip
 LOOP_LAG_INTERVAL_S = 0.5
 # The lag histogram samples more often than the gauge: a stall shorter than the interval
 # between samples is seen only when a sample falls inside it.
@@ -44,31 +39,8 @@ LOOP_LAG_BUCKETS = (
 ZOOKEEPER_CHECK_TIMEOUT_S = 2.0
 
 
-class LatencyHistogram:
-    """A Prometheus histogram at the cost of a bisect and two adds per observation."""
-
-    __slots__ = ("bounds", "counts", "sum")
-
-    def __init__(self, bounds: tuple[float, ...] = LATENCY_BUCKETS) -> None:
-        self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
-        self.sum = 0.0
-
-    def observe(self, seconds: float) -> None:
-        self.counts[bisect.bisect_left(self.bounds, seconds)] += 1
-        self.sum += seconds
-
-    def buckets(self) -> list[tuple[str, int]]:
-        cumulative = 0
-        out = []
-        for bound, count in zip((*self.bounds, float("inf")), self.counts, strict=True):
-            cumulative += count
-            out.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
-        return out
-
-
 class BrokerCollector(Collector):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
@@ -84,7 +56,7 @@ class BrokerCollector(Collector):
         )
         sendfile_calls.add_metric([], broker.sendfile.calls_total)
         yield sendfile_calls
-        replicas = getattr(broker, "replicas", None)
+        replicas = getattr(broker, "replica_manager", None)
         if replicas is not None:
             messages_in = CounterMetricFamily(
                 "gregor_messages_in", "Records appended to logs this broker leads"
@@ -358,7 +330,7 @@ def _offline_partitions(metadata: Any) -> int:
 
 
 class MetricsServer:
-    def __init__(self, broker: Broker, port: int) -> None:
+    def __init__(self, broker: BrokerServices, port: int) -> None:
         self.broker = broker
         self.port = port
         self.registry = CollectorRegistry()
@@ -446,7 +418,7 @@ class MetricsServer:
         a rolling restart must not move on while this broker is still out of their ISR."""
         broker = self.broker
         problems = []
-        for (topic, index), partition in sorted(broker.replicas.partitions.items()):
+        for (topic, index), partition in sorted(broker.replica_manager.partitions.items()):
             isr = partition.isr
             if broker.broker_id in isr or partition.leader < 0:
                 continue
