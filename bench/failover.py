@@ -25,8 +25,8 @@ from pathlib import Path
 
 from gregor_broker.cluster import zk_paths
 from gregor_broker.cluster.admin import ZkAdmin
-from gregor_broker.devtools.local_cluster import LocalCluster, zookeeper_client
 from gregor_broker.cluster.models import PartitionState
+from gregor_broker.devtools.local_cluster import LocalCluster, zookeeper_client
 
 RESULTS = Path(__file__).parent / "results"
 SESSION_TIMEOUT_MS = 6000

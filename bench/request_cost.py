@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from gregor_broker.cluster.admin import ZkAdmin
-from gregor_broker.devtools.zookeeper_server import ZooKeeperServer, free_port
 from gregor_broker.config import load_broker_config
+from gregor_broker.devtools.zookeeper_server import ZooKeeperServer, free_port
 from gregor_broker.protocol.record_batch import build_batch
 from gregor_broker.protocol.records import Record, encode_record
 from gregor_broker.server.broker import Broker
