@@ -1,0 +1,351 @@
+"""Produce, Fetch and Metadata handlers called directly, with no socket and no ZooKeeper.
+
+The handlers depend on ``server/services.py`` (``BrokerServices``), not on ``Broker``, so a
+test hands them a small services object built from the real components below them: a
+``MetadataCache`` filled as the ZooKeeper watcher would fill it, a ``LogManager`` on a
+temporary directory and the ``ReplicaManager`` over both. Nothing is mocked; only the
+broker process, its socket and ZooKeeper are left out. The responses are encoded and
+decoded with kio, as a client would read them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from gregor_broker.cluster.metadata_cache import BrokerInfo, MetadataCache
+from gregor_broker.cluster.models import PartitionState, TopicAssignment
+from gregor_broker.config import BrokerConfig, load_broker_config, log_config_for
+from gregor_broker.log.log_manager import LogManager
+from gregor_broker.protocol import entities
+from gregor_broker.protocol.record_batch import scan_batches
+from gregor_broker.protocol.records import Record, iter_batch_records, make_batch
+from gregor_broker.protocol.wire import RequestHeader
+from gregor_broker.replication.replica_manager import ReplicaManager
+from gregor_broker.server.fetch_sessions import FetchSessionCache
+from gregor_broker.server.handlers.fetch import handle_fetch
+from gregor_broker.server.handlers.metadata import handle_metadata
+from gregor_broker.server.handlers.produce import handle_produce
+from gregor_broker.server.quotas import ClientQuotaManager
+from gregor_broker.server.request_router import RequestContext
+
+BROKER_ID = 1
+TOPIC = "orders"
+TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"  # base64 of a UUID, as /brokers/topics/<t> holds it
+PRODUCE, FETCH, METADATA = 0, 1, 3
+
+
+@dataclass
+class Services:
+    """The part of ``BrokerServices`` that Produce, Fetch and Metadata use."""
+
+    config: BrokerConfig
+    metadata: MetadataCache
+    replica_manager: ReplicaManager
+    fetch_sessions: FetchSessionCache
+    quotas: ClientQuotaManager
+    topic_admin: Any = None
+    connections: set[Any] = field(default_factory=set)
+
+    @property
+    def broker_id(self) -> int:
+        return self.config.broker_id
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Iterator[Services]:
+    config = load_broker_config(
+        None,
+        {
+            "broker.id": str(BROKER_ID),
+            "log.dirs": str(tmp_path / "logs"),
+            "zookeeper.connect": "127.0.0.1:1",  # never dialled: no ZooKeeper here
+            "auto.create.topics.enable": "false",
+        },
+        env={},
+    )
+    metadata = MetadataCache()
+    metadata.set_brokers({BROKER_ID: BrokerInfo(BROKER_ID, "127.0.0.1", 9092, None)})
+    metadata.set_controller(BROKER_ID)
+    logs = LogManager([tmp_path / "logs"], default_config=log_config_for(config, {}))
+    replica_manager = ReplicaManager(
+        BROKER_ID, logs, metadata, lambda overrides: log_config_for(config, overrides)
+    )
+    yield Services(
+        config,
+        metadata,
+        replica_manager,
+        FetchSessionCache(
+            config.max_incremental_fetch_session_cache_slots,
+            config.min_incremental_fetch_session_eviction_ms,
+        ),
+        ClientQuotaManager(config.quota_window_num, config.quota_window_size_seconds),
+    )
+    logs.close()
+
+
+def lead(services: Services, partitions: int = 1, leader: int = BROKER_ID) -> None:
+    """Metadata as the watcher would apply it: ``TOPIC`` on this broker, led by ``leader``."""
+    services.metadata.set_topic(
+        TOPIC, TopicAssignment.of({p: [BROKER_ID] for p in range(partitions)}, TOPIC_ID)
+    )
+    for p in range(partitions):
+        state = PartitionState(controller_epoch=1, leader=leader, leader_epoch=0, isr=(BROKER_ID,))
+        services.metadata.set_partition_state(TOPIC, p, state, version=0)
+    services.replica_manager.reconcile(services.metadata.take_changed_topics())
+
+
+def context(api_key: int, version: int) -> RequestContext:
+    header = RequestHeader(api_key, version, 7, "handler-test", 0)
+    # No connection: these handlers touch it only to close it after a failed acks=0.
+    return RequestContext(header, None, entities.is_flexible(api_key, version))  # type: ignore[arg-type]
+
+
+def request(api_key: int, version: int, data: dict[str, Any]) -> Any:
+    return entities.build(entities.payload_class(api_key, version, "request"), data)
+
+
+def decode(api_key: int, version: int, frame: bytes) -> Any:
+    """A response frame (size, header, body) read back with kio, as a client reads it."""
+    flexible = entities.is_flexible(api_key, version) and api_key != 18
+    body_offset = 4 + 4 + (1 if flexible else 0)
+    response, _size = entities.response_reader(api_key, version)(frame, body_offset)
+    return response
+
+
+def produce_request(version: int, acks: int, records: bytes, partition: int = 0) -> Any:
+    return request(
+        PRODUCE,
+        version,
+        {
+            "transactional_id": None,
+            "acks": acks,
+            "timeout": datetime.timedelta(seconds=5),
+            "topic_data": [
+                {"name": TOPIC, "partition_data": [{"index": partition, "records": records}]}
+            ],
+        },
+    )
+
+
+def batch(*values: bytes) -> bytes:
+    return make_batch([Record(i, 0, None, v) for i, v in enumerate(values)], base_timestamp=1)
+
+
+def run(result: Any) -> Any:
+    """Handlers return a response, or an awaitable of one when they wait."""
+    if asyncio.iscoroutine(result):
+        return asyncio.run(result)
+    return result
+
+
+# -- Produce -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_produce_appends_to_the_leaders_log_and_answers_the_base_offset(
+    services: Services, version: int
+) -> None:
+    lead(services)
+    first = run(
+        handle_produce(
+            services, context(PRODUCE, version), produce_request(version, 1, batch(b"a", b"b"))
+        )
+    )
+    second = run(
+        handle_produce(
+            services, context(PRODUCE, version), produce_request(version, 1, batch(b"c"))
+        )
+    )
+
+    answers = [decode(PRODUCE, version, r.encode_frame(version, 7)) for r in (first, second)]
+    partitions = [a.responses[0].partition_responses[0] for a in answers]
+    assert [p.error_code for p in partitions] == [ErrorCode.none, ErrorCode.none]
+    assert [p.base_offset for p in partitions] == [0, 2]
+    assert services.replica_manager.partitions[(TOPIC, 0)].log.log_end_offset == 3
+
+
+def test_produce_to_a_partition_hosted_elsewhere_is_not_leader_or_follower(
+    services: Services,
+) -> None:
+    services.metadata.set_topic(TOPIC, TopicAssignment.of({0: [2]}, TOPIC_ID))
+    state = PartitionState(controller_epoch=1, leader=2, leader_epoch=0, isr=(2,))
+    services.metadata.set_partition_state(TOPIC, 0, state, version=0)
+    services.replica_manager.reconcile(services.metadata.take_changed_topics())
+    response = run(
+        handle_produce(services, context(PRODUCE, 9), produce_request(9, 1, batch(b"a")))
+    )
+
+    partition = decode(PRODUCE, 9, response.encode_frame(9, 7)).responses[0].partition_responses[0]
+    assert partition.error_code == ErrorCode.not_leader_or_follower
+    assert (TOPIC, 0) not in services.replica_manager.partitions
+
+
+def test_produce_of_a_corrupt_batch_is_refused_and_appends_nothing(services: Services) -> None:
+    lead(services)
+    damaged = bytearray(batch(b"a"))
+    damaged[-1] ^= 0xFF  # the CRC-32C no longer matches
+    response = run(
+        handle_produce(services, context(PRODUCE, 9), produce_request(9, 1, bytes(damaged)))
+    )
+
+    partition = decode(PRODUCE, 9, response.encode_frame(9, 7)).responses[0].partition_responses[0]
+    assert partition.error_code == ErrorCode.corrupt_message
+    assert services.replica_manager.partitions[(TOPIC, 0)].log.log_end_offset == 0
+
+
+def test_produce_with_invalid_acks_appends_nothing(services: Services) -> None:
+    lead(services)
+    response = run(
+        handle_produce(services, context(PRODUCE, 9), produce_request(9, 2, batch(b"a")))
+    )
+
+    partition = decode(PRODUCE, 9, response.encode_frame(9, 7)).responses[0].partition_responses[0]
+    assert partition.error_code == ErrorCode.invalid_required_acks
+    assert services.replica_manager.partitions[(TOPIC, 0)].log.log_end_offset == 0
+
+
+# -- Fetch -------------------------------------------------------------------------------
+
+
+def fetch_request(version: int, offset: int, max_wait_ms: int = 0) -> Any:
+    return request(
+        FETCH,
+        version,
+        {
+            "replica_id": -1,
+            "max_wait": datetime.timedelta(milliseconds=max_wait_ms),
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": TOPIC,
+                    "topic_id": services_topic_uuid(),
+                    "partitions": [
+                        {
+                            "partition": 0,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": offset,
+                            "last_fetched_epoch": -1,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": 1 << 20,
+                        }
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        },
+    )
+
+
+def services_topic_uuid() -> Any:
+    info = MetadataCache()
+    info.set_topic(TOPIC, TopicAssignment.of({0: [BROKER_ID]}, TOPIC_ID))
+    return info.topics[TOPIC].uuid
+
+
+def fetched(version: int, response: Any) -> Any:
+    """Encode the fetch response as the connection would send it: header bytes from
+    Python, record bytes as file regions (read here the way sendfile(2) would)."""
+    parts, size = response.encode_frame(version, 7)
+    frame = b"".join(
+        part if isinstance(part, bytes) else os.pread(part.fd, part.size, part.position)
+        for part in parts
+    )
+    assert len(frame) == size
+    assert any(not isinstance(part, bytes) for part in parts), "records come as a file region"
+    return decode(FETCH, version, frame)
+
+
+@pytest.mark.parametrize("version", [11, 13])
+def test_fetch_returns_the_records_up_to_the_high_watermark_from_the_segment_file(
+    services: Services, version: int
+) -> None:
+    lead(services)
+    run(handle_produce(services, context(PRODUCE, 9), produce_request(9, 1, batch(b"a", b"b"))))
+    run(handle_produce(services, context(PRODUCE, 9), produce_request(9, 1, batch(b"c"))))
+
+    response = run(handle_fetch(services, context(FETCH, version), fetch_request(version, 1)))
+
+    partition = fetched(version, response).responses[0].partitions[0]
+    assert partition.error_code == ErrorCode.none
+    assert partition.high_watermark == 3
+    records = bytes(partition.records)
+    values = [
+        (header.base_offset + record.offset_delta, record.value)
+        for header in scan_batches(records)
+        for record in iter_batch_records(records, header)
+    ]
+    # Matches Kafka: whole batches come back, so offset 0 rides along with offset 1.
+    assert values == [(0, b"a"), (1, b"b"), (2, b"c")]
+
+
+def test_fetch_beyond_the_log_end_is_offset_out_of_range(services: Services) -> None:
+    lead(services)
+    run(handle_produce(services, context(PRODUCE, 9), produce_request(9, 1, batch(b"a"))))
+
+    response = run(handle_fetch(services, context(FETCH, 11), fetch_request(11, 5)))
+
+    parts, _size = response.encode_frame(11, 7)
+    partition = decode(FETCH, 11, b"".join(parts)).responses[0].partitions[0]
+    assert partition.error_code == ErrorCode.offset_out_of_range
+
+
+def test_fetch_waits_for_a_produce_when_the_log_has_nothing_new(services: Services) -> None:
+    lead(services)
+
+    async def fetch_then_produce() -> Any:
+        waiting = handle_fetch(services, context(FETCH, 11), fetch_request(11, 0, 5000))
+        assert asyncio.iscoroutine(waiting), "nothing to read yet: the fetch waits"
+        task = asyncio.ensure_future(waiting)
+        await asyncio.sleep(0.05)
+        assert not task.done()
+        handle_produce(services, context(PRODUCE, 9), produce_request(9, 1, batch(b"late")))
+        return await asyncio.wait_for(task, 2)
+
+    partition = fetched(11, asyncio.run(fetch_then_produce())).responses[0].partitions[0]
+    assert partition.error_code == ErrorCode.none
+    assert partition.high_watermark == 1
+
+
+# -- Metadata ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [1, 9, 12])
+def test_metadata_names_this_broker_as_the_leader_and_unknown_topics_as_unknown(
+    services: Services, version: int
+) -> None:
+    lead(services, partitions=2)
+    data: dict[str, Any] = {
+        "topics": [{"name": TOPIC}, {"name": "absent"}],
+        "allow_auto_topic_creation": True,  # refused by auto.create.topics.enable=false
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False,
+    }
+    response = run(
+        handle_metadata(services, context(METADATA, version), request(METADATA, version, data))
+    )
+
+    answer = decode(METADATA, version, response.encode_frame(version, 7))
+    assert [(b.node_id, b.host, b.port) for b in answer.brokers] == [(BROKER_ID, "127.0.0.1", 9092)]
+    assert answer.controller_id == BROKER_ID
+    topics = {t.name: t for t in answer.topics}
+    assert topics["absent"].error_code == ErrorCode.unknown_topic_or_partition
+    orders = topics[TOPIC]
+    assert orders.error_code == ErrorCode.none
+    assert sorted(
+        (p.partition_index, p.leader_id, tuple(p.replica_nodes), tuple(p.isr_nodes))
+        for p in orders.partitions
+    ) == [(0, BROKER_ID, (BROKER_ID,), (BROKER_ID,)), (1, BROKER_ID, (BROKER_ID,), (BROKER_ID,))]
