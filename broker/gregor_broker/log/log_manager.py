@@ -140,10 +140,7 @@ class LogManager:
                 )
                 # Matches Kafka: without a checkpointed high watermark, assume nothing
                 # is committed; the leader (or, alone, this broker) moves it forward.
-                log.high_watermark = max(
-                    min(high_watermarks.get(key, log.log_start_offset), log.log_end_offset),
-                    log.log_start_offset,
-                )
+                log.update_high_watermark(high_watermarks.get(key, log.log_start_offset))
                 self._logs[key] = log
                 self._dir_of[key] = log_dir
                 self._partitions_in[log_dir] += 1

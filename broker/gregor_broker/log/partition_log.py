@@ -107,12 +107,12 @@ class PartitionLog:
         self._base_offsets: list[int] = []
         self.log_start_offset = 0
         self.log_end_offset = 0
-        self.high_watermark = 0
+        self._high_watermark = 0
         self.recovery_point = 0
         # Until replication owns the high watermark, it follows the log end offset (a
-        # single replica is its own ISR). Replication sets this to False and moves
-        # ``high_watermark`` itself.
-        self.high_watermark_follows_log_end = True
+        # single replica is its own ISR). ``stop_following_log_end`` hands it to
+        # replication, which moves it through ``maybe_increment_high_watermark``.
+        self._high_watermark_follows_log_end = True
         self.leader_epoch_cache = LeaderEpochCache(
             directory / LEADER_EPOCH_CHECKPOINT, lambda: self.log_end_offset
         )
@@ -198,7 +198,7 @@ class PartitionLog:
             log_end_offset = log_start_offset
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
-        self.high_watermark = log_end_offset
+        self._high_watermark = log_end_offset
         self.recovery_point = max(min(recovery_point, log_end_offset), 0)
         self.leader_epoch_cache.truncate_from_end(log_end_offset)
         self.leader_epoch_cache.truncate_from_start(log_start_offset)
@@ -345,8 +345,8 @@ class PartitionLog:
         active.append(buffer, headers, first_offset, log_append_time)
 
         self.log_end_offset = next_offset
-        if self.high_watermark_follows_log_end:
-            self.high_watermark = next_offset
+        if self._high_watermark_follows_log_end:
+            self._high_watermark = next_offset
         cache = self.leader_epoch_cache
         if leader_epoch is not None:
             if leader_epoch > cache.latest_epoch():
@@ -462,6 +462,36 @@ class PartitionLog:
                 best = segment
         return best.max_timestamp_record() if best is not None else None
 
+    # -- the high watermark ---------------------------------------------------------------
+    # The log is its only writer (like Kafka's UnifiedLog.updateHighWatermark): callers
+    # say what it should become, the log holds it within [log start, log end].
+
+    @property
+    def high_watermark(self) -> int:
+        """The offset below which every in-sync replica has the records (consumers read
+        up to it; it never exceeds the log end offset)."""
+        return self._high_watermark
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, held within [log start, log end] (Kafka's
+        ``updateHighWatermark``: at load, from the checkpoint). Returns the new value."""
+        self._high_watermark = max(min(offset, self.log_end_offset), self.log_start_offset)
+        return self._high_watermark
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        """Move the high watermark forward to ``offset`` (at most the log end offset),
+        never back (Kafka's ``maybeIncrementHighWatermark``); True if it moved."""
+        offset = min(offset, self.log_end_offset)
+        if offset > self._high_watermark:
+            self._high_watermark = offset
+            return True
+        return False
+
+    def stop_following_log_end(self) -> None:
+        """Replication owns the high watermark from now on: appends no longer move it;
+        the leader's ISR rule or the follower's copy of the leader's does."""
+        self._high_watermark_follows_log_end = False
+
     # -- removing data -------------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> None:
@@ -483,7 +513,7 @@ class PartitionLog:
             next_offset = segment.truncate_to(offset)
             self.log_end_offset = next_offset if next_offset is not None else segment.base_offset
             self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self._high_watermark = min(self._high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
 

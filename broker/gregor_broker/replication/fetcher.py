@@ -230,9 +230,7 @@ class ReplicaFetcher:
             )
             if not self._truncate_log(item, target):
                 return
-        partition_log.high_watermark = min(
-            partition_log.high_watermark, partition_log.log_end_offset
-        )
+        # truncate_to held the high watermark at or below the new log end.
         item.needs_truncation = False
 
     def _truncate_log(self, item: FollowedPartition, target: int) -> bool:
@@ -357,10 +355,9 @@ class ReplicaFetcher:
                 headers = [h for h in headers if h.base_offset >= partition_log.log_end_offset]
                 if headers:
                     self.manager.append_as_follower(partition, buffer, headers)
-        leader_high_watermark = data.high_watermark  # type: ignore[attr-defined]
-        new_high_watermark = min(leader_high_watermark, partition_log.log_end_offset)
-        if new_high_watermark > partition_log.high_watermark:
-            partition_log.high_watermark = new_high_watermark
+        # Matches Kafka: a follower's high watermark is the leader's, capped at its own
+        # log end offset, and never moves back.
+        partition_log.maybe_increment_high_watermark(data.high_watermark)  # type: ignore[attr-defined]
         return True
 
 

@@ -51,7 +51,7 @@ class Partition:
     # leader side -------------------------------------------------------------------------
     def become_leader(self, broker_id: int, now_ms: int) -> None:
         """Start tracking followers afresh, as a new leader does (their offsets unknown)."""
-        self.log.high_watermark_follows_log_end = False
+        self.log.stop_following_log_end()
         # Matches Kafka: the new epoch starts at the leader's log end offset, recorded
         # at election so OffsetForLeaderEpoch answers right before the first append.
         cache = self.log.leader_epoch_cache
@@ -96,11 +96,7 @@ class Partition:
 
     def maybe_advance_high_watermark(self, broker_id: int) -> bool:
         """Move the high watermark to the ISR's minimum log end offset; True if it moved."""
-        candidate = self.high_watermark_candidate(broker_id)
-        if candidate > self.log.high_watermark:
-            self.log.high_watermark = candidate
-            return True
-        return False
+        return self.log.maybe_increment_high_watermark(self.high_watermark_candidate(broker_id))
 
     def out_of_sync_replicas(self, broker_id: int, now_ms: int, lag_ms: int) -> set[int]:
         lagging = set()

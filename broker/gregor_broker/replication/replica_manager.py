@@ -232,7 +232,7 @@ class ReplicaManager:
             )
         else:
             partition.followers = {}
-            partition.log.high_watermark_follows_log_end = False
+            partition.log.stop_following_log_end()
             if partition.leader >= 0:
                 self.fetchers.follow(partition)
             else:

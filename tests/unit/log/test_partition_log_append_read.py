@@ -264,8 +264,8 @@ def test_flush_if_due_follows_flush_ms_and_rolled_segments(tmp_path, clock):
 
 def test_high_watermark_stays_put_when_replication_owns_it(tmp_path, clock):
     log = open_log(tmp_path, clock)
-    log.high_watermark_follows_log_end = False
-    log.high_watermark = 0
+    log.stop_following_log_end()
+    assert log.high_watermark == 0
     produce(log, batch(3))
     assert log.high_watermark == 0
     assert log.read(0, 1000, max_offset=log.high_watermark) is None

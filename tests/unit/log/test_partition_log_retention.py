@@ -55,11 +55,11 @@ def test_retention_ms_rolls_and_deletes_the_active_segment_when_everything_expir
 
 def test_retention_never_deletes_data_above_the_high_watermark(tmp_path, clock):
     log = open_log(tmp_path, clock, retention_ms=1000)
-    log.high_watermark_follows_log_end = False
+    log.stop_following_log_end()
     produce_at(log, clock, clock.now - 5000, 3)
-    log.high_watermark = 1
+    log.maybe_increment_high_watermark(1)
     assert log.apply_retention() == 0
-    log.high_watermark = 2
+    log.maybe_increment_high_watermark(2)
     assert log.apply_retention() == 1
     assert log.log_start_offset == 2
 
@@ -97,9 +97,9 @@ def test_delete_records_before_moves_log_start_and_deletes_whole_segments(tmp_pa
 
 def test_delete_records_beyond_the_high_watermark_is_rejected(tmp_path, clock):
     log = open_log(tmp_path, clock)
-    log.high_watermark_follows_log_end = False
+    log.stop_following_log_end()
     produce_at(log, clock, 0, 4)
-    log.high_watermark = 2
+    log.maybe_increment_high_watermark(2)
     with pytest.raises(OffsetOutOfRange):
         log.delete_records_before(3)
     assert log.delete_records_before(2) == 2
