@@ -17,7 +17,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kio.schema.errors import ErrorCode
+
 from ..log.partition_log import PartitionLog
+from ..protocol.errors import KafkaError
+
+
+class PartitionError(KafkaError):
+    """A per-partition failure carrying the Kafka error code to return."""
+
+    def __init__(
+        self,
+        error_code: ErrorCode,
+        message: str = "",
+        record_errors: list[tuple[int, str]] | None = None,
+    ) -> None:
+        super().__init__(error_code, message)
+        # KIP-467: the records of the batch that made it fail (batch index, message).
+        self.record_errors = record_errors
 
 
 @dataclass(slots=True)
@@ -47,6 +64,15 @@ class Partition:
 
     def is_leader(self, broker_id: int) -> bool:
         return self.leader == broker_id
+
+    def check_current_leader_epoch(self, requested_epoch: int) -> None:
+        """Matches Kafka's fencing of requests that carry a current leader epoch
+        (KIP-320, ``Partition.checkCurrentLeaderEpoch``): -1 means "not checked"."""
+        if requested_epoch < 0 or requested_epoch == self.leader_epoch:
+            return
+        if requested_epoch > self.leader_epoch:
+            raise PartitionError(ErrorCode.unknown_leader_epoch)
+        raise PartitionError(ErrorCode.fenced_leader_epoch)
 
     # leader side -------------------------------------------------------------------------
     def become_leader(self, broker_id: int, now_ms: int) -> None:

@@ -38,10 +38,9 @@ from ..log.validator import (
     validate_produce_records,
     validate_records,
 )
-from ..protocol.errors import KafkaError
 from ..protocol.record_batch import BatchHeader, InvalidBatch, scan_batches
 from .fetcher import ReplicaFetcherManager
-from .partition import Partition
+from .partition import Partition, PartitionError
 from .replica_selector import ReplicaView, select_read_replica
 from .replication_config import ReplicationConfig
 from .throttle import LeaderReplicationQuota
@@ -54,20 +53,6 @@ TopicPartition = tuple[str, int]
 DEFAULT_PRODUCE_DECOMPRESSED_MAX_BYTES = 104857600
 
 __all__ = ["Partition", "PartitionError", "ReplicaManager"]
-
-
-class PartitionError(KafkaError):
-    """A per-partition failure carrying the Kafka error code to return."""
-
-    def __init__(
-        self,
-        error_code: ErrorCode,
-        message: str = "",
-        record_errors: list[tuple[int, str]] | None = None,
-    ) -> None:
-        super().__init__(error_code, message)
-        # KIP-467: the records of the batch that made it fail (batch index, message).
-        self.record_errors = record_errors
 
 
 class Waiters:
@@ -388,8 +373,13 @@ class ReplicaManager:
         self.high_watermark_waiters.notify((partition.topic, partition.index))
 
     # lookups -----------------------------------------------------------------------
-    def leader_partition(self, topic: str, index: int) -> Partition:
-        """The partition if this broker leads it, else the Kafka error to return."""
+    def partition_or_error(
+        self, topic: str, index: int, *, require_leader: bool = True
+    ) -> Partition:
+        """The partition, else the Kafka error to return (Kafka's ``getPartitionOrError``
+        + ``localLogOrException``): with ``require_leader``, only if this broker leads it;
+        without, also if it follows a leader (fetch from follower, KIP-392: the follower
+        serves up to its own high watermark)."""
         partition = self.partitions.get((topic, index))
         if partition is None:
             self._raise_if_offline(topic, index)
@@ -397,20 +387,10 @@ class ReplicaManager:
             if known is None or index not in known.partitions:
                 raise PartitionError(ErrorCode.unknown_topic_or_partition)
             raise PartitionError(ErrorCode.not_leader_or_follower)
-        if not partition.is_leader(self.broker_id):
-            raise PartitionError(ErrorCode.not_leader_or_follower)
-        return partition
-
-    def readable_partition(self, topic: str, index: int) -> Partition:
-        """A partition a consumer may read here: this broker leads it or follows it
-        (KIP-392; the follower serves up to its own high watermark)."""
-        partition = self.partitions.get((topic, index))
-        if partition is None:
-            known = self.metadata.topics.get(topic)
-            if known is None or index not in known.partitions:
-                raise PartitionError(ErrorCode.unknown_topic_or_partition)
-            raise PartitionError(ErrorCode.not_leader_or_follower)
-        if self.broker_id not in partition.replicas or partition.leader < 0:
+        if require_leader:
+            if not partition.is_leader(self.broker_id):
+                raise PartitionError(ErrorCode.not_leader_or_follower)
+        elif self.broker_id not in partition.replicas or partition.leader < 0:
             raise PartitionError(ErrorCode.not_leader_or_follower)
         return partition
 
@@ -478,7 +458,7 @@ class ReplicaManager:
         ``budget`` bounds what the request's compressed batches may inflate to while
         they are validated (``produce.decompressed.max.bytes``, shared by the request).
         """
-        partition = self.leader_partition(topic, index)
+        partition = self.partition_or_error(topic, index)
         try:
             if api_version is not None:
                 validate_produce_records(api_version, records)

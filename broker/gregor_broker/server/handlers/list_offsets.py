@@ -11,10 +11,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ...replication.replica_manager import PartitionError
+from ...replication.partition import PartitionError
 from ..request_router import RequestContext
 from ..services import BrokerServices
-from .fetch import _check_leader_epoch
 
 LATEST = -1
 EARLIEST = -2
@@ -36,8 +35,8 @@ def handle_list_offsets(broker: BrokerServices, context: RequestContext, request
 def _lookup(broker: BrokerServices, topic: str, requested: Any) -> dict[str, Any]:
     index = requested.partition_index
     try:
-        partition = broker.replica_manager.leader_partition(topic, index)
-        _check_leader_epoch(partition, getattr(requested, "current_leader_epoch", -1))
+        partition = broker.replica_manager.partition_or_error(topic, index)
+        partition.check_current_leader_epoch(getattr(requested, "current_leader_epoch", -1))
     except PartitionError as error:
         return _result(index, error.error_code, -1, -1, -1)
     partition_log = partition.log

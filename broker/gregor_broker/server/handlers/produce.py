@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 from ...log.validator import DecompressionBudget
 from ...protocol.produce_response import PartitionProduceResult, ProduceResponse
 from ...protocol.record_batch import first_batch_is_transactional
-from ...replication.replica_manager import PartitionError
+from ...replication.partition import PartitionError
 from ..request_router import RequestContext
 from ..services import BrokerServices
 

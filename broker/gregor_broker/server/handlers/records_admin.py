@@ -7,7 +7,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ...log.partition_log import OffsetOutOfRange
-from ...replication.replica_manager import PartitionError
+from ...replication.partition import PartitionError
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
@@ -21,7 +21,7 @@ def handle_delete_records(broker: BrokerServices, context: RequestContext, reque
         for requested in topic.partitions:
             index = requested.partition_index
             try:
-                partition = broker.replica_manager.leader_partition(topic.name, index)
+                partition = broker.replica_manager.partition_or_error(topic.name, index)
             except PartitionError as error:
                 partitions.append(
                     {"partition_index": index, "low_watermark": -1, "error_code": error.error_code}

@@ -11,10 +11,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ...replication.replica_manager import PartitionError
+from ...replication.partition import PartitionError
 from ..request_router import RequestContext
 from ..services import BrokerServices
-from .fetch import _check_leader_epoch
 
 
 def handle_offset_for_leader_epoch(
@@ -26,8 +25,8 @@ def handle_offset_for_leader_epoch(
         for requested in topic.partitions:
             index = requested.partition
             try:
-                partition = broker.replica_manager.leader_partition(topic.topic, index)
-                _check_leader_epoch(partition, requested.current_leader_epoch)
+                partition = broker.replica_manager.partition_or_error(topic.topic, index)
+                partition.check_current_leader_epoch(requested.current_leader_epoch)
             except PartitionError as error:
                 partitions.append(
                     {
