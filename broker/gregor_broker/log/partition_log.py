@@ -41,8 +41,11 @@ from pathlib import Path
 from ..protocol import record_batch
 from ..protocol.record_batch import BatchHeader
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from .inflate import DecompressionBudget
 from .log_config import LogConfig
+from .producer_state import ProducerStateManager
 from .segment import LogSegment
+from .validator import validate_produce_records, validate_records
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 _LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
@@ -69,6 +72,9 @@ class AppendResult:
     last_offset: int
     log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime
     log_start_offset: int
+    # A retried idempotent batch: acknowledged with the offsets it was written at, not
+    # written again.
+    duplicate: bool = False
 
 
 class OffsetOutOfRange(Exception):
@@ -113,6 +119,8 @@ class PartitionLog:
         # single replica is its own ISR). ``stop_following_log_end`` hands it to
         # replication, which moves it through ``maybe_increment_high_watermark``.
         self._high_watermark_follows_log_end = True
+        # Idempotent producers' state (sequence numbers, duplicates), rebuilt from the log.
+        self.producer_state = ProducerStateManager(self)
         self.leader_epoch_cache = LeaderEpochCache(
             directory / LEADER_EPOCH_CHECKPOINT, lambda: self.log_end_offset
         )
@@ -303,6 +311,48 @@ class PartitionLog:
         )
 
     # -- append --------------------------------------------------------------------------
+
+    def validate_append(
+        self,
+        records: bytes | None,
+        *,
+        budget: DecompressionBudget,
+        api_version: int | None = None,
+    ) -> list[BatchHeader]:
+        """Validate a leader's incoming batches (Kafka's ``LogValidator``) and return
+        their headers. ``api_version`` is the Produce request's (None for the broker's
+        own writes); ``budget`` bounds what compressed batches may inflate to. Raises
+        ``InvalidBatch`` (its ``error`` names the Kafka code) or ``RecordValidationError``."""
+        if api_version is not None:
+            validate_produce_records(api_version, records)
+        if not records:
+            raise record_batch.InvalidBatch("CORRUPT_MESSAGE", "produce without records")
+        config = self.config
+        headers = record_batch.scan_batches(records, max_batch_size=config.max_message_bytes)
+        validate_records(
+            records,
+            headers,
+            budget=budget,
+            compacted=config.compacted,
+            topic_partition=f"{self.topic}-{self.partition}",
+        )
+        return headers
+
+    def append_as_leader(
+        self, buffer: bytearray, headers: list[BatchHeader], *, leader_epoch: int
+    ) -> AppendResult:
+        """Append validated batches as the leader: offsets assigned here, idempotent
+        producers deduplicated and sequence-checked first (``ProducerStateError`` when
+        Kafka would refuse the batch; a retry of a batch already written comes back
+        with its original offsets and ``duplicate`` set, and is not written again)."""
+        duplicate = self.producer_state.check(headers)
+        if duplicate is not None:
+            return AppendResult(
+                duplicate.first_offset, duplicate.last_offset, -1, self.log_start_offset, True
+            )
+        result = self.append(buffer, headers, leader_epoch=leader_epoch)
+        self.producer_state.record_append(buffer, headers)
+        return result
 
     def append(
         self,

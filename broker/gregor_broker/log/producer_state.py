@@ -36,14 +36,25 @@ producer ids (``producer.id.expiration.ms``); entries live as long as the broker
 from __future__ import annotations
 
 import os
-import weakref
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from ..protocol.record_batch import HEADER_SIZE, BatchHeader, read_header
-from .partition_log import PartitionLog
+
+
+class ProducerStateLog(Protocol):
+    """The partition log as its producer state reads it (``PartitionLog``, which owns
+    the state: ``PartitionLog.producer_state``)."""
+
+    log_start_offset: int
+    log_end_offset: int
+    truncations: int
+
+    def read(self, fetch_offset: int, max_bytes: int) -> Any: ...
+
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -186,7 +197,7 @@ class ProducerState:
             )
 
 
-def read_batch_headers(log: PartitionLog, start: int, end: int) -> list[BatchHeader]:
+def read_batch_headers(log: ProducerStateLog, start: int, end: int) -> list[BatchHeader]:
     """Headers of the batches holding offsets [start, end), read from the segment files
     (61 bytes per batch; record data is never read)."""
     headers: list[BatchHeader] = []
@@ -214,38 +225,41 @@ def read_batch_headers(log: PartitionLog, start: int, end: int) -> list[BatchHea
     return headers
 
 
-class ProducerStates:
-    """Producer state of every local partition log, rebuilt lazily from the log."""
+class ProducerStateManager:
+    """The producer state of one partition log (Kafka's ``ProducerStateManager``),
+    rebuilt lazily from the log: plain producers pay nothing until an idempotent one
+    appears."""
 
-    def __init__(self) -> None:
-        self._states: weakref.WeakKeyDictionary[PartitionLog, ProducerState] = (
-            weakref.WeakKeyDictionary()
-        )
+    def __init__(self, log: ProducerStateLog) -> None:
+        self._log = log
+        self._state: ProducerState | None = None
 
-    def state_for(self, log: PartitionLog) -> ProducerState:
-        """The state current to ``log``'s end: scans what it has not seen yet and
+    def state(self) -> ProducerState:
+        """The state current to the log's end: scans what it has not seen yet and
         starts over from the log when the log was truncated since it was built."""
-        state = self._states.get(log)
+        log = self._log
+        state = self._state
         if (
             state is None
             or state.truncations != log.truncations
             or log.log_end_offset < state.next_offset
         ):
-            state = ProducerState(log.log_start_offset, log.truncations)
-            self._states[log] = state
+            state = self._state = ProducerState(log.log_start_offset, log.truncations)
         if state.next_offset < log.log_end_offset:
             state.apply(read_batch_headers(log, state.next_offset, log.log_end_offset))
             state.next_offset = log.log_end_offset
         return state
 
-    def check(self, log: PartitionLog, headers: list[BatchHeader]) -> BatchMetadata | None:
-        if not any(_is_idempotent(h) for h in headers) and log not in self._states:
+    def check(self, headers: list[BatchHeader]) -> BatchMetadata | None:
+        """Before a leader's append: the batch it duplicates, or None to append it;
+        ProducerStateError when Kafka would refuse it."""
+        if self._state is None and not any(_is_idempotent(h) for h in headers):
             return None  # plain producers pay nothing until an idempotent one appears
-        return self.state_for(log).check(headers)
+        return self.state().check(headers)
 
-    def record_append(self, log: PartitionLog, buffer: bytes | bytearray, headers: list) -> None:
+    def record_append(self, buffer: bytes | bytearray, headers: list[BatchHeader]) -> None:
         """After an append: apply the batches with the offsets the log gave them."""
-        state = self._states.get(log)
+        state = self._state
         if state is None:
             return
         state.apply([read_header(buffer, h.position) for h in headers])

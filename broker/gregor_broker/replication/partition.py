@@ -19,8 +19,12 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from ..log.partition_log import PartitionLog
+from ..log.inflate import DecompressionBudget
+from ..log.partition_log import AppendResult, PartitionLog
+from ..log.producer_state import ProducerStateError
+from ..log.validator import RecordValidationError
 from ..protocol.errors import KafkaError
+from ..protocol.record_batch import InvalidBatch
 
 
 class PartitionError(KafkaError):
@@ -64,6 +68,44 @@ class Partition:
 
     def is_leader(self, broker_id: int) -> bool:
         return self.leader == broker_id
+
+    def append_as_leader(
+        self,
+        records: bytes | None,
+        acks: int,
+        *,
+        budget: DecompressionBudget,
+        api_version: int | None = None,
+    ) -> AppendResult:
+        """Kafka's ``Partition.appendRecordsToLeader``: the log validates the batches,
+        acks=all needs ``min.insync.replicas`` in the ISR, and the log appends them
+        (deduplicating idempotent retries). Every refusal is a ``PartitionError`` with
+        Kafka's code; an ``OSError`` from the disk goes to the caller (the replica
+        manager takes the log dir offline). The high watermark moves after, with the
+        replica manager's ISR bookkeeping."""
+        log = self.log
+        try:
+            headers = log.validate_append(records, budget=budget, api_version=api_version)
+        except RecordValidationError as error:
+            raise PartitionError(
+                ErrorCode.invalid_record, str(error), error.record_errors
+            ) from error
+        except InvalidBatch as error:
+            raise PartitionError(ErrorCode[error.error.lower()], str(error)) from error
+        min_insync_replicas = log.config.min_insync_replicas
+        if acks == -1 and len(self.isr) < min_insync_replicas:
+            raise PartitionError(
+                ErrorCode.not_enough_replicas,
+                f"{len(self.isr)} in-sync replicas, min.insync.replicas={min_insync_replicas}",
+            )
+        try:
+            return log.append_as_leader(
+                bytearray(records),  # type: ignore[arg-type]  # validated: not None
+                headers,
+                leader_epoch=self.leader_epoch,
+            )
+        except ProducerStateError as error:
+            raise PartitionError(error.error_code, str(error)) from error
 
     def check_current_leader_epoch(self, requested_epoch: int) -> None:
         """Matches Kafka's fencing of requests that carry a current leader epoch

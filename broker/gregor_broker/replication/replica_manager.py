@@ -31,14 +31,10 @@ from ..cluster.models import PartitionState
 from ..log.log_config import LogConfig
 from ..log.log_manager import LogDirOffline, LogManager
 from ..log.partition_log import AppendResult
-from ..log.producer_state import ProducerStateError, ProducerStates
 from ..log.validator import (
     DecompressionBudget,
-    RecordValidationError,
-    validate_produce_records,
-    validate_records,
 )
-from ..protocol.record_batch import BatchHeader, InvalidBatch, scan_batches
+from ..protocol.record_batch import BatchHeader
 from .fetcher import ReplicaFetcherManager
 from .partition import Partition, PartitionError
 from .replica_selector import ReplicaView, select_read_replica
@@ -131,7 +127,6 @@ class ReplicaManager:
         self.fetchers = ReplicaFetcherManager(self)
         self.messages_in_total = 0
         self.bytes_in_total = 0
-        self.producer_states = ProducerStates()
         # Called with a partition whenever its leader changes or it is dropped here
         # (the group coordinator loads and unloads __consumer_offsets partitions).
         self.leadership_listeners: list[Callable[[Partition], None]] = []
@@ -460,50 +455,19 @@ class ReplicaManager:
         """
         partition = self.partition_or_error(topic, index)
         try:
-            if api_version is not None:
-                validate_produce_records(api_version, records)
-            if not records:
-                raise PartitionError(ErrorCode.corrupt_message, "produce without records")
-            config = partition.log.config
-            headers = scan_batches(records, max_batch_size=config.max_message_bytes)
-            validate_records(
+            result = partition.append_as_leader(
                 records,
-                headers,
+                acks,
                 budget=budget or DecompressionBudget(self.produce_decompressed_max_bytes),
-                compacted=config.compacted,
-                topic_partition=f"{topic}-{index}",
+                api_version=api_version,
             )
-        except RecordValidationError as error:
-            raise PartitionError(
-                ErrorCode.invalid_record, str(error), error.record_errors
-            ) from error
-        except InvalidBatch as error:
-            raise PartitionError(ErrorCode[error.error.lower()], str(error)) from error
-        if acks == -1 and len(partition.isr) < config.min_insync_replicas:
-            raise PartitionError(
-                ErrorCode.not_enough_replicas,
-                f"{len(partition.isr)} in-sync replicas, min.insync.replicas="
-                f"{config.min_insync_replicas}",
-            )
-        buffer = bytearray(records)
-        try:
-            duplicate = self.producer_states.check(partition.log, headers)
-        except ProducerStateError as error:
-            raise PartitionError(error.error_code, str(error)) from error
-        if duplicate is not None:
-            # Matches Kafka: a retried idempotent batch is acknowledged with the offsets
-            # it was written at, and not written twice.
-            return AppendResult(
-                duplicate.first_offset, duplicate.last_offset, -1, partition.log.log_start_offset
-            )
-        try:
-            result = partition.log.append(buffer, headers, leader_epoch=partition.leader_epoch)
         except OSError as error:
             # Matches Kafka: KAFKA_STORAGE_ERROR for the partition, never a closed
             # connection; the log dir goes offline (a failed segment write is truncated
             # back, so nothing half-written stays in the log).
             raise self.storage_failed(partition, error) from error
-        self.producer_states.record_append(partition.log, buffer, headers)
+        if result.duplicate:
+            return result
         messages = result.last_offset - result.first_offset + 1
         self.messages_in_total += messages
         self.bytes_in_total += len(records)
