@@ -33,6 +33,7 @@ from ..cluster.metadata_cache import MetadataCache, ZooKeeperMetadataWatcher
 from ..cluster.models import BrokerRegistration
 from ..config import BrokerConfig, log_config_for
 from ..coordinator.service import CoordinatorService
+from ..log.log_cleaner import CleanerConfig, LogCleaner
 from ..log.log_manager import LogManager
 from ..metrics import MetricsServer
 from .connection import Connection, SendfileCounter
@@ -156,6 +157,17 @@ class Broker:
         self.logs.write_meta_properties(config.broker_id, self.metadata.cluster_id)
         topic_configs = await asyncio.to_thread(self._read_all_topic_configs)
         self.logs.load(lambda topic: log_config_for(config, topic_configs.get(topic, {})))
+        self.log_cleaner = LogCleaner(
+            self.logs,
+            CleanerConfig(
+                enable=config.log_cleaner_enable,
+                threads=config.log_cleaner_threads,
+                dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+                io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+                backoff_ms=config.log_cleaner_backoff_ms,
+            ),
+        )
+        self.log_cleaner.start()
 
         self.replicas = ReplicaManager(
             config.broker_id,
@@ -439,6 +451,8 @@ class Broker:
                 connection.transport.close()
         if self.zk is not None:
             await asyncio.to_thread(self._close_zk)
+        if getattr(self, "log_cleaner", None) is not None:
+            await self.log_cleaner.stop()
         if getattr(self, "logs", None) is not None:
             self.logs.close()
         for fd in self._lock_fds:

@@ -1,0 +1,178 @@
+"""Log compaction on a real broker: real producers (confluent-kafka and kcat) write
+updates and tombstones to a compacted topic with small segments; the cleaner shrinks the
+partition to about one record a key, and consumers of three client families
+(librdkafka, kafka-python, aiokafka) read every key's last value across the gaps."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import confluent_kafka
+import pytest
+
+from gregor_broker.cluster.local_cluster import free_port
+
+from .broker_helpers import create_topic, scrape, wait_for
+
+TOPIC = "accounts"
+KEYS = 1000
+UPDATES = 100_000
+KCAT_UPDATES = 10_000
+
+
+def _value(key: int, update: int) -> bytes | None:
+    """The last update of every tenth key is a tombstone."""
+    if key % 10 == 0 and update >= UPDATES - KEYS:
+        return None
+    return b"value-%d-%d-%s" % (key, update, os.urandom(16).hex().encode())
+
+
+def _log_bytes(log_dir: Path) -> int:
+    return sum(p.stat().st_size for p in (log_dir / f"{TOPIC}-0").glob("*.log"))
+
+
+def _read_with_librdkafka(bootstrap: str, end: int) -> list[tuple[int, bytes, bytes | None]]:
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False}
+    )
+    consumer.assign([confluent_kafka.TopicPartition(TOPIC, 0, 0)])
+    out: list[tuple[int, bytes, bytes | None]] = []
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and (not out or out[-1][0] < end - 1):
+            for message in consumer.consume(10_000, 0.5):
+                assert message.error() is None, message.error()
+                out.append((message.offset(), message.key(), message.value()))
+    finally:
+        consumer.close()
+    return out
+
+
+def _read_with_kafka_python(bootstrap: str, end: int) -> list[tuple[int, bytes, bytes | None]]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    partition = TopicPartition(TOPIC, 0)
+    consumer.assign([partition])
+    consumer.seek(partition, 0)
+    out: list[tuple[int, bytes, bytes | None]] = []
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and (not out or out[-1][0] < end - 1):
+            for records in consumer.poll(timeout_ms=500).values():
+                out += [(r.offset, r.key, r.value) for r in records]
+    finally:
+        consumer.close()
+    return out
+
+
+def _read_with_aiokafka(bootstrap: str, end: int) -> list[tuple[int, bytes, bytes | None]]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def read() -> list[tuple[int, bytes, bytes | None]]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        partition = TopicPartition(TOPIC, 0)
+        consumer.assign([partition])
+        consumer.seek(partition, 0)
+        out: list[tuple[int, bytes, bytes | None]] = []
+        deadline = time.monotonic() + 60
+        try:
+            while time.monotonic() < deadline and (not out or out[-1][0] < end - 1):
+                batches = await consumer.getmany(timeout_ms=500)
+                for records in batches.values():
+                    out += [(r.offset, r.key, r.value) for r in records]
+        finally:
+            await consumer.stop()
+        return out
+
+    return asyncio.run(read())
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_a_compacted_topic_keeps_every_keys_last_value_and_shrinks(broker_factory) -> None:
+    metrics_port = free_port()
+    broker = broker_factory(**{"log.cleaner.backoff.ms": "200", "metrics.port": str(metrics_port)})
+    started = time.monotonic()
+    bootstrap = broker.bootstrap
+    create_topic(
+        bootstrap,
+        TOPIC,
+        config={
+            "cleanup.policy": "compact",
+            "segment.bytes": "65536",
+            "segment.ms": "2000",
+            "min.cleanable.dirty.ratio": "0.01",
+        },
+    )
+    # confluent-kafka writes the first updates, in compressed batches...
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4"}
+    )
+    latest: dict[bytes, tuple[int, bytes | None]] = {}
+    confluent_updates = UPDATES - KCAT_UPDATES
+    for update in range(confluent_updates):
+        key = update % KEYS
+        value = _value(key, update)
+        producer.produce(TOPIC, value, b"key-%d" % key)
+        latest[b"key-%d" % key] = (update, value)
+        if update % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    # ... and kcat the rest, tombstones included (-Z: an empty value is a null).
+    lines = []
+    for update in range(confluent_updates, UPDATES):
+        key = update % KEYS
+        value = _value(key, update)
+        lines.append(b"key-%d|%s" % (key, value or b""))
+        latest[b"key-%d" % key] = (update, value)
+    subprocess.run(
+        ["kcat", "-P", "-b", bootstrap, "-t", TOPIC, "-K", "|", "-Z", "-z", "gzip"],
+        input=b"\n".join(lines) + b"\n",
+        check=True,
+        timeout=120,
+    )
+    end = UPDATES
+    produced = time.monotonic()
+    log_dir = broker.log_dir
+    # What the producers wrote (the cleaner already works while they write).
+    written = scrape(metrics_port)["gregor_bytes_in_total"]
+
+    def cleaned() -> bool:
+        """segment.ms rolled the last data out of the active segment, and the cleaner
+        has nothing dirty left."""
+        metrics = scrape(metrics_port)
+        segments = sorted((log_dir / f"{TOPIC}-0").glob("*.log"))
+        return (
+            metrics.get("gregor_log_cleaner_passes_total", 0) > 0
+            and metrics.get("gregor_log_cleaner_max_dirty_percent", 100) == 0
+            and segments[-1].stat().st_size == 0
+        )
+
+    assert wait_for(cleaned, timeout=120, interval=1), (written, _log_bytes(log_dir))
+    after = _log_bytes(log_dir)
+    compacted = time.monotonic()
+    # 100,000 records of about 80 bytes down to about 1,000.
+    assert after < written / 20, (written, after)
+
+    expected = {key: value for key, (_, value) in latest.items()}
+    for read in (_read_with_librdkafka, _read_with_kafka_python, _read_with_aiokafka):
+        records = read(bootstrap, end)
+        assert records, read.__name__
+        assert records[-1][0] == end - 1, read.__name__
+        # About one record a key (each key's last, tombstones kept for delete.retention.ms).
+        assert KEYS <= len(records) <= KEYS + 100, (read.__name__, len(records))
+        seen = {key: value for _, key, value in records}
+        assert seen == expected, read.__name__
+        offsets = [offset for offset, _, _ in records]
+        assert offsets == sorted(set(offsets)), read.__name__
+    print(
+        f"log bytes: {written} written, {after} after cleaning; produce "
+        f"{produced - started:.1f} s, cleaned {compacted - produced:.1f} s later, "
+        f"read by three clients in {time.monotonic() - compacted:.1f} s"
+    )
