@@ -176,3 +176,57 @@ def test_a_compacted_topic_keeps_every_keys_last_value_and_shrinks(broker_factor
         f"{produced - started:.1f} s, cleaned {compacted - produced:.1f} s later, "
         f"read by three clients in {time.monotonic() - compacted:.1f} s"
     )
+
+
+def _offsets_log_bytes(log_dir: Path) -> int:
+    return sum(p.stat().st_size for p in (log_dir / "__consumer_offsets-0").glob("*.log"))
+
+
+def test_consumer_offsets_stay_bounded_under_a_committing_group_and_reload(broker_factory):
+    """``__consumer_offsets`` is compacted: a group committing in a loop keeps it near a
+    few segments, and the coordinator reloads the last commit from the cleaned log.
+    ``GREGOR_COMMIT_LOOP_S`` sets the loop's length (the acceptance run: 600)."""
+    seconds = float(os.environ.get("GREGOR_COMMIT_LOOP_S", "20"))
+    segment_bytes = 16384
+    broker = broker_factory(
+        **{
+            "log.cleaner.backoff.ms": "200",
+            "offsets.topic.num.partitions": "1",
+            "offsets.topic.segment.bytes": str(segment_bytes),
+            "group.initial.rebalance.delay.ms": "0",
+        }
+    )
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, "ledger")
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "auditors", "enable.auto.commit": False}
+    )
+    commits = 0
+    largest = 0
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            commits += 1
+            consumer.commit(
+                offsets=[confluent_kafka.TopicPartition("ledger", 0, commits)],
+                asynchronous=False,
+            )
+            if commits % 200 == 0:
+                largest = max(largest, _offsets_log_bytes(broker.log_dir))
+    finally:
+        consumer.close()
+    largest = max(largest, _offsets_log_bytes(broker.log_dir))
+    # Each commit is about 100 bytes: without cleaning the log would hold them all.
+    assert commits * 100 > 8 * segment_bytes, commits
+    assert largest < 8 * segment_bytes, (commits, largest)
+
+    broker.stop()
+    broker.start()
+    broker.wait_registered(30)
+    checker = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "auditors"})
+    try:
+        [committed] = checker.committed([confluent_kafka.TopicPartition("ledger", 0)], 30)
+    finally:
+        checker.close()
+    assert committed.offset == commits
+    print(f"{commits} commits in {seconds:.0f} s; __consumer_offsets-0 at most {largest} bytes")
