@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 # Work done between two looks at the event loop: one batch, or this many bytes of them.
-_YIELD_EVERY_BYTES = 256 * 1024
+_YIELD_EVERY_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
