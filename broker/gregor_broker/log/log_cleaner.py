@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from .checkpoints import read_offset_checkpoint, write_offset_checkpoint
@@ -48,9 +48,15 @@ class CleanerConfig:
 class Throttler:
     """Sleeps so that bytes pass at most ``rate`` per second (Kafka's ``Throttler``)."""
 
-    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        rate: float,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self.rate = rate
         self._clock = clock
+        self._sleep = sleep
         self._start = clock()
         self._bytes = 0
 
@@ -61,7 +67,7 @@ class Throttler:
         elapsed = self._clock() - self._start
         wanted = self._bytes / self.rate
         if wanted > elapsed:
-            await asyncio.sleep(wanted - elapsed)
+            await self._sleep(wanted - elapsed)
         if elapsed > 1.0:  # a window of about a second, like Kafka's check interval
             self._start, self._bytes = self._clock(), 0
 
