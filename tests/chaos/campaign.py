@@ -27,6 +27,7 @@ from .checker import (
     check_unread,
     divergence,
     longest_gaps,
+    read_high_watermarks,
     read_partitions,
     replica_batches,
 )
@@ -175,11 +176,13 @@ def check_acknowledgements_and_replicas(
         {"bootstrap.servers": bootstrap, "group.id": "chaos-checker"}
     )
     try:
-        for partition in range(partitions):
-            _, high = watermarks.get_watermark_offsets(
-                confluent_kafka.TopicPartition(TOPIC, partition), timeout=30
-            )
-            verdict.high_watermarks[partition] = high
+        read_high_watermarks(
+            lambda partition: watermarks.get_watermark_offsets(
+                confluent_kafka.TopicPartition(TOPIC, partition), timeout=10
+            )[1],
+            partitions,
+            verdict,
+        )
     finally:
         watermarks.close()
     served = read_partitions(bootstrap, TOPIC, verdict.high_watermarks)
@@ -190,7 +193,7 @@ def check_acknowledgements_and_replicas(
     assert assignment is not None
     for broker in cluster.brokers.values():
         broker.stop()
-    for partition in range(partitions):
+    for partition in verdict.high_watermarks:
         replicas = {
             broker_id: replica_batches(cluster.brokers[broker_id].log_dir / f"{TOPIC}-{partition}")
             for broker_id in assignment.partitions[partition]
