@@ -2,16 +2,7 @@
 
 from __future__ import annotations
 
-import confluent_kafka
-import pytest
-
-from .checker import (
-    Verdict,
-    check_acknowledgements,
-    divergence,
-    longest_gaps,
-    read_high_watermarks,
-)
+from .checker import Verdict, check_acknowledgements, divergence, longest_gaps
 from .load import Ack
 
 
@@ -65,40 +56,3 @@ def test_the_longest_gap_counts_from_the_load_start_to_its_end() -> None:
     acks = [Ack(b"a", 0, 0, 12.0), Ack(b"b", 0, 1, 13.0), Ack(b"c", 1, 0, 10.5)]
     gaps = longest_gaps(acks, 2, start=10.0, end=20.0)
     assert gaps == {0: 7.0, 1: 9.5}
-
-
-def _not_leader() -> confluent_kafka.KafkaException:
-    return confluent_kafka.KafkaException(
-        confluent_kafka.KafkaError(confluent_kafka.KafkaError.NOT_LEADER_FOR_PARTITION)
-    )
-
-
-def test_a_high_watermark_is_asked_again_while_the_leader_moves() -> None:
-    answers = {0: [_not_leader(), _not_leader(), 42], 1: [7]}
-
-    def query(partition: int) -> int:
-        answer = answers[partition].pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    verdict = Verdict()
-    read_high_watermarks(query, 2, verdict, wait_s=5, backoff_s=0.01)
-    assert verdict.high_watermarks == {0: 42, 1: 7}
-    assert verdict.unread == []
-
-
-@pytest.mark.parametrize("code", ["NOT_LEADER_FOR_PARTITION", "INVALID_REQUEST"])
-def test_a_partition_without_a_high_watermark_is_reported_unavailable(code: str) -> None:
-    def query(partition: int) -> int:
-        if partition == 1:
-            raise confluent_kafka.KafkaException(
-                confluent_kafka.KafkaError(getattr(confluent_kafka.KafkaError, code))
-            )
-        return 5
-
-    verdict = Verdict()
-    read_high_watermarks(query, 3, verdict, wait_s=0.2, backoff_s=0.01)
-    assert verdict.high_watermarks == {0: 5, 2: 5}
-    assert len(verdict.unread) == 1 and verdict.unread[0].startswith("partition 1: unavailable")
-    assert verdict.violations() == 1
