@@ -314,7 +314,8 @@ class Broker:
         (``_register_again``, retried until it works), then stand for controller.
 
         The watches refresh themselves on every reconnect (kazoo's DataWatch and
-        ChildrenWatch read their node again and set a new watch), and the metadata they
+        ChildrenWatch, and our AsyncDataWatch, read their node again and set a new
+        watch: kazoo drops every watch with the connection), and the metadata they
         bring demotes this broker if another took its partitions meanwhile.
         """
         if state == KazooState.LOST:
