@@ -58,6 +58,8 @@ class LogDirOffline(Exception):
 
 
 TopicPartition = tuple[str, int]
+# Logs a periodic sweep handles per turn of the event loop (see ``LogManager.sweep``).
+SWEEP_SLICE = 256
 DirFailureListener = Callable[[Path, list[TopicPartition]], None]
 
 # (generation, {log dir: (recovery points, log start offsets, high watermarks)})
@@ -383,6 +385,33 @@ class LogManager:
                 log.flush_if_due()
             except OSError as error:
                 self.failed_on(key, error)
+
+    async def sweep(self, action: Callable[[PartitionLog], object]) -> None:
+        """Run ``action`` on every log, giving the event loop a turn every
+        ``SWEEP_SLICE`` logs: the periodic jobs (roll, flush) touch every log, and at
+        10,000 partitions one pass in one callback held the loop for tens of
+        milliseconds, hundreds on a loaded machine, in front of every request (the
+        Metadata tail of issue 9). A log deleted or taken offline meanwhile is skipped."""
+        logs = list(self._logs.items())
+        for start in range(0, len(logs), SWEEP_SLICE):
+            if start:
+                await asyncio.sleep(0)
+            for key, log in logs[start : start + SWEEP_SLICE]:
+                if self._logs.get(key) is not log:
+                    continue
+                try:
+                    action(log)
+                except OSError as error:
+                    self.failed_on(key, error)
+
+    async def flush_due_sliced(self) -> None:
+        """``flush_due`` for the periodic job, a slice of logs at a time."""
+        self._reap_deleted()
+        await self.sweep(PartitionLog.flush_if_due)
+
+    async def roll_due_sliced(self) -> None:
+        """``roll_due`` for the periodic job, a slice of logs at a time."""
+        await self.sweep(PartitionLog.maybe_roll)
 
     def roll_due(self) -> None:
         """Roll every log whose active segment is older than segment.ms."""

@@ -367,11 +367,11 @@ class Broker:
         if deleted:
             log.info("retention deleted %d segments", deleted)
 
-    def _flush(self) -> None:
-        self.logs.flush_due()
+    async def _flush(self) -> None:
+        await self.logs.flush_due_sliced()
 
-    def _roll(self) -> None:
-        self.logs.roll_due()
+    async def _roll(self) -> None:
+        await self.logs.roll_due_sliced()
 
     # failed log dirs ----------------------------------------------------------------------
     def _on_log_dir_failure(self, log_dir: Path, partitions: list[tuple[str, int]]) -> None:
