@@ -1,17 +1,18 @@
 """Reads what the rebalance planners need from ZooKeeper (through ``ZkAdmin``) and starts
 the moves they plan; shared by ``gregor-operator plan``, GregorRebalance and GregorCluster
-scaling. The decisions are ``planners.rebalance``'s.
+scaling, and what a rolling restart decides on. The decisions are the planners'.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.cluster.models import PartitionReassignment
 from gregor_broker.replication.reassignment_throttles import apply_throttles, remove_throttles
+from gregor_operator.planners.cluster_objects import config_hash
 from gregor_operator.planners.rebalance import (
     Plan,
     PlanRefused,
@@ -20,6 +21,7 @@ from gregor_operator.planners.rebalance import (
     plan_remove_brokers,
     summary,
 )
+from gregor_operator.planners.rolling import BrokerPod, RollObservation
 
 MODES = ("full", "add-brokers", "remove-brokers", "preferred-leaders")
 
@@ -52,6 +54,33 @@ def read_cluster(admin: ZkAdmin, excluded: Iterable[str] = ()) -> ClusterView:
                 leaders[key] = state[0].leader
                 isr[key] = tuple(state[0].isr)
     return ClusterView(brokers, assignment, leaders, isr)
+
+
+def roll_observation(
+    admin: ZkAdmin,
+    view: ClusterView,
+    spec: Mapping[str, Any],
+    replicas: int,
+    pods: Mapping[int, BrokerPod],
+) -> RollObservation:
+    """What a rolling restart decides on: pods, registrations, the controller, ISRs and
+    each topic's min.insync.replicas (its override, else the brokers' configured default)."""
+    default = int((spec.get("config") or {}).get("min.insync.replicas", 1))
+    min_isr = {}
+    for topic in {t for t, _ in view.assignment}:
+        override = admin.get_topic_config(topic).get("min.insync.replicas")
+        min_isr[topic] = int(override) if override is not None else default
+    controller = admin.get_controller()
+    return RollObservation(
+        desired_hash=config_hash(spec),
+        replicas=replicas,
+        pods=pods,
+        registered=frozenset(view.brokers),
+        controller=controller.broker_id if controller is not None else None,
+        assignment=view.assignment,
+        isr=view.isr,
+        min_isr=min_isr,
+    )
 
 
 def compute_plan(
