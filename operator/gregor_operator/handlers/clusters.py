@@ -11,6 +11,7 @@ where the last one stopped.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import Any
@@ -53,12 +54,14 @@ from gregor_operator.status import conditions
 from gregor_operator.zookeeper import CONNECTION_ERRORS, ZooKeeperUnavailable
 
 log = logging.getLogger(__name__)
+REAPPLY_S = 60.0
 ROLLING = "RollingRestart"
 ROLL_REFUSED = "RollingRestartRefused"
 
 
 def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) -> None:
     last_leader_check: dict[str, float] = {}
+    applied: dict[str, tuple[str, float]] = {}  # uid -> (owned objects as applied, when)
     # uid -> the last step's phase, message and plan: the status in kopf's body may lag one
     # step behind (a timer and an update handler in a row), ZooKeeper state never does.
     memory: dict[str, dict[str, Any]] = {}
@@ -105,9 +108,7 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
         )
         decided = plan_step(observed)
         replicas = decided.statefulset if decided.statefulset is not None else current
-        for obj in render(name, namespace, spec, replicas):
-            kopf.adopt(obj, owner=body)
-            api().apply(obj)
+        apply_owned(body, render(name, namespace, spec, replicas), uid)
         if plan is not None and done == total and decided.plan is None:
             finish_moves(admin, plan)
         phase, message = decided.phase, decided.message
@@ -210,6 +211,18 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
             }
         )
 
+    def apply_owned(body: Any, objects: list[dict[str, Any]], uid: str) -> None:
+        """Create or merge the owned objects; unchanged ones only every REAPPLY_SECONDS
+        (ten requests a step otherwise, which slow every step on a busy API server)."""
+        rendered = json.dumps(objects, sort_keys=True)
+        last = applied.get(uid)
+        if last is not None and last[0] == rendered and time.monotonic() - last[1] < REAPPLY_S:
+            return
+        for obj in objects:
+            kopf.adopt(obj, owner=body)
+            api().apply(obj)
+        applied[uid] = (rendered, time.monotonic())
+
     def broker_pods(namespace: str, name: str) -> dict[int, BrokerPod]:
         """The cluster's broker pods by ordinal, as the rolling restart sees them."""
         found: dict[int, BrokerPod] = {}
@@ -241,7 +254,7 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
         states = {k: (v, view.leaders.get(k, -1)) for k, v in view.assignment.items()}
         if not imbalanced_brokers(states, threshold):
             return
-        partitions = plan_preferred_leaders(view.assignment, view.leaders, view.brokers)
+        partitions = plan_preferred_leaders(view.assignment, view.leaders, view.brokers, view.isr)
         if not partitions or admin.client.exists("/admin/preferred_replica_election"):
             return
         admin.request_preferred_replica_election(partitions)
