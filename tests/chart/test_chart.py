@@ -294,3 +294,26 @@ def test_every_selector_picks_the_pods_of_one_workload_only() -> None:
             assert len(picked) == 1, (
                 f"{obj['kind']} {obj['metadata']['name']}: {selector} selects the pods of {picked}"
             )
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({"brokers": {"replicas": 0}}, "replicas"),
+        ({"brokers": {"replica": 3}}, "replica"),  # a typo is refused, not ignored
+        ({"brokers": {"storage": {"size": "lots"}}}, "size"),
+        ({"brokers": {"config": {"Log Retention": 1}}}, "Log Retention"),
+        ({"zookeeper": {"replicas": 2}}, "replicas"),
+        ({"autoscaling": {"enabled": "yes"}}, "enabled"),
+    ],
+)
+def test_values_schema_refuses_bad_values_naming_them(values: dict[str, Any], named: str) -> None:
+    """values.schema.json is what stops a bad install: helm refuses to render with it."""
+    import json
+
+    args = ["template", "g", str(CHART)]
+    for key, value in values.items():
+        args += ["--set-json", f"{key}={json.dumps(value)}"]
+    result = helm(*args, check=False)
+    assert result.returncode != 0, f"{values} rendered"
+    assert "schema" in result.stderr and named in result.stderr, result.stderr
