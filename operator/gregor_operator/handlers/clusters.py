@@ -2,7 +2,8 @@
 (``planners.scaling``: replicas move before a broker goes), and preferred-leader
 rebalancing every check interval.
 
-One reconcile step runs on create/update/resume and on a timer; each step observes
+One reconcile step runs on create/update/resume and every status interval (``periodic``:
+not a kopf timer, which would put a finalizer on the resource); each step observes
 (StatefulSet, ZooKeeper), asks the planner what to do, does it, and writes the phase and
 progress to status. The plan in flight lives in status, so a restarted operator picks up
 where the last one stopped.
@@ -19,7 +20,7 @@ import kopf
 from gregor_broker.cluster.reassignment import imbalanced_brokers
 from gregor_operator import metrics
 from gregor_operator.handlers.common import GROUP, VERSION, Context
-from gregor_operator.kube import Kube
+from gregor_operator.periodic import Periodic
 from gregor_operator.planners.cluster_objects import label_selector, render
 from gregor_operator.planners.rebalance import plan_preferred_leaders
 from gregor_operator.planners.scaling import CREATING, REFUSED, RUNNING, Observation, plan_step
@@ -37,17 +38,13 @@ from gregor_operator.zookeeper import CONNECTION_ERRORS, ZooKeeperUnavailable
 log = logging.getLogger(__name__)
 
 
-def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
-    kube: list[Kube] = []
+def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) -> None:
     last_leader_check: dict[str, float] = {}
     # uid -> the last step's phase, message and plan: the status in kopf's body may lag one
     # step behind (a timer and an update handler in a row), ZooKeeper state never does.
     memory: dict[str, dict[str, Any]] = {}
 
-    def api() -> Kube:
-        if not kube:
-            kube.append(Kube(ctx.config.kube_server))
-        return kube[0]
+    api = ctx.kube
 
     def step(body: Any, patch: Any) -> None:
         uid = body["metadata"].get("uid") or body["metadata"]["name"]
@@ -108,11 +105,11 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
                      current, decided.statefulset)  # fmt: skip
         for event in decided.events:
             log.info("cluster %s/%s: %s", namespace, name, event)
-            kopf.info(body, reason="PlanApplied", message=event)
+            api().post_event(body, "Normal", "PlanApplied", event)
             metrics.PLANS.labels("GregorCluster", "applied").inc()
         if decided.refused and status.get("message") != decided.refused:
             log.info("cluster %s/%s: refused: %s", namespace, name, decided.refused)
-            kopf.warn(body, reason="PlanRefused", message=decided.refused)
+            api().post_event(body, "Warning", "PlanRefused", decided.refused)
             metrics.PLANS.labels("GregorCluster", "refused").inc()
         maybe_elect_preferred_leaders(admin, view, uid, rebalancing, body)
         memory[uid] = {
@@ -181,7 +178,7 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
         admin.request_preferred_replica_election(partitions)
         message = f"preferred leader election for {len(partitions)} partitions"
         log.info("cluster %s: %s", body["metadata"]["name"], message)
-        kopf.info(body, reason="PlanApplied", message=message)
+        api().post_event(body, "Normal", "PlanApplied", message)
 
     @kopf.on.create(GROUP, VERSION, "gregorclusters", registry=registry)
     @kopf.on.update(GROUP, VERSION, "gregorclusters", field="spec", registry=registry)
@@ -193,14 +190,21 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
             metrics.RECONCILE_ERRORS.labels("GregorCluster").inc()
             raise kopf.TemporaryError(str(error), delay=ctx.config.status_interval) from error
 
-    @kopf.timer(
-        GROUP, VERSION, "gregorclusters", interval=ctx.config.status_interval, registry=registry
-    )
-    def step_cluster(body: Any, patch: Any, **_: Any) -> None:
-        if body["metadata"].get("deletionTimestamp"):
-            return
+    def step_cluster(body: Any) -> None:
+        metadata = body["metadata"]
+        patch = kopf.Patch()
         try:
             step(body, patch)
         except (ZooKeeperUnavailable, *CONNECTION_ERRORS) as error:
             metrics.RECONCILE_ERRORS.labels("GregorCluster").inc()
-            log.warning("cluster %s: %s", body["metadata"]["name"], error)
+            log.warning("cluster %s: %s", metadata["name"], error)
+            return
+        if patch:
+            api().patch_custom_status("gregorclusters", metadata["namespace"], metadata["name"],
+                                      dict(patch))  # fmt: skip
+
+    periodic.every("gregorclusters", step_cluster)
+
+    @kopf.on.event(GROUP, VERSION, "gregorclusters", registry=registry)
+    def track_gregorclusters(type: str | None, body: Any, **_: Any) -> None:
+        periodic.track("gregorclusters", type, body)

@@ -4,7 +4,8 @@ status, and execute it only once the resource carries ``gregor.dev/approve: "tru
 Phases: PendingApproval -> Executing -> Completed, or Refused (the plan is impossible) or
 Stopped (``spec.stop: true``: moves not yet started are dropped; a reassignment already in
 ZooKeeper finishes, as Kafka's cannot be cancelled half-way here). The plan lives in status,
-so a restarted operator continues an approved rebalance where it was.
+so a restarted operator continues an approved rebalance where it was. Progress is checked
+every status interval by ``periodic`` (not a kopf timer: that would add a finalizer).
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from typing import Any
 import kopf
 
 from gregor_operator import metrics
-from gregor_operator.handlers.common import APPROVE_ANNOTATION, GROUP, VERSION, Context
+from gregor_operator.handlers.common import (
+    APPROVE_ANNOTATION,
+    GROUP,
+    VERSION,
+    Context,
+    cluster_index_value,
+)
+from gregor_operator.periodic import Periodic
 from gregor_operator.planners.rebalance import PlanRefused
 from gregor_operator.rebalancing import (
     compute_plan,
@@ -36,8 +44,13 @@ PENDING, EXECUTING, COMPLETED, REFUSED, STOPPED = (
 )  # fmt: skip
 
 
-def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
+def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) -> None:
     def step(body: Any, patch: Any, gregor_clusters: Any) -> None:
+        uid = body["metadata"].get("uid") or body["metadata"]["name"]
+        with ctx.locks[uid]:
+            locked_step(body, patch, gregor_clusters)
+
+    def locked_step(body: Any, patch: Any, gregor_clusters: Any) -> None:
         metadata, spec = body["metadata"], body["spec"]
         namespace, name = metadata["namespace"], metadata["name"]
         status = body.get("status") or {}
@@ -67,7 +80,7 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
                 message = f"GregorRebalance {namespace}/{name}: {refusal}"
                 patch.status.update(phase=REFUSED, conditions=conditions(
                     None, ready=False, error=message, reason=REFUSED))  # fmt: skip
-                kopf.warn(body, reason="PlanRefused", message=message)
+                ctx.kube().post_event(body, "Warning", "PlanRefused", message)
                 metrics.PLANS.labels("GregorRebalance", "refused").inc()
                 return
             info = describe(view, mode, plan)
@@ -101,11 +114,10 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
                 return
             if not start_moves(admin, plan, throttle):
                 return  # another reassignment is in flight: try again on the next timer
-            kopf.info(
-                body,
-                reason="PlanApplied",
-                message=f"executing {plan.replica_moves} replica moves at {throttle} B/s",
-            )
+            ctx.kube().post_event(
+                body, "Normal", "PlanApplied",
+                f"executing {plan.replica_moves} replica moves at {throttle} B/s",
+            )  # fmt: skip
             metrics.PLANS.labels("GregorRebalance", "applied").inc()
             phase = EXECUTING
         if phase == EXECUTING:
@@ -114,7 +126,7 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
             if done == total:
                 finish_moves(admin, plan)
                 phase = COMPLETED
-                kopf.info(body, reason="Completed", message=f"moved {total} partitions")
+                ctx.kube().post_event(body, "Normal", "Completed", f"moved {total} partitions")
             patch.status["phase"] = phase
             patch.status["conditions"] = conditions(
                 status.get("conditions"), ready=phase == COMPLETED,
@@ -131,13 +143,25 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
         except (ZooKeeperUnavailable, *CONNECTION_ERRORS) as error:
             raise kopf.TemporaryError(str(error), delay=ctx.config.status_interval) from error
 
-    @kopf.timer(
-        GROUP, VERSION, "gregorrebalances", interval=ctx.config.status_interval, registry=registry
-    )
-    def progress_rebalance(body: Any, patch: Any, gregor_clusters: Any, **_: Any) -> None:
-        if body["metadata"].get("deletionTimestamp"):
-            return
+    def progress_rebalance(body: Any) -> None:
+        metadata = body["metadata"]
+        clusters = {
+            key: [cluster_index_value(cluster.get("spec") or {})]
+            for key, cluster in periodic.live("gregorclusters").items()
+        }
+        patch = kopf.Patch()
         try:
-            step(body, patch, gregor_clusters)
+            step(body, patch, clusters)
         except (ZooKeeperUnavailable, *CONNECTION_ERRORS) as error:
-            log.warning("rebalance %s: %s", body["metadata"]["name"], error)
+            log.warning("rebalance %s: %s", metadata["name"], error)
+            return
+        if patch:
+            ctx.kube().patch_custom_status(
+                "gregorrebalances", metadata["namespace"], metadata["name"], dict(patch)
+            )
+
+    periodic.every("gregorrebalances", progress_rebalance)
+
+    @kopf.on.event(GROUP, VERSION, "gregorrebalances", registry=registry)
+    def track_gregorrebalances(type: str | None, body: Any, **_: Any) -> None:
+        periodic.track("gregorrebalances", type, body)

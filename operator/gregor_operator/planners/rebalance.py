@@ -112,6 +112,8 @@ def plan_balance(
     leader) moves last, to keep leadership where it is.
     """
     ids = sorted(brokers)
+    if not ids:
+        raise PlanRefused("no broker is registered; start the brokers first")
     receivers = set(ids if onto is None else onto)
     load = _load(current, ids)
     total = sum(load.values())
