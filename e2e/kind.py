@@ -228,11 +228,13 @@ class KindPlatform:
         return pods
 
     def release_objects(self) -> list[str]:
-        """Every object left labelled as this release's, in its namespace and cluster-wide."""
+        """Every object left labelled as this release's, in its namespace and cluster-wide.
+        Not the brokers' and ZooKeeper's PersistentVolumeClaims: they are retained on
+        purpose (docs/kubernetes.md, Uninstall) and go with the namespace."""
         selector = f"app.kubernetes.io/instance={self.release}"
         namespaced = (
             "all,configmaps,secrets,serviceaccounts,roles,rolebindings,"
-            "poddisruptionbudgets,persistentvolumeclaims,gregorclusters"
+            "poddisruptionbudgets,gregorclusters"
         )
         out = self.kubectl("get", namespaced, "-l", selector, "-o", "name")
         out += self.kubectl("get", "clusterroles,clusterrolebindings", "-l", selector, "-o", "name")
