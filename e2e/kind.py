@@ -13,8 +13,6 @@ import json
 import os
 import shutil
 import subprocess
-import threading
-import time
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,6 +21,7 @@ from typing import Any
 from deploy.images import ROOT
 from tests.chart.render import BIN, CHART, ensure_helm
 
+from .load import Isrs, IsrWatcher, all_in_sync
 from .values import BROKER_VALUES, merge_values
 
 CLUSTER = "gregor-e2e"
@@ -270,19 +269,20 @@ class KindPlatform:
         out = self.kcat("-C", "-t", topic, "-o", "beginning", "-e", "-q")
         return {line for line in out.splitlines() if line}
 
-    def metadata(self) -> dict[str, Any]:
-        return json.loads(self.kcat("-L", "-J"))
+    def isrs(self) -> Isrs:
+        """Every partition's ISR from ``kcat -L -J`` (the Metadata API) in the client pod."""
+        metadata = json.loads(self.kcat("-L", "-J"))
+        return {
+            t["topic"]: {p["partition"]: [r["id"] for r in p["isrs"]] for p in t["partitions"]}
+            for t in metadata["topics"]
+        }
 
     def all_in_sync(self, topics: list[str], replicas: int) -> bool:
-        metadata = self.metadata()
-        found = {t["topic"]: t for t in metadata["topics"]}
-        return all(
-            name in found and all(len(p["isrs"]) >= replicas for p in found[name]["partitions"])
-            for name in topics
-        )
+        return all_in_sync(self.isrs(), topics, replicas)
 
-    def isr_watcher(self, topics: list[str], min_isr: int) -> KindIsrWatcher:
-        return KindIsrWatcher(self, topics, min_isr)
+    def isr_watcher(self, topics: list[str], min_isr: int) -> IsrWatcher:
+        # Each sample is a kubectl exec: once a second is what it sustains.
+        return IsrWatcher(self.isrs, topics, min_isr, interval=1.0)
 
 
 class KcatProducer:
@@ -340,38 +340,3 @@ class KcatProducer:
         # kcat exits after delivering (or failing, reported above) every message.
         self.sent = sent[-1] if sent else 0
         self.acknowledged = {f"{self.prefix}-{i}" for i in range(self.sent)}
-
-
-class KindIsrWatcher(threading.Thread):
-    """Samples every partition's ISR with ``kcat -L -J`` from a pod, once a second."""
-
-    def __init__(self, platform: KindPlatform, topics: list[str], min_isr: int) -> None:
-        super().__init__(daemon=True)
-        self.platform, self.topics, self.min_isr = platform, topics, min_isr
-        self.samples = 0
-        self.below_min_isr: list[tuple[str, int, list[int]]] = []
-        self.smallest_isr: int | None = None
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                metadata = self.platform.metadata()
-            except Exception:
-                time.sleep(1)
-                continue
-            for topic in metadata["topics"]:
-                if topic["topic"] not in self.topics:
-                    continue
-                for partition in topic["partitions"]:
-                    isr = [r["id"] for r in partition["isrs"]]
-                    if self.smallest_isr is None or len(isr) < self.smallest_isr:
-                        self.smallest_isr = len(isr)
-                    if len(isr) < self.min_isr:
-                        self.below_min_isr.append((topic["topic"], partition["partition"], isr))
-            self.samples += 1
-            time.sleep(1)
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.join(60)

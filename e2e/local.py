@@ -38,7 +38,7 @@ from tests.kube.podman_runtime import PodmanRuntime, podman_usable
 
 from gregor_broker.cluster.zookeeper_server import ZooKeeperServer, free_port
 
-from .load import AcksAllProducer, IsrWatcher, all_in_sync, consume_all
+from .load import AcksAllProducer, IsrWatcher, all_in_sync, consume_all, metadata_isrs
 from .values import BROKER_VALUES, merge_values
 
 API = "gregor.dev/v1alpha1"
@@ -271,10 +271,10 @@ class LocalPlatform:
         return consume_all(self.bootstrap(), topic, expected, timeout)
 
     def isr_watcher(self, topics: list[str], min_isr: int) -> IsrWatcher:
-        return IsrWatcher(self.bootstrap(), topics, min_isr)
+        return IsrWatcher(metadata_isrs(self.bootstrap()), topics, min_isr)
 
     def all_in_sync(self, topics: list[str], replicas: int) -> bool:
-        return all_in_sync(self.bootstrap(), topics, replicas)
+        return all_in_sync(metadata_isrs(self.bootstrap())(), topics, replicas)
 
     def pods(self) -> dict[str, SimpleNamespace]:
         """The broker pods the kubelet stand-in runs: name -> uid, restarts, ready, image."""
