@@ -5,12 +5,17 @@ quotas (``server/quotas.py``) and replication throttles (``replication/throttle.
 measure rates with ``SampledRate`` and turn an excess into a wait with
 ``throttle_time_ms``; the request router times requests into ``LatencyHistogram``s that
 the metrics endpoint (``server/metrics.py``) exposes. No I/O and no clock of its own:
-callers pass ``now``.
+callers pass ``now``. ``RateLimitedLog`` applies the same idea to log lines: at most so
+many per interval, the rest counted.
 """
 
 from __future__ import annotations
 
 import bisect
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
 
 # Request latency buckets, seconds.
 LATENCY_BUCKETS = (
@@ -116,3 +121,64 @@ class LatencyHistogram:
             cumulative += count
             out.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
         return out
+
+
+class RateLimitedLog:
+    """One line per event, a traceback at most once per ``interval`` per kind of error.
+
+    A fuzzer or a broken client can send tens of thousands of bad requests; a full
+    traceback for each filled the log with megabytes saying the same thing. Lines past
+    ``lines_per_interval`` in an interval are counted and reported once it ends.
+    """
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        *,
+        interval: float = 60.0,
+        lines_per_interval: int = 100,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.logger = logger
+        self.interval = interval
+        self.lines_per_interval = lines_per_interval
+        self.clock = clock
+        self._window_start = -interval
+        self._lines = 0
+        self._suppressed = 0
+        self._traced: dict[str, float] = {}
+
+    def warning(self, message: str, *args: Any, error: BaseException | None = None) -> None:
+        self.log(logging.WARNING, message, *args, error=error)
+
+    def info(self, message: str, *args: Any) -> None:
+        self.log(logging.INFO, message, *args)
+
+    def log(self, level: int, message: str, *args: Any, error: BaseException | None = None) -> None:
+        now = self.clock()
+        if now - self._window_start >= self.interval:
+            if self._suppressed:
+                self.logger.log(
+                    level,
+                    "%d similar lines suppressed in the last %.0f s",
+                    self._suppressed,
+                    now - self._window_start,
+                )
+            self._window_start = now
+            self._lines = 0
+            self._suppressed = 0
+        if self._lines >= self.lines_per_interval:
+            self._suppressed += 1
+            return
+        self._lines += 1
+        trace = False
+        if error is not None:
+            kind = f"{type(error).__module__}.{type(error).__qualname__}"
+            last = self._traced.get(kind)
+            if last is None or now - last >= self.interval:
+                self._traced[kind] = now
+                trace = True
+        if trace:
+            self.logger.log(level, message, *args, exc_info=error)
+        else:
+            self.logger.log(level, message, *args)

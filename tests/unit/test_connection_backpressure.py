@@ -17,12 +17,8 @@ import struct
 import time
 from collections.abc import Callable
 
-from gregor_broker.server.connection import (
-    LARGE_FRAME_SIZE,
-    Connection,
-    RateLimitedLog,
-    SendfileCounter,
-)
+from gregor_broker.server.connection import LARGE_FRAME_SIZE, Connection, SendfileCounter
+from gregor_broker.stats import RateLimitedLog
 
 FRAMES = 320
 

@@ -23,6 +23,8 @@ class PartitionWriter(Protocol):
     """Appends to a partition this broker leads, and waits for its high watermark."""
 
     leadership_listeners: list[Callable[[Partition], None]]
+    # The partitions hosted here, by (topic, index): their local leader epochs.
+    partitions: Mapping[tuple[str, int], Partition]
 
     def append(self, topic: str, index: int, records: bytes | None, acks: int) -> AppendResult:
         """Append as the leader; raises a ``KafkaError`` with the partition's error code."""

@@ -38,12 +38,12 @@ import logging
 import os
 import socket
 import struct
-import time
 from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import Any
 
 from ..protocol.wire import MalformedRequest
+from ..stats import RateLimitedLog
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
@@ -86,60 +86,6 @@ class SendfileCounter:
     def __init__(self) -> None:
         self.bytes_total = 0
         self.calls_total = 0
-
-
-class RateLimitedLog:
-    """One line per event, a traceback at most once per ``interval`` per kind of error.
-
-    A fuzzer or a broken client can send tens of thousands of bad requests; a full
-    traceback for each filled the log with megabytes saying the same thing. Lines past
-    ``lines_per_interval`` in an interval are counted and reported once it ends.
-    """
-
-    def __init__(
-        self,
-        logger: logging.Logger,
-        *,
-        interval: float = 60.0,
-        lines_per_interval: int = 100,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.logger = logger
-        self.interval = interval
-        self.lines_per_interval = lines_per_interval
-        self.clock = clock
-        self._window_start = -interval
-        self._lines = 0
-        self._suppressed = 0
-        self._traced: dict[str, float] = {}
-
-    def warning(self, message: str, *args: Any, error: BaseException | None = None) -> None:
-        now = self.clock()
-        if now - self._window_start >= self.interval:
-            if self._suppressed:
-                self.logger.warning(
-                    "%d similar lines suppressed in the last %.0f s",
-                    self._suppressed,
-                    now - self._window_start,
-                )
-            self._window_start = now
-            self._lines = 0
-            self._suppressed = 0
-        if self._lines >= self.lines_per_interval:
-            self._suppressed += 1
-            return
-        self._lines += 1
-        trace = False
-        if error is not None:
-            kind = f"{type(error).__module__}.{type(error).__qualname__}"
-            last = self._traced.get(kind)
-            if last is None or now - last >= self.interval:
-                self._traced[kind] = now
-                trace = True
-        if trace:
-            self.logger.warning(message, *args, exc_info=error)
-        else:
-            self.logger.warning(message, *args)
 
 
 # Connection-level failures (malformed frames, handler errors that reached the connection).

@@ -34,8 +34,8 @@ from ..protocol.wire import (
     parse_request_header,
     response_header,
 )
-from ..stats import LatencyHistogram
-from .connection import Connection, RateLimitedLog, is_awaitable
+from ..stats import LatencyHistogram, RateLimitedLog
+from .connection import Connection, is_awaitable
 from .services import BrokerServices
 
 log = logging.getLogger(__name__)

@@ -23,6 +23,8 @@ from ..cluster.controller import Controller
 from ..cluster.metadata_cache import MetadataCache
 from ..config import BrokerConfig
 from ..coordinator.service import CoordinatorService
+from ..log.log_cleaner import LogCleaner
+from ..log.log_manager import LogManager
 from ..replication.replica_manager import ReplicaManager
 from ..stats import LatencyHistogram
 from .connection import Connection, SendfileCounter
@@ -54,6 +56,8 @@ class BrokerServices(Protocol):
     config: BrokerConfig
     metadata: MetadataCache
     replica_manager: ReplicaManager
+    logs: LogManager
+    log_cleaner: LogCleaner
     coordinator: CoordinatorService
     topic_admin: TopicAdmin
     quotas: ClientQuotaManager

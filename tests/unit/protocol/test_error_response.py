@@ -19,9 +19,9 @@ from tests.request_samples import request_frame, sample_request
 from gregor_broker.protocol import entities
 from gregor_broker.protocol.error_response import error_response
 from gregor_broker.protocol.wire import skip_tagged_fields
-from gregor_broker.server.connection import RateLimitedLog
 from gregor_broker.server.handlers import API_TABLE
 from gregor_broker.server.request_router import ApiSpec, RequestRouter
+from gregor_broker.stats import RateLimitedLog
 
 VERSIONS = [
     (spec.key, version)
