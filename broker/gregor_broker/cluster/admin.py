@@ -13,7 +13,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
@@ -30,7 +30,9 @@ from gregor_broker.cluster.models import (
     PartitionReassignment,
     PartitionState,
     PreferredReplicaElection,
+    ProducerIdBlock,
     TopicAssignment,
+    ZkDataError,
     decode_controller_epoch,
     encode_controller_epoch,
     new_uuid,
@@ -650,31 +652,113 @@ class ZkAdmin:
         (as kafka-reassign-partitions does)."""
         self.client.create(paths.ADMIN_REASSIGN_PARTITIONS, reassignment.to_json(), makepath=True)
 
+    def _merge_znode(self, path: str, merge: Callable[[bytes | None], bytes]) -> None:
+        """Read-modify-write a znode that the controller also deletes, until it sticks
+        (``merge`` gets the current data, None when the node is absent)."""
+        while True:
+            try:
+                data, stat = self.client.get(path)
+            except NoNodeError:
+                try:
+                    self.client.create(path, merge(None), makepath=True)
+                    return
+                except NodeExistsError:
+                    continue
+            try:
+                self.client.set(path, merge(data), version=stat.version)
+                return
+            except (BadVersionError, NoNodeError):
+                continue
+
     def merge_reassignment(self, targets: Mapping[tuple[str, int], tuple[int, ...]]) -> None:
         """Add ``targets`` to ``/admin/reassign_partitions`` (created if absent), replacing
         those partitions' earlier targets: how a move in flight is re-targeted or, with its
         original replicas, cancelled (KIP-455). Read-modify-write against the controller,
-        which removes finished partitions and the node meanwhile."""
+        which removes finished partitions and the node meanwhile. One writer for the
+        Kafka API (AlterPartitionReassignments) and the operator; an unreadable node is
+        replaced."""
+
+        def merge(data: bytes | None) -> bytes:
+            existing: dict[tuple[str, int], tuple[int, ...]] = {}
+            if data:
+                try:
+                    existing = dict(PartitionReassignment.from_json(data).partitions)
+                except (ValueError, ZkDataError):
+                    existing = {}
+            existing.update(targets)
+            return PartitionReassignment(existing).to_json()
+
+        self._merge_znode(paths.ADMIN_REASSIGN_PARTITIONS, merge)
+
+    def merge_preferred_replica_election(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Add ``partitions`` to ``/admin/preferred_replica_election`` (created if absent),
+        keeping those already pending (ElectLeaders); an unreadable node is replaced."""
+        to_elect = tuple(partitions)
+
+        def merge(data: bytes | None) -> bytes:
+            existing: tuple[tuple[str, int], ...] = ()
+            if data:
+                try:
+                    existing = PreferredReplicaElection.from_json(data).partitions
+                except (ValueError, ZkDataError):
+                    existing = ()
+            return PreferredReplicaElection(tuple(dict.fromkeys(existing + to_elect))).to_json()
+
+        self._merge_znode(paths.ADMIN_PREFERRED_REPLICA_ELECTION, merge)
+
+    def claim_producer_id_block(
+        self, next_block: Callable[[ProducerIdBlock | None], ProducerIdBlock]
+    ) -> ProducerIdBlock:
+        """Claim the block after ``/latest_producer_id_block`` with a conditional write
+        (Kafka's ``ZkProducerIdManager``); retries when another broker won."""
+        path = paths.LATEST_PRODUCER_ID_BLOCK
         while True:
             try:
-                data, stat = self.client.get(paths.ADMIN_REASSIGN_PARTITIONS)
+                data, stat = self.client.get(path)
             except NoNodeError:
+                block = next_block(None)
                 try:
-                    self.request_reassignment(PartitionReassignment(dict(targets)))
-                    return
+                    self.client.create(path, block.to_json(), makepath=True)
+                    return block
                 except NodeExistsError:
                     continue
-            merged = dict(PartitionReassignment.from_json(data).partitions)
-            merged.update(targets)
+            block = next_block(ProducerIdBlock.from_json(data) if data else None)
             try:
-                self.client.set(
-                    paths.ADMIN_REASSIGN_PARTITIONS,
-                    PartitionReassignment(merged).to_json(),
-                    version=stat.version,
-                )
-                return
-            except (BadVersionError, NoNodeError):
+                self.client.set(path, block.to_json(), version=stat.version)
+                return block
+            except BadVersionError:
                 continue
+
+    def list_broker_config_entities(self) -> set[int]:
+        """Broker ids under ``/config/brokers`` (``<default>`` left out)."""
+        try:
+            children = self.client.get_children(paths.CONFIG_BROKERS)
+        except NoNodeError:
+            return set()
+        return {int(name) for name in children if name.isdigit()}
+
+    def remove_stale_registrations(self, broker_id: int) -> list[str]:
+        """Delete ``/brokers/ids/<id>`` and (if it names this broker) ``/controller`` when
+        an earlier session owns them: a killed process of this broker left them, and
+        ZooKeeper would keep them until that session times out. Returns the paths removed.
+        Only safe for a process that holds the broker's log dir locks."""
+        session_id = self.client.client_id[0] if self.client.client_id else None
+        stale = [paths.broker_path(broker_id)]
+        controller = self.get_controller()
+        if controller is not None and controller.broker_id == broker_id:
+            stale.append(paths.CONTROLLER)
+        removed = []
+        for path in stale:
+            stat = self.client.exists(path)
+            if stat is not None and stat.ephemeralOwner not in (0, session_id):
+                with contextlib.suppress(NoNodeError):
+                    self.client.delete(path, version=stat.version)
+                    removed.append(path)
+        return removed
+
+    def deregister_broker(self, broker_id: int) -> None:
+        """Delete ``/brokers/ids/<id>`` (controlled shutdown); NoNodeError if absent."""
+        self.client.delete(paths.broker_path(broker_id))
 
     def request_preferred_replica_election(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Create ``/admin/preferred_replica_election``; NodeExistsError if one is pending."""

@@ -2,9 +2,10 @@
 
 Matches Kafka's ``ZkProducerIdManager``: ``/latest_producer_id_block`` holds the last
 block any broker claimed (``{"version":1,"broker":..,"block_start":"..","block_end":".."}``);
-a broker claims the next 1000 ids with a conditional write on the znode version and
-hands them out one by one to InitProducerId. Ids are therefore unique across the
-cluster and across restarts (a restarted broker claims a fresh block).
+a broker claims the next 1000 ids with a conditional write on the znode version
+(``ZkAdmin.claim_producer_id_block``) and hands them out one by one to InitProducerId.
+Ids are therefore unique across the cluster and across restarts (a restarted broker
+claims a fresh block).
 """
 
 from __future__ import annotations
@@ -12,10 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-
-from ..cluster import zk_paths
+from ..cluster.admin import ZkAdmin
 from ..cluster.models import ProducerIdBlock
 
 log = logging.getLogger(__name__)
@@ -31,31 +29,9 @@ def next_block(current: ProducerIdBlock | None, broker_id: int) -> ProducerIdBlo
     return ProducerIdBlock(broker_id, start, start + PRODUCER_ID_BLOCK_SIZE - 1)
 
 
-def claim_block(zk: KazooClient, broker_id: int) -> ProducerIdBlock:
-    """Claim the next block with a conditional write; retries when another broker won."""
-    path = zk_paths.LATEST_PRODUCER_ID_BLOCK
-    while True:
-        try:
-            data, stat = zk.get(path)
-        except NoNodeError:
-            block = next_block(None, broker_id)
-            try:
-                zk.create(path, block.to_json(), makepath=True)
-                return block
-            except NodeExistsError:
-                continue
-        current = ProducerIdBlock.from_json(data) if data else None
-        block = next_block(current, broker_id)
-        try:
-            zk.set(path, block.to_json(), version=stat.version)
-            return block
-        except BadVersionError:
-            continue
-
-
 class ProducerIdManager:
-    def __init__(self, zk: KazooClient, broker_id: int) -> None:
-        self.zk = zk
+    def __init__(self, zk_admin: ZkAdmin, broker_id: int) -> None:
+        self.zk_admin = zk_admin
         self.broker_id = broker_id
         self._block: ProducerIdBlock | None = None
         self._next = 0
@@ -64,7 +40,10 @@ class ProducerIdManager:
     async def generate(self) -> int:
         async with self._lock:
             if self._block is None or self._next > self._block.block_end:
-                self._block = await asyncio.to_thread(claim_block, self.zk, self.broker_id)
+                self._block = await asyncio.to_thread(
+                    self.zk_admin.claim_producer_id_block,
+                    lambda current: next_block(current, self.broker_id),
+                )
                 self._next = self._block.block_start
                 log.info(
                     "claimed producer ids %d..%d", self._block.block_start, self._block.block_end

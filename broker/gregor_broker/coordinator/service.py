@@ -103,7 +103,7 @@ class CoordinatorService:
     # -- lifecycle ----------------------------------------------------------------------
     def start(self, zk_admin: ZkAdmin) -> None:
         self.zk_admin = zk_admin
-        self.producer_ids = ProducerIdManager(zk_admin.client, self.broker_id)
+        self.producer_ids = ProducerIdManager(zk_admin, self.broker_id)
         self._tasks = [
             asyncio.create_task(self._tick_forever()),
             asyncio.create_task(self._expire_offsets_forever()),

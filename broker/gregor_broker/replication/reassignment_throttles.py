@@ -10,10 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from kazoo.exceptions import NoNodeError
-
 from gregor_broker.cluster.admin import ZkAdmin
-from gregor_broker.cluster.zk_paths import CONFIG_BROKERS
 from gregor_broker.replication.throttle import (
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,
@@ -69,7 +66,7 @@ def remove_throttles(admin: ZkAdmin, topics: Iterable[str]) -> bool:
             if admin.get_topic(topic) is not None:  # a deleted topic keeps no configs
                 admin.set_topic_config(topic, config)
             removed = True
-    for broker in sorted(set(admin.list_brokers()) | _brokers_with_configs(admin)):
+    for broker in sorted(set(admin.list_brokers()) | admin.list_broker_config_entities()):
         config = admin.get_entity_config(f"brokers/{broker}")
         if LEADER_RATE in config or FOLLOWER_RATE in config:
             config.pop(LEADER_RATE, None)
@@ -77,12 +74,3 @@ def remove_throttles(admin: ZkAdmin, topics: Iterable[str]) -> bool:
             admin.set_entity_config(f"brokers/{broker}", config)
             removed = True
     return removed
-
-
-def _brokers_with_configs(admin: ZkAdmin) -> set[int]:
-    """Ids under ``/config/brokers`` (``<default>`` is the operator's, not ours)."""
-    try:
-        children = admin.client.get_children(CONFIG_BROKERS)
-    except NoNodeError:
-        return set()
-    return {int(name) for name in children if name.isdigit()}

@@ -15,7 +15,6 @@ no log dir is left it shuts down (exit status 1), as Kafka does.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fcntl
 import inspect
 import logging
@@ -27,7 +26,6 @@ from pathlib import Path
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError
 
-from ..cluster import zk_paths
 from ..cluster.admin import ZkAdmin
 from ..cluster.controller import Controller
 from ..cluster.metadata_cache import MetadataCache, ZooKeeperMetadataWatcher
@@ -257,18 +255,8 @@ class Broker:
         broker id, so the old owner is certainly dead: delete its nodes and restart
         without the wait.
         """
-        assert self.zk is not None
-        session_id = self.zk.client_id[0] if self.zk.client_id else None
-        stale = [zk_paths.broker_path(self.broker_id)]
-        controller = self.zk_admin.get_controller()
-        if controller is not None and controller.broker_id == self.broker_id:
-            stale.append(zk_paths.CONTROLLER)
-        for path in stale:
-            stat = self.zk.exists(path)
-            if stat is not None and stat.ephemeralOwner not in (0, session_id):
-                log.info("removing %s left by a previous run of broker %d", path, self.broker_id)
-                with contextlib.suppress(NoNodeError):
-                    self.zk.delete(path, version=stat.version)
+        for path in self.zk_admin.remove_stale_registrations(self.broker_id):
+            log.info("removed %s left by a previous run of broker %d", path, self.broker_id)
 
     def _register(self, bound_port: int) -> None:
         config = self.config
@@ -473,7 +461,7 @@ class Broker:
         """
         assert self.zk is not None
         try:
-            await asyncio.to_thread(self.zk.delete, zk_paths.broker_path(self.broker_id))
+            await asyncio.to_thread(self.zk_admin.deregister_broker, self.broker_id)
         except NoNodeError:
             pass
         except Exception:

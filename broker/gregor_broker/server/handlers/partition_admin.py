@@ -2,45 +2,25 @@
 
 These ask the controller to act, the way Kafka's ZooKeeper-mode tools did: the broker
 merges the request into ``/admin/preferred_replica_election`` or
-``/admin/reassign_partitions`` and the controller carries it out. Progress is read
-back from the topic znodes (``adding_replicas``/``removing_replicas``, KIP-455).
+``/admin/reassign_partitions`` (``ZkAdmin.merge_preferred_replica_election`` /
+``merge_reassignment``, shared with the operator) and the controller carries it out.
+Progress is read back from the topic znodes (``adding_replicas``/``removing_replicas``,
+KIP-455).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kio.schema.errors import ErrorCode
 
-from ...cluster import zk_paths
-from ...cluster.models import PartitionReassignment, PreferredReplicaElection, ZkDataError
 from ...cluster.reassignment import original_replicas, preferred_leader
 from ...cluster.topic_names import topic_name_error
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
 PREFERRED = 0
-
-
-def _merge_znode(client: Any, path: str, merge: Callable[[bytes | None], bytes]) -> None:
-    """Read-modify-write a znode that the controller also deletes, until it sticks."""
-    while True:
-        try:
-            data, stat = client.get(path)
-        except NoNodeError:
-            try:
-                client.create(path, merge(None), makepath=True)
-                return
-            except NodeExistsError:
-                continue
-        try:
-            client.set(path, merge(data), version=stat.version)
-            return
-        except (BadVersionError, NoNodeError):
-            continue
 
 
 async def handle_elect_leaders(
@@ -70,21 +50,7 @@ async def handle_elect_leaders(
         else:
             to_elect.append((topic, index))
     if to_elect:
-
-        def merge(data: bytes | None) -> bytes:
-            existing: tuple[tuple[str, int], ...] = ()
-            if data:
-                try:
-                    existing = PreferredReplicaElection.from_json(data).partitions
-                except (ValueError, ZkDataError):
-                    existing = ()
-            return PreferredReplicaElection(
-                tuple(dict.fromkeys(existing + tuple(to_elect)))
-            ).to_json()
-
-        await asyncio.to_thread(
-            _merge_znode, broker.zk_admin.client, zk_paths.ADMIN_PREFERRED_REPLICA_ELECTION, merge
-        )
+        await asyncio.to_thread(broker.zk_admin.merge_preferred_replica_election, to_elect)
 
         def elected() -> bool:
             for topic, index in to_elect:
@@ -163,20 +129,7 @@ async def handle_alter_partition_reassignments(
             )
         responses.append({"name": topic.name, "partitions": partitions})
     if accepted:
-
-        def merge(data: bytes | None) -> bytes:
-            existing: dict[tuple[str, int], tuple[int, ...]] = {}
-            if data:
-                try:
-                    existing = dict(PartitionReassignment.from_json(data).partitions)
-                except (ValueError, ZkDataError):
-                    existing = {}
-            existing.update(accepted)
-            return PartitionReassignment(existing).to_json()
-
-        await asyncio.to_thread(
-            _merge_znode, broker.zk_admin.client, zk_paths.ADMIN_REASSIGN_PARTITIONS, merge
-        )
+        await asyncio.to_thread(broker.zk_admin.merge_reassignment, accepted)
     return {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses}
 
 
