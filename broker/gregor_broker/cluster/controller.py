@@ -43,7 +43,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from . import reassignment, zk_paths
+from . import election, reassignment, zk_paths
 from .admin import BadVersion, ZkAdmin
 from .models import (
     LOG_DIR_FAILURE_EVENT,
@@ -507,36 +507,24 @@ class Controller:
         """The state a partition should move to: (state, expected version or None to
         create, whether it is a leader election), or None when nothing changes."""
         assert self.epoch is not None
-        live = [r for r in replicas if self._online(r, topic, index)]
-        if current is None:
-            if not live:
-                return None  # offline until a replica registers; retried on broker change
-            return PartitionState(self.epoch, live[0], 0, tuple(live)), None, True
-        state, version = current
-        if self._online(state.leader, topic, index):
-            dead_in_sync = [r for r in state.isr if not self._online(r, topic, index)]
-            if not dead_in_sync:
-                return None
-            # Matches Kafka: a replica on a dead broker (or a failed log dir) leaves the
-            # ISR at once, so acks=all does not wait replica.lag.time.max.ms for it.
-            isr = tuple(r for r in state.isr if self._online(r, topic, index))
-            return PartitionState(self.epoch, state.leader, state.leader_epoch, isr), version, False
-        in_sync_live = [r for r in replicas if r in state.isr and self._online(r, topic, index)]
-        if in_sync_live:
-            leader = in_sync_live[0]
-            isr = tuple(in_sync_live)
-        elif live and self.unclean_leader_election_for(topic):
-            log.warning("unclean leader election for %s-%d: broker %d", topic, index, live[0])
-            leader = live[0]
-            isr = (live[0],)
-        else:
-            if state.leader == -1:
-                return None
-            # Matches Kafka: with no live in-sync replica the partition goes offline and
-            # the ISR keeps its last member, so that replica can lead when it returns.
-            leader = -1
-            isr = state.isr
-        return PartitionState(self.epoch, leader, state.leader_epoch + 1, isr), version, True
+        decision = election.next_partition_state(
+            self.epoch,
+            replicas,
+            current[0] if current is not None else None,
+            lambda replica: self._online(replica, topic, index),
+            lambda: self.unclean_leader_election_for(topic),
+        )
+        if decision is None:
+            return None
+        if decision.unclean:
+            log.warning(
+                "unclean leader election for %s-%d: broker %d",
+                topic,
+                index,
+                decision.state.leader,
+            )
+        version = current[1] if current is not None else None
+        return decision.state, version, decision.election
 
     def _write_state(self, topic: str, index: int, state: PartitionState, version: int) -> bool:
         try:
