@@ -18,7 +18,7 @@ from gregor_operator.planners.scaling import (
 )
 from gregor_operator.planners.topics import TopicSpec, TopicState, config_drift, plan_topic
 
-CRDS = Path(__file__).resolve().parents[2] / "charts" / "gregor" / "crds"
+CRDS = Path(__file__).resolve().parents[3] / "charts" / "gregor" / "crds"
 RACKS = {0: "a", 1: "b", 2: "c"}
 
 

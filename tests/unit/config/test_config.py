@@ -465,7 +465,7 @@ def test_every_key_is_documented():
 
 
 def test_configuration_docs_list_every_key():
-    docs = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+    docs = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
     text = docs.read_text()
     for name in [*BROKER_CONFIG_KEYS, *TOPIC_CONFIGS]:
         assert f"`{name}`" in text, name
@@ -474,7 +474,7 @@ def test_configuration_docs_list_every_key():
 def test_configuration_docs_tables_are_generated_from_the_definitions():
     from gregor_broker.config import render_config_tables
 
-    docs = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+    docs = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
     text = docs.read_text()
     generated = text.split("<!-- BEGIN GENERATED -->\n", 1)[1].split("<!-- END GENERATED -->")[0]
     assert generated == render_config_tables(), (
