@@ -40,6 +40,7 @@ from ...protocol.fetch_response import (
     encode_fetch_response,
     records_size,
 )
+from ...protocol.requests import FetchRequest
 from ...replication.fetch_reader import FetchReader
 from ..fetch_sessions import FetchContext
 from ..quotas import ANONYMOUS
@@ -47,7 +48,7 @@ from ..request_router import RawResponse, RequestContext
 from ..services import BrokerServices
 
 
-def handle_fetch(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+def handle_fetch(broker: BrokerServices, context: RequestContext, request: FetchRequest) -> Any:
     version = context.version
     replica_id = _replica_id(request)
     fetch = broker.fetch_sessions.new_context(request, version, replica_id >= 0, _now_ms())

@@ -26,6 +26,7 @@ from ...protocol.metadata_response import (
     MetadataTopic,
     encode_topic,
 )
+from ...protocol.requests import MetadataRequest
 from ..request_router import RequestContext
 from ..services import BrokerServices
 from ..topic_admin import TopicAdminError
@@ -45,7 +46,9 @@ class _Operations:
     version: int
 
 
-def handle_metadata(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+def handle_metadata(
+    broker: BrokerServices, context: RequestContext, request: MetadataRequest
+) -> Any:
     metadata = broker.metadata
     if metadata.controller_id < 0 or not metadata.brokers:
         # Just started (or between controllers): librdkafka does not ask again for a

@@ -15,12 +15,13 @@ from kio.schema.errors import ErrorCode
 from ...log.validator import DecompressionBudget
 from ...protocol.produce_response import PartitionProduceResult, ProduceResponse
 from ...protocol.record_batch import first_batch_is_transactional
+from ...protocol.requests import ProduceRequest
 from ...replication.partition import PartitionError
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
 
-def handle_produce(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+def handle_produce(broker: BrokerServices, context: RequestContext, request: ProduceRequest) -> Any:
     if request.transactional_id is not None or _has_transactional_records(request):
         # No transactions here: matches Kafka's answer to transactional records that
         # come without an authorized transactional id (the whole request fails).
