@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
@@ -37,6 +37,7 @@ from ..log.validator import (
 from ..protocol.record_batch import BatchHeader
 from .fetcher import ReplicaFetcherManager
 from .partition import Partition, PartitionError
+from .purgatory import Waiters
 from .replica_selector import ReplicaView, select_read_replica
 from .replication_config import ReplicationConfig
 from .throttle import LeaderReplicationQuota
@@ -49,41 +50,6 @@ TopicPartition = tuple[str, int]
 DEFAULT_PRODUCE_DECOMPRESSED_MAX_BYTES = 104857600
 
 __all__ = ["Partition", "PartitionError", "ReplicaManager"]
-
-
-class Waiters:
-    """Futures waiting on something per partition; notify wakes them all."""
-
-    def __init__(self) -> None:
-        self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
-
-    async def wait_any(self, keys: Iterable[TopicPartition], timeout: float) -> None:
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        keys = list(keys)
-        for key in keys:
-            self._waiters.setdefault(key, set()).add(future)
-        try:
-            await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            pass
-        finally:
-            for key in keys:
-                waiters = self._waiters.get(key)
-                if waiters is not None:
-                    waiters.discard(future)
-                    if not waiters:
-                        del self._waiters[key]
-
-    def pending(self) -> int:
-        """Requests waiting (Kafka's purgatory size); one may wait on several keys."""
-        return len({future for futures in self._waiters.values() for future in futures})
-
-    def notify(self, key: TopicPartition) -> None:
-        waiters = self._waiters.get(key)
-        if waiters:
-            for future in waiters:
-                if not future.done():
-                    future.set_result(None)
 
 
 class TopicCounters:
