@@ -112,6 +112,13 @@ class TopicAdmin:
         )
         return plan if isinstance(plan, dict) else await plan.place_off_loop()
 
+    def _check_partition_limit(self, count: int, already_added: int) -> None:
+        """``max.partitions.per.request``, for CreateTopics and CreatePartitions alike:
+        ``already_added`` partitions earlier entries of the same request create."""
+        limit = self.config.max_partitions_per_request
+        if already_added + count > limit:
+            raise too_many_partitions(already_added + count, limit)
+
     def check_topic(
         self,
         name: str,
@@ -125,7 +132,6 @@ class TopicAdmin:
         """Validate a creation request: its explicit assignment, or what to place.
         ``already_added``: partitions earlier topics of the same request create."""
         config = self.config
-        limit = config.max_partitions_per_request - already_added
         if (error := topic_name_error(name)) is not None:
             raise TopicAdminError(ErrorCode.invalid_topic_exception, error)
         if name in self.metadata.topics:
@@ -141,10 +147,7 @@ class TopicAdmin:
                     ErrorCode.invalid_request,
                     "give either a replica assignment or partitions and replication factor",
                 )
-            if len(assignments) > limit:
-                raise too_many_partitions(
-                    already_added + len(assignments), config.max_partitions_per_request
-                )
+            self._check_partition_limit(len(assignments), already_added)
             return self._check_assignment(assignments, brokers)
         partitions = config.num_partitions if num_partitions == -1 else num_partitions
         replicas = (
@@ -155,8 +158,7 @@ class TopicAdmin:
                 ErrorCode.invalid_partitions,
                 f"number of partitions must be at least 1, got {partitions}",
             )
-        if partitions > limit:
-            raise too_many_partitions(already_added + partitions, config.max_partitions_per_request)
+        self._check_partition_limit(partitions, already_added)
         if replicas <= 0:
             raise TopicAdminError(
                 ErrorCode.invalid_replication_factor,
@@ -294,9 +296,7 @@ class TopicAdmin:
                 ErrorCode.invalid_partitions, f"topic {name} already has {count} partitions"
             )
         new_count = count - current
-        limit = self.config.max_partitions_per_request
-        if already_added + new_count > limit:
-            raise too_many_partitions(already_added + new_count, limit)
+        self._check_partition_limit(new_count, already_added)
         brokers = {b.broker_id: b.rack for b in self.metadata.brokers.values()}
         replication_factor = len(next(iter(topic.partitions.values())).replicas)
         if assignments:
