@@ -24,6 +24,7 @@ from ...cluster.client_quotas import (
     validate_quota_value,
 )
 from ...cluster.zk_paths import DEFAULT_ENTITY
+from ...protocol.requests import AlterClientQuotasRequest, DescribeClientQuotasRequest
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
@@ -36,7 +37,7 @@ MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
 
 async def handle_describe_client_quotas(
-    broker: BrokerServices, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: DescribeClientQuotasRequest
 ) -> dict[str, Any]:
     try:
         filters = _filters(request.components)
@@ -135,7 +136,7 @@ def _describe_error(message: str) -> dict[str, Any]:
 
 
 async def handle_alter_client_quotas(
-    broker: BrokerServices, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: AlterClientQuotasRequest
 ) -> dict[str, Any]:
     results = []
     for entry in request.entries:

@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from ...protocol import entities
 from ...protocol.acl_operations import NOT_REQUESTED, AclResourceType, authorized_operations
+from ...protocol.requests import ApiVersionsRequest, DescribeClusterRequest
 from ...protocol.wire import API_VERSIONS_KEY, frame, response_header
 from ..request_router import RequestContext
 from ..services import BrokerServices
@@ -54,7 +55,9 @@ def _api_versions_body(
     return body
 
 
-def handle_api_versions(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+def handle_api_versions(
+    broker: BrokerServices, context: RequestContext, request: ApiVersionsRequest
+) -> Any:
     # Exactly what the dispatch table implements, no more (ARCHITECTURE.md).
     return ApiVersionsResponse(
         tuple(
@@ -63,7 +66,9 @@ def handle_api_versions(broker: BrokerServices, context: RequestContext, request
     )
 
 
-def handle_describe_cluster(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+def handle_describe_cluster(
+    broker: BrokerServices, context: RequestContext, request: DescribeClusterRequest
+) -> Any:
     metadata = broker.metadata
     if getattr(request, "endpoint_type", 1) != 1:
         return {

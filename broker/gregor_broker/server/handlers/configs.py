@@ -31,6 +31,11 @@ from ...config import (
     validate_topic_configs,
 )
 from ...protocol import entities
+from ...protocol.requests import (
+    AlterConfigsRequest,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+)
 from ...protocol.wire import encode_array_length, frame, response_header
 from ..request_router import RequestContext
 from ..services import BrokerServices
@@ -68,7 +73,9 @@ class DescribeConfigsResponse:
         return frame(response_header(correlation_id, flexible), body)
 
 
-def handle_describe_configs(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+def handle_describe_configs(
+    broker: BrokerServices, context: RequestContext, request: DescribeConfigsRequest
+) -> Any:
     """Describe each resource into its own encoded result. A request naming many
     resources is worked through a few at a time, giving the event loop back in
     between, so that describing thousands cannot stall every other client."""
@@ -201,7 +208,7 @@ def _describe_result(broker: BrokerServices, request: Any, resource: Any) -> dic
 
 
 async def handle_alter_configs(
-    broker: BrokerServices, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: AlterConfigsRequest
 ) -> Any:
     responses = []
     for resource in request.resources:
@@ -213,7 +220,7 @@ async def handle_alter_configs(
 
 
 async def handle_incremental_alter_configs(
-    broker: BrokerServices, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> Any:
     responses = []
     for resource in request.resources:

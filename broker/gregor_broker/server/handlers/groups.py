@@ -17,6 +17,19 @@ from ...coordinator.group_coordinator import JoinRequest, JoinResult, SyncResult
 from ...coordinator.records import OffsetAndMetadata
 from ...coordinator.service import CoordinatorUnavailable, now_ms
 from ...protocol.acl_operations import AclResourceType, authorized_operations
+from ...protocol.requests import (
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    FindCoordinatorRequest,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    ListGroupsRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+)
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
@@ -38,7 +51,7 @@ def _client_host(context: RequestContext) -> str:
 
 
 async def handle_find_coordinator(
-    broker: BrokerServices, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: FindCoordinatorRequest
 ) -> Any:
     if context.version >= 4:
         key_type = request.key_type
@@ -85,7 +98,9 @@ async def _find_one(broker: BrokerServices, key_type: int, key: str) -> dict[str
 # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup --------------------------------------------
 
 
-async def handle_join_group(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+async def handle_join_group(
+    broker: BrokerServices, context: RequestContext, request: JoinGroupRequest
+) -> Any:
     version = context.version
     session_timeout_ms = _ms(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
@@ -138,7 +153,9 @@ async def handle_join_group(broker: BrokerServices, context: RequestContext, req
     }
 
 
-async def handle_sync_group(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+async def handle_sync_group(
+    broker: BrokerServices, context: RequestContext, request: SyncGroupRequest
+) -> Any:
     if not request.group_id:
         result = SyncResult(ErrorCode.invalid_group_id)
     else:
@@ -170,7 +187,9 @@ async def handle_sync_group(broker: BrokerServices, context: RequestContext, req
     }
 
 
-def handle_heartbeat(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+def handle_heartbeat(
+    broker: BrokerServices, context: RequestContext, request: HeartbeatRequest
+) -> Any:
     if not request.group_id:
         error = ErrorCode.invalid_group_id
     else:
@@ -184,7 +203,9 @@ def handle_heartbeat(broker: BrokerServices, context: RequestContext, request: A
     return {"throttle_time": 0, "error_code": error}
 
 
-def handle_leave_group(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+def handle_leave_group(
+    broker: BrokerServices, context: RequestContext, request: LeaveGroupRequest
+) -> Any:
     if context.version >= 3:
         identities = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
@@ -209,7 +230,7 @@ def handle_leave_group(broker: BrokerServices, context: RequestContext, request:
 
 
 async def handle_offset_commit(
-    broker: BrokerServices, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: OffsetCommitRequest
 ) -> Any:
     now = now_ms()
     retention = getattr(request, "retention_time", None)
@@ -259,7 +280,9 @@ async def handle_offset_commit(
     }
 
 
-def handle_offset_fetch(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+def handle_offset_fetch(
+    broker: BrokerServices, context: RequestContext, request: OffsetFetchRequest
+) -> Any:
     version = context.version
     if version >= 8:
         groups = [
@@ -300,7 +323,9 @@ def _fetch_group(
     }
 
 
-def handle_offset_delete(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+def handle_offset_delete(
+    broker: BrokerServices, context: RequestContext, request: OffsetDeleteRequest
+) -> Any:
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     unknown = {
         key
@@ -326,7 +351,9 @@ def handle_offset_delete(broker: BrokerServices, context: RequestContext, reques
 # -- group administration ------------------------------------------------------------------
 
 
-def handle_list_groups(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+def handle_list_groups(
+    broker: BrokerServices, context: RequestContext, request: ListGroupsRequest
+) -> Any:
     states = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     groups = []
@@ -346,7 +373,9 @@ def handle_list_groups(broker: BrokerServices, context: RequestContext, request:
     return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}
 
 
-def handle_describe_groups(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+def handle_describe_groups(
+    broker: BrokerServices, context: RequestContext, request: DescribeGroupsRequest
+) -> Any:
     include_operations = getattr(request, "include_authorized_operations", False)
     described = []
     for group_id in request.groups:
@@ -385,7 +414,9 @@ def handle_describe_groups(broker: BrokerServices, context: RequestContext, requ
     return {"throttle_time": 0, "groups": described}
 
 
-def handle_delete_groups(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+def handle_delete_groups(
+    broker: BrokerServices, context: RequestContext, request: DeleteGroupsRequest
+) -> Any:
     now = now_ms()
     return {
         "throttle_time": 0,

@@ -11,6 +11,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...protocol.requests import ListOffsetsRequest
 from ...replication.partition import PartitionError
 from ..request_router import RequestContext
 from ..services import BrokerServices
@@ -22,7 +23,9 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 
 
-def handle_list_offsets(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+def handle_list_offsets(
+    broker: BrokerServices, context: RequestContext, request: ListOffsetsRequest
+) -> Any:
     topics = []
     for topic in request.topics:
         partitions = []

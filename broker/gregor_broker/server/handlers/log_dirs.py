@@ -16,11 +16,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...protocol.requests import DescribeLogDirsRequest
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
 
-def handle_describe_log_dirs(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+def handle_describe_log_dirs(
+    broker: BrokerServices, context: RequestContext, request: DescribeLogDirsRequest
+) -> Any:
     logs = broker.logs
     wanted = (
         None

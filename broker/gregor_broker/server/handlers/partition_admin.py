@@ -17,6 +17,11 @@ from kio.schema.errors import ErrorCode
 
 from ...cluster.reassignment import original_replicas, preferred_leader
 from ...cluster.topic_names import topic_name_error
+from ...protocol.requests import (
+    AlterPartitionReassignmentsRequest,
+    ElectLeadersRequest,
+    ListPartitionReassignmentsRequest,
+)
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
@@ -24,7 +29,7 @@ PREFERRED = 0
 
 
 async def handle_elect_leaders(
-    broker: BrokerServices, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: ElectLeadersRequest
 ) -> Any:
     metadata = broker.metadata
     if request.topic_partitions is None:
@@ -87,7 +92,7 @@ async def handle_elect_leaders(
 
 
 async def handle_alter_partition_reassignments(
-    broker: BrokerServices, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: AlterPartitionReassignmentsRequest
 ) -> Any:
     metadata = broker.metadata
     live = set(metadata.brokers)
@@ -134,7 +139,7 @@ async def handle_alter_partition_reassignments(
 
 
 async def handle_list_partition_reassignments(
-    broker: BrokerServices, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: ListPartitionReassignmentsRequest
 ) -> Any:
     if request.topics is None:
         names = list(broker.metadata.topics)

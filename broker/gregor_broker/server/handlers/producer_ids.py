@@ -14,6 +14,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...protocol.requests import InitProducerIdRequest
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
@@ -21,7 +22,7 @@ log = logging.getLogger(__name__)
 
 
 async def handle_init_producer_id(
-    broker: BrokerServices, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: InitProducerIdRequest
 ) -> Any:
     if request.transactional_id is not None:
         return {

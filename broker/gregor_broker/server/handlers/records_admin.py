@@ -7,6 +7,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ...log.partition_log import OffsetOutOfRange
+from ...protocol.requests import DeleteRecordsRequest
 from ...replication.partition import PartitionError
 from ..request_router import RequestContext
 from ..services import BrokerServices
@@ -14,7 +15,9 @@ from ..services import BrokerServices
 HIGH_WATERMARK = -1  # Kafka: offset -1 means "delete up to the high watermark"
 
 
-def handle_delete_records(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+def handle_delete_records(
+    broker: BrokerServices, context: RequestContext, request: DeleteRecordsRequest
+) -> Any:
     topics = []
     for topic in request.topics:
         partitions = []

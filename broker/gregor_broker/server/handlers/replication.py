@@ -11,13 +11,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...protocol.requests import OffsetForLeaderEpochRequest
 from ...replication.partition import PartitionError
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
 
 def handle_offset_for_leader_epoch(
-    broker: BrokerServices, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: OffsetForLeaderEpochRequest
 ) -> Any:
     topics = []
     for topic in request.topics:

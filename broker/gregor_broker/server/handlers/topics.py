@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from ...cluster.models import uuid_from_str
 from ...config import describe_topic_configs
+from ...protocol.requests import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
 from ..request_router import RequestContext
 from ..services import BrokerServices
 from ..topic_admin import TopicAdminError
@@ -19,7 +20,7 @@ def _timeout_s(request: Any) -> float:
 
 
 async def handle_create_topics(
-    broker: BrokerServices, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: CreateTopicsRequest
 ) -> Any:
     results = []
     seen: set[str] = set()
@@ -95,7 +96,7 @@ async def handle_create_topics(
 
 
 async def handle_delete_topics(
-    broker: BrokerServices, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: DeleteTopicsRequest
 ) -> Any:
     if context.version >= 6:
         names = []
@@ -147,7 +148,7 @@ async def handle_delete_topics(
 
 
 async def handle_create_partitions(
-    broker: BrokerServices, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: CreatePartitionsRequest
 ) -> Any:
     results = []
     grown = []
