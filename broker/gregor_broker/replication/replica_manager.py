@@ -3,9 +3,11 @@
 Kafka's ReplicaManager in miniature. It turns metadata (who leads which partition at
 which leader epoch) into local logs and roles: a leader appends produced batches and
 tracks its followers (ISR, high watermark); a follower copies its leader's log through
-the replica fetchers. Handlers call it with whole batches and never see files.
+the replica fetchers. Handlers call it with whole batches and never see files; the
+leader's append rule is ``Partition.append_as_leader``, the log's own checks are
+``PartitionLog``'s, and the per-partition read of a Fetch is ``fetch_reader.py``.
 
-Two kinds of waiters live here (Kafka's purgatories): fetches waiting for data
+Two waiters live here (``purgatory.py``, Kafka's purgatories): fetches waiting for data
 (``append_waiters``, woken when data or the high watermark moves) and acks=all
 produces waiting for the high watermark to pass their last offset.
 
