@@ -29,6 +29,7 @@ from .checker import (
     divergence,
     longest_gaps,
     producer_batches,
+    read_high_watermarks,
     read_partitions,
     replica_batches,
     split_resends,
@@ -178,11 +179,13 @@ def check_acknowledgements_and_replicas(
         {"bootstrap.servers": bootstrap, "group.id": "chaos-checker"}
     )
     try:
-        for partition in range(partitions):
-            _, high = watermarks.get_watermark_offsets(
-                confluent_kafka.TopicPartition(TOPIC, partition), timeout=30
-            )
-            verdict.high_watermarks[partition] = high
+        read_high_watermarks(
+            lambda partition: watermarks.get_watermark_offsets(
+                confluent_kafka.TopicPartition(TOPIC, partition), timeout=10
+            )[1],
+            partitions,
+            verdict,
+        )
     finally:
         watermarks.close()
     served = read_partitions(bootstrap, TOPIC, verdict.high_watermarks)
@@ -194,7 +197,7 @@ def check_acknowledgements_and_replicas(
     for broker in cluster.brokers.values():
         broker.stop()
     writers: dict[int, list[ProducerBatch]] = {}
-    for partition in range(partitions):
+    for partition in verdict.high_watermarks:
         replicas = {
             broker_id: replica_batches(cluster.brokers[broker_id].log_dir / f"{TOPIC}-{partition}")
             for broker_id in assignment.partitions[partition]

@@ -30,9 +30,13 @@ from __future__ import annotations
 import bisect
 import itertools
 import os
+import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import confluent_kafka
 
 from gregor_broker.log.segment import iter_headers
 
@@ -42,6 +46,22 @@ from .load import Ack, Position
 BatchKey = tuple[int, int, int]  # (base offset, last offset, crc)
 # (base offset, last offset, producer id, producer epoch, base sequence)
 ProducerBatch = tuple[int, int, int, int, int]
+
+# Answers that only mean "not now" while leaders move (librdkafka does not flag all of
+# them retriable on a watermark query).
+RETRIABLE_CODES = {
+    confluent_kafka.KafkaError.NOT_LEADER_FOR_PARTITION,  # NOT_LEADER_OR_FOLLOWER
+    confluent_kafka.KafkaError.LEADER_NOT_AVAILABLE,
+    confluent_kafka.KafkaError.FENCED_LEADER_EPOCH,
+    confluent_kafka.KafkaError.UNKNOWN_LEADER_EPOCH,
+    confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART,
+    confluent_kafka.KafkaError.NOT_ENOUGH_REPLICAS,
+    confluent_kafka.KafkaError.REQUEST_TIMED_OUT,
+    confluent_kafka.KafkaError._TIMED_OUT,
+    confluent_kafka.KafkaError._TRANSPORT,
+    confluent_kafka.KafkaError._ALL_BROKERS_DOWN,
+    confluent_kafka.KafkaError.KAFKA_STORAGE_ERROR,
+}
 
 
 def _headers(partition_dir: Path):
@@ -224,6 +244,42 @@ def longest_gaps(acks: list[Ack], partitions: int, start: float, end: float) -> 
         moments.append(max(end, moments[-1]))
         gaps[partition] = max(b - a for a, b in itertools.pairwise(moments))
     return gaps
+
+
+HIGH_WATERMARK_WAIT_S = 60.0
+
+
+def read_high_watermarks(
+    query: Callable[[int], int],
+    partitions: int,
+    verdict: Verdict,
+    *,
+    wait_s: float = HIGH_WATERMARK_WAIT_S,
+    backoff_s: float = 0.5,
+) -> None:
+    """Each partition's high watermark into ``verdict.high_watermarks``, asking
+    ``query(partition)`` again after retriable errors (a leader just moved:
+    NOT_LEADER_OR_FOLLOWER, a timeout) for up to ``wait_s`` in all. A partition that
+    never answers is reported in ``verdict.unread`` as unavailable (the campaign's
+    result, not a crash of the checker) and left out of the reads."""
+    deadline = time.monotonic() + wait_s
+    for partition in range(partitions):
+        while True:
+            try:
+                verdict.high_watermarks[partition] = query(partition)
+                break
+            except confluent_kafka.KafkaException as error:
+                kafka_error = error.args[0] if error.args else None
+                retriable = not isinstance(kafka_error, confluent_kafka.KafkaError) or (
+                    kafka_error.retriable() or kafka_error.code() in RETRIABLE_CODES
+                )
+                if not retriable or time.monotonic() + backoff_s > deadline:
+                    verdict.unread.append(
+                        f"partition {partition}: unavailable, no high watermark "
+                        f"within {wait_s:.0f} s ({kafka_error})"
+                    )
+                    break
+                time.sleep(backoff_s)
 
 
 def read_partitions(bootstrap: str, topic: str, high_watermarks: dict[int, int]):

@@ -338,7 +338,7 @@ def read_records(partition_log: PartitionLog) -> list[tuple[bytes | None, bytes 
             break
         data = os.pread(found.fd, found.size, found.position)
         try:
-            headers = scan_batches(data, verify_crc=False)
+            headers = scan_batches(data, verify_crc=False, dense=False)
         except InvalidBatch:
             log.warning(
                 "stopping the load of %r at a bad batch near offset %d", partition_log, offset
