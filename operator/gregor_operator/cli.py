@@ -72,13 +72,21 @@ def plan_command(args: argparse.Namespace) -> int:
     from gregor_broker.cluster.admin import ZkAdmin
     from gregor_broker.cluster.local_cluster import zookeeper_client
     from gregor_operator.planners.rebalance import PlanRefused
-    from gregor_operator.rebalancing import compute_plan, describe, read_cluster
+    from gregor_operator.rebalancing import (
+        compute_plan,
+        describe,
+        partition_sizes,
+        read_cluster,
+        replica_sizes,
+    )
 
     brokers = [int(b) for b in args.brokers.split(",") if b.strip()]
     excluded = [t for t in args.exclude_topics.split(",") if t.strip()]
     client = zookeeper_client(args.zookeeper_connect)
     try:
-        view = read_cluster(ZkAdmin(client), excluded)
+        admin = ZkAdmin(client)
+        view = read_cluster(admin, excluded)
+        sizes = partition_sizes(replica_sizes(admin))
     finally:
         client.stop()
         client.close()
@@ -87,7 +95,7 @@ def plan_command(args: argparse.Namespace) -> int:
     except PlanRefused as refusal:
         print(f"gregor-operator plan: refused: {refusal}", file=sys.stderr)
         return 2
-    info = describe(view, args.mode, plan)
+    info = describe(view, args.mode, plan, sizes)
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))
         return 0

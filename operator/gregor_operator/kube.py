@@ -1,13 +1,15 @@
 """The operator's writes to the Kubernetes API besides kopf's own (owned objects of a
 GregorCluster, pod deletions for rolling restarts), with the ``kubernetes`` client.
 
-Every verb used here is one the chart's RBAC must grant: get on gregorclusters; get, create,
-patch on configmaps,
-services, poddisruptionbudgets and statefulsets; get, list, delete on pods.
+Every verb used here is one the chart's RBAC must grant: get on gregorclusters; patch on
+the status of gregorclusters and gregorrebalances (the periodic steps, ``periodic.py``); get,
+create, patch on configmaps, services, poddisruptionbudgets and statefulsets; get, list,
+delete on pods; create on events.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -71,6 +73,55 @@ class Kube:
             return "created"
         self._call(kind, "patch", metadata["name"], metadata["namespace"], dict(obj))
         return "patched"
+
+    def patch_custom_status(
+        self, plural: str, namespace: str, name: str, body: Mapping[str, Any]
+    ) -> None:
+        """Merge-patch a gregor.dev object's status subresource (keys set to None go)."""
+        api = kubernetes.client.CustomObjectsApi(self.api_client)
+        try:
+            api.patch_namespaced_custom_object_status(
+                "gregor.dev", "v1alpha1", namespace, plural, name, dict(body),
+                _preload_content=False,
+            )  # fmt: skip
+        except ApiException as error:
+            if error.status != 404:  # deleted meanwhile: nothing to report on
+                raise
+
+    def list(self, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
+        found = self._call(kind, "list", namespace, label_selector=selector, _preload_content=False)
+        return json.loads(found.data).get("items") or []
+
+    def post_event(self, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
+        """A core/v1 Event about ``obj`` (``kind``: Normal or Warning), as kopf.info/warn
+        post them; for steps that run outside a kopf handler (``periodic.py``)."""
+        metadata = obj["metadata"]
+        now = datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "generateName": f"{metadata['name']}.",
+                "namespace": metadata["namespace"],
+            },
+            "involvedObject": {
+                "apiVersion": obj.get("apiVersion", "gregor.dev/v1alpha1"),
+                "kind": obj.get("kind", ""),
+                "name": metadata["name"],
+                "namespace": metadata["namespace"],
+                "uid": metadata.get("uid", ""),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": kind,
+            "source": {"component": "gregor-operator"},
+            "reportingComponent": "gregor-operator",
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        api = kubernetes.client.CoreV1Api(self.api_client)
+        api.create_namespaced_event(metadata["namespace"], event, _preload_content=False)
 
     def patch(self, kind: str, namespace: str, name: str, body: Mapping[str, Any]) -> None:
         self._call(kind, "patch", name, namespace, dict(body))

@@ -22,6 +22,7 @@ from gregor_operator.handlers.common import (
     OperatorConfig,
     register_cluster_index,
 )
+from gregor_operator.periodic import Periodic
 from gregor_operator.zookeeper import Sessions
 
 
@@ -35,13 +36,17 @@ def build(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, kopf.OperatorS
             return kopf.ConnectionInfo(server=config.kube_server, insecure=True)
         return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
+    periodic = Periodic()
+
     @kopf.on.startup(registry=registry)
     async def start_http(memo: Any, **_: Any) -> None:
         if config.http_port:
             memo.http = await metrics.serve(config.http_port)
+        memo.periodic = periodic.start(config.status_interval)
 
     @kopf.on.cleanup(registry=registry)
     async def stop(memo: Any, **_: Any) -> None:
+        await Periodic.stop(getattr(memo, "periodic", None))
         if getattr(memo, "http", None) is not None:
             await memo.http.cleanup()
         ctx.sessions.close()
@@ -49,8 +54,8 @@ def build(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, kopf.OperatorS
     register_cluster_index(registry)
     topics.register(registry, ctx)
     quotas.register(registry, ctx)
-    clusters.register(registry, ctx)
-    rebalances.register(registry, ctx)
+    clusters.register(registry, ctx, periodic)
+    rebalances.register(registry, ctx, periodic)
 
     settings = kopf.OperatorSettings()
     settings.scanning.disabled = True  # the CRDs are installed with the chart

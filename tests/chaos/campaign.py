@@ -22,14 +22,17 @@ import confluent_kafka
 
 from ..integration.broker_helpers import create_topic
 from .checker import (
+    ProducerBatch,
     Verdict,
     check_acknowledgements,
     check_unread,
     divergence,
     longest_gaps,
+    producer_batches,
     read_high_watermarks,
     read_partitions,
     replica_batches,
+    split_resends,
 )
 from .cluster import ChaosCluster
 from .load import CLIENT_LOG, AckingProducer, CommitSampler, CommittingConsumer
@@ -193,6 +196,7 @@ def check_acknowledgements_and_replicas(
     assert assignment is not None
     for broker in cluster.brokers.values():
         broker.stop()
+    writers: dict[int, list[ProducerBatch]] = {}
     for partition in verdict.high_watermarks:
         replicas = {
             broker_id: replica_batches(cluster.brokers[broker_id].log_dir / f"{TOPIC}-{partition}")
@@ -200,6 +204,11 @@ def check_acknowledgements_and_replicas(
         }
         for problem in divergence(replicas, verdict.high_watermarks[partition]):
             verdict.divergent.append(f"partition {partition}: {problem}")
+        longest = max(replicas, key=lambda broker_id: len(replicas[broker_id]))
+        writers[partition] = producer_batches(
+            cluster.brokers[longest].log_dir / f"{TOPIC}-{partition}"
+        )
+    split_resends(verdict, writers)
 
 
 def _gaps_by_fault_kind(nemesis: Nemesis, acks: list) -> dict[str, float]:

@@ -16,7 +16,7 @@ restarts against real brokers:
 - a Pod object deleted by someone else (the operator's rolling restart) is stopped and
   recreated from the current template; a process that exits is restarted (restartPolicy
   Always);
-- readiness comes from the container's real readinessProbe (HTTP GET), and is written to
+- readiness comes from the container's real readinessProbe (HTTP GET or TCP), written to
   the Pod's status and the StatefulSet's ``status.readyReplicas``.
 
 How a container runs is ``ProcessRuntime``'s business: every pod shares 127.0.0.1 here, so
@@ -34,6 +34,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -219,6 +220,13 @@ class ProcessRuntime:
             return False
         if not probe:
             return True
+        if "tcpSocket" in probe:
+            host, port = self.address(pod, probe["tcpSocket"].get("port", 80))
+            try:
+                with socket.create_connection((host, port), timeout=2):
+                    return True
+            except OSError:
+                return False
         http = probe.get("httpGet") or {}
         host, port = self.address(pod, http.get("port", 80))
         try:

@@ -1,5 +1,6 @@
 """Fixtures for operator tests: ``run_operator(**config)`` runs gregor-operator (kopf, its
-own thread and event loop) against the test's emulator (``kube``); stopped after the test.
+own thread and event loop) against the test's emulator (``kube``); stopped after the test,
+or earlier with ``run_operator.stop()`` (an operator that is gone, as after helm uninstall).
 """
 
 from __future__ import annotations
@@ -37,9 +38,14 @@ def run_operator(kube: Any) -> Iterator[Callable[..., OperatorConfig]]:
         running.append((thread, stop))
         return config
 
+    def stop_all() -> None:
+        for _thread, stop in running:
+            stop.set()
+        for thread, _ in running:
+            thread.join(20)
+            assert not thread.is_alive(), "the operator did not stop within 20 s"
+
+    start.stop = stop_all  # type: ignore[attr-defined]
     yield start
-    for _thread, stop in running:
-        stop.set()
-    for thread, _ in running:
-        thread.join(20)
+    stop_all()
     assert not errors, f"the operator failed: {errors!r}"

@@ -1,10 +1,17 @@
-"""GregorRebalance: the plan shows in status, nothing moves before approval, the approved
-plan completes and clears its throttles; ``gregor-operator plan`` prints the same plan."""
+"""GregorRebalance: the plan shows in status with the bytes it moves (the brokers'
+DescribeLogDirs, checked against kafka-python's), nothing moves before approval, the
+approved plan completes and clears its throttles; ``gregor-operator plan`` prints the same
+plan; a stopped rebalance is a KIP-455 cancel (partitions back on their original replicas)
+with progress in bytes until then."""
 
 from __future__ import annotations
 
 import json
 import time
+from typing import Any
+
+import confluent_kafka
+from kafka.admin import KafkaAdminClient
 
 from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.cluster.local_cluster import zookeeper_client
@@ -17,24 +24,23 @@ def test_rebalance_plan_waits_for_approval_then_balances(kube, run_operator, clu
     zk = zookeeper_client(cluster.zookeeper_connect)
     admin = ZkAdmin(zk)
     try:
-        # Six single-replica partitions, all on broker 1.
+        # Six single-replica partitions, all on broker 1, with data.
         admin.create_topic("skewed", {p: [1] for p in range(6)}, {})
+        fill(cluster.bootstrap_servers, "skewed", 6, 200)
+        sizes = log_dir_sizes(cluster.bootstrap_servers, "skewed")
+        assert all(size > 0 for size in sizes.values()), sizes
         before = dict(admin.get_topic("skewed").partitions)
         assert operator_cli(["plan", "--zookeeper-connect", cluster.zookeeper_connect,
                              "--mode", "full", "--json"]) == 0  # fmt: skip
         cli_plan = json.loads(capsys.readouterr().out)
         assert cli_plan["replicaMoves"] == 4
+        moving = [(m["topic"], m["partition"]) for m in cli_plan["moves"]]
+        assert cli_plan["bytesToMove"] == sum(sizes[k] for k in moving) > 0
         assert cli_plan["replicasPerBroker"] == {"1": 2, "2": 2, "3": 2}
 
         run_operator()
         client = kube.client
-        client.create(
-            {"apiVersion": API, "kind": "GregorCluster",
-             "metadata": {"name": "gregor", "namespace": "default"},
-             "spec": {"replicas": 3, "zookeeper": {"connect": cluster.zookeeper_connect},
-                      "rebalancing": {"preferredLeaderCheckIntervalSeconds": 0}}},
-            "gregorclusters",
-        )  # fmt: skip
+        create_cluster(client, cluster.zookeeper_connect)
         client.create(
             {"apiVersion": API, "kind": "GregorRebalance",
              "metadata": {"name": "balance", "namespace": "default"},
@@ -49,6 +55,7 @@ def test_rebalance_plan_waits_for_approval_then_balances(kube, run_operator, clu
             "the plan", lambda: status().get("phase") == "PendingApproval" and status(), 120
         )
         assert pending["plan"]["replicaMoves"] == 4
+        assert pending["plan"]["bytesToMove"] == cli_plan["bytesToMove"]
         assert pending["plan"]["replicasPerBroker"] == cli_plan["replicasPerBroker"]
         assert len(pending["plan"]["moves"]) == 4
         time.sleep(3)
@@ -60,9 +67,104 @@ def test_rebalance_plan_waits_for_approval_then_balances(kube, run_operator, clu
         after = admin.get_topic("skewed").partitions
         counts = {b: sum(1 for r in after.values() if r == (b,)) for b in (1, 2, 3)}
         assert counts == {1: 2, 2: 2, 3: 2}
-        assert status()["progress"] == {"partitionsMoved": 4, "partitionsTotal": 4}
+        progress = status()["progress"]
+        assert (progress["partitionsMoved"], progress["partitionsTotal"]) == (4, 4)
+        assert progress["bytesMoved"] == progress["bytesTotal"] == cli_plan["bytesToMove"]
         assert "leader.replication.throttled.replicas" not in admin.get_topic_config("skewed")
         assert admin.get_entity_config("brokers/1") == {}
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def create_cluster(client: Any, zk_connect: str) -> None:
+    """The GregorCluster the rebalances name (its brokers run outside Kubernetes here)."""
+    client.create(
+        {"apiVersion": API, "kind": "GregorCluster",
+         "metadata": {"name": "gregor", "namespace": "default"},
+         "spec": {"replicas": 3, "zookeeper": {"connect": zk_connect},
+                  "rebalancing": {"preferredLeaderCheckIntervalSeconds": 0}}},
+        "gregorclusters",
+    )  # fmt: skip
+
+
+def fill(bootstrap: str, topic: str, partitions: int, per_partition: int, size: int = 1000):
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for partition in range(partitions):
+        for i in range(per_partition):
+            producer.produce(topic, b"x" * size, key=str(i).encode(), partition=partition)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+
+
+def log_dir_sizes(bootstrap: str, topic: str) -> dict[tuple[str, int], int]:
+    """Partition sizes as kafka-python's DescribeLogDirs reads them (largest replica)."""
+    client = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        found: dict[tuple[str, int], int] = {}
+        for response in client.describe_log_dirs():
+            for result in response["log_dirs"]:
+                for entry in result["topics"]:
+                    if entry["name"] != topic:
+                        continue
+                    for p in entry["partitions"]:
+                        key = (topic, p["partition_index"])
+                        found[key] = max(found.get(key, 0), p["partition_size"])
+        return found
+    finally:
+        client.close()
+
+
+def test_a_stopped_rebalance_goes_back_to_the_original_replicas(kube, run_operator, cluster):
+    zk = zookeeper_client(cluster.zookeeper_connect)
+    admin = ZkAdmin(zk)
+    try:
+        admin.create_topic("heavy", {p: [1] for p in range(3)}, {})
+        fill(cluster.bootstrap_servers, "heavy", 3, 400)  # about 400 KB per partition
+        before = dict(admin.get_topic("heavy").partitions)
+        run_operator()
+        client = kube.client
+        create_cluster(client, cluster.zookeeper_connect)
+        # Add-brokers onto 2 and 3 at 20 KB/s: each new replica needs about 20 s.
+        client.create(
+            {"apiVersion": API, "kind": "GregorRebalance",
+             "metadata": {"name": "slow", "namespace": "default",
+                          "annotations": {"gregor.dev/approve": "true"}},
+             "spec": {"cluster": "gregor", "mode": "full", "throttleBytesPerSecond": 20000}},
+            "gregorrebalances",
+        )  # fmt: skip
+
+        def status():
+            return client.get(API, "gregorrebalances", "default", "slow").get("status") or {}
+
+        client.wait_for("the plan", lambda: status().get("phase"), 120)
+        partial = client.wait_for(
+            "some bytes moved",
+            lambda: (
+                (p := status().get("progress") or {}).get("bytesMoved", 0) > 0
+                and p["bytesMoved"] < p["bytesTotal"]
+                and status()
+            ),
+            120,
+        )
+        assert partial["phase"] == "Executing"
+        moving = {k for k, r in admin.get_topic("heavy").adding_replicas.items() if r}
+        assert moving, "nothing is moving"
+
+        client.patch(API, "gregorrebalances", "default", "slow", {"spec": {"stop": True}})
+        stopped = client.wait_for(
+            "Stopped", lambda: status().get("phase") == "Stopped" and status(), 120
+        )
+        after = admin.get_topic("heavy")
+        for partition in moving:
+            assert tuple(after.partitions[partition]) == tuple(before[partition]), after
+        assert not any(after.adding_replicas.values()) and not any(after.removing_replicas.values())
+        assert admin.get_reassignment() is None
+        assert sorted(stopped["cancelled"]) >= sorted(f"heavy-{p}" for p in moving)
+        assert "leader.replication.throttled.replicas" not in admin.get_topic_config("heavy")
+        events = [e["message"] for e in client.list("v1", "events", "default")]
+        assert any("back on their original replicas" in m for m in events), events
+        print(f"progress before the stop: {partial['progress']}; cancelled {stopped['cancelled']}")
     finally:
         zk.stop()
         zk.close()

@@ -137,3 +137,68 @@ def test_crds_are_structural_with_status_printer_columns_and_scale_selector():
         "x-kubernetes-validations"
     ]
     assert any("self.partitions >= oldSelf.partitions" in r["rule"] for r in rules)
+
+
+def broker_pod_spec(**spec_fields):
+    from gregor_operator.planners.cluster_objects import render
+
+    spec = {"replicas": 3, "zookeeper": {"connect": "zk:2181"}, **spec_fields}
+    objects = {o["kind"]: o for o in render("gregor", "kafka", spec, 3)}
+    return objects["StatefulSet"]["spec"]["template"], objects["ConfigMap"]["data"][
+        "server.properties"
+    ]
+
+
+def test_zones_affinity_and_tolerations_reach_the_broker_pods():
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "kafka", "effect": "NoSchedule"}
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname"}]}}  # fmt: skip
+    template, _ = broker_pod_spec(
+        rackTopologyKey="example.com/rack",
+        zones=["r1", "r2", "r3"],
+        affinity=anti,
+        tolerations=[toleration],
+        nodeSelector={"disk": "ssd"},
+    )
+    pod = template["spec"]
+    (spread,) = pod["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "example.com/rack"
+    assert spread["whenUnsatisfiable"] == "DoNotSchedule"
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    zone_rule = {"key": "example.com/rack", "operator": "In", "values": ["r1", "r2", "r3"]}
+    assert terms["nodeSelectorTerms"] == [{"matchExpressions": [zone_rule]}]
+    assert pod["affinity"]["podAntiAffinity"] == anti["podAntiAffinity"]
+    assert pod["tolerations"] == [toleration]
+    assert pod["nodeSelector"] == {"disk": "ssd"}
+    # The rack each broker reports is the same key.
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert "example.com/rack" in env["GREGOR_BROKER_RACK"]["valueFrom"]["fieldRef"]["fieldPath"]
+    # No zones, no passthrough: spread only, preferred.
+    pod = broker_pod_spec()[0]["spec"]
+    assert pod["topologySpreadConstraints"][0]["whenUnsatisfiable"] == "ScheduleAnyway"
+    assert "affinity" not in pod and "tolerations" not in pod
+
+
+def test_metrics_port_is_optional_and_probes_follow_it():
+    from gregor_operator.planners.cluster_objects import config_hash
+
+    template, properties = broker_pod_spec()
+    container = template["spec"]["containers"][0]
+    assert "metrics.port=9404" in properties
+    assert {"name": "metrics", "containerPort": 9404} in container["ports"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    # The chart's metrics.port in config: the container port and probes follow it.
+    template, properties = broker_pod_spec(config={"metrics.port": "9500"})
+    assert "metrics.port=9500" in properties
+    assert {"name": "metrics", "containerPort": 9500} in template["spec"]["containers"][0]["ports"]
+    # Off: no metrics.port, no metrics port, TCP probes on the Kafka port.
+    template, properties = broker_pod_spec(metrics={"enabled": False}, config={"metrics.port": 1})
+    container = template["spec"]["containers"][0]
+    assert "metrics.port" not in properties
+    assert [p["name"] for p in container["ports"]] == ["kafka"]
+    assert container["readinessProbe"]["tcpSocket"] == {"port": "kafka"}
+    assert container["livenessProbe"]["tcpSocket"] == {"port": "kafka"}
+    # An operator upgrade alone (new optional fields unset) rolls nothing.
+    base = {"replicas": 3, "zookeeper": {"connect": "zk:2181"}, "image": "gregor-broker:1"}
+    assert config_hash(base) == config_hash({**base, "zones": None})
+    assert config_hash(base) != config_hash({**base, "zones": ["a"]})

@@ -157,3 +157,11 @@ def test_preferred_leaders_lists_partitions_led_by_another_replica():
     current = {("t", 0): (1, 2), ("t", 1): (2, 1), ("t", 2): (3, 1)}
     leaders = {("t", 0): 2, ("t", 1): 2, ("t", 2): 1}
     assert plan_preferred_leaders(current, leaders, live={1, 2}) == [("t", 0)]
+    # A preferred replica out of the ISR cannot lead yet: not asked for.
+    isr = {("t", 0): (2,), ("t", 1): (2, 1), ("t", 2): (1,)}
+    assert plan_preferred_leaders(current, leaders, live={1, 2}, isr=isr) == []
+
+
+def test_balancing_without_registered_brokers_is_refused_not_a_crash():
+    with pytest.raises(PlanRefused, match="no broker is registered"):
+        plan_balance({("t", 0): (0, 1)}, {})

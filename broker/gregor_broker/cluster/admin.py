@@ -650,6 +650,32 @@ class ZkAdmin:
         (as kafka-reassign-partitions does)."""
         self.client.create(paths.ADMIN_REASSIGN_PARTITIONS, reassignment.to_json(), makepath=True)
 
+    def merge_reassignment(self, targets: Mapping[tuple[str, int], tuple[int, ...]]) -> None:
+        """Add ``targets`` to ``/admin/reassign_partitions`` (created if absent), replacing
+        those partitions' earlier targets: how a move in flight is re-targeted or, with its
+        original replicas, cancelled (KIP-455). Read-modify-write against the controller,
+        which removes finished partitions and the node meanwhile."""
+        while True:
+            try:
+                data, stat = self.client.get(paths.ADMIN_REASSIGN_PARTITIONS)
+            except NoNodeError:
+                try:
+                    self.request_reassignment(PartitionReassignment(dict(targets)))
+                    return
+                except NodeExistsError:
+                    continue
+            merged = dict(PartitionReassignment.from_json(data).partitions)
+            merged.update(targets)
+            try:
+                self.client.set(
+                    paths.ADMIN_REASSIGN_PARTITIONS,
+                    PartitionReassignment(merged).to_json(),
+                    version=stat.version,
+                )
+                return
+            except (BadVersionError, NoNodeError):
+                continue
+
     def request_preferred_replica_election(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Create ``/admin/preferred_replica_election``; NodeExistsError if one is pending."""
         self.client.create(

@@ -2,7 +2,8 @@
 (``planners.scaling``: replicas move before a broker goes), and preferred-leader
 rebalancing every check interval.
 
-One reconcile step runs on create/update/resume and on a timer; each step observes
+One reconcile step runs on create/update/resume and every status interval (``periodic``:
+not a kopf timer, which would put a finalizer on the resource); each step observes
 (StatefulSet, ZooKeeper), asks the planner what to do, does it, and writes the phase and
 progress to status. The plan in flight lives in status, so a restarted operator picks up
 where the last one stopped.
@@ -10,6 +11,7 @@ where the last one stopped.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import Any
@@ -19,35 +21,52 @@ import kopf
 from gregor_broker.cluster.reassignment import imbalanced_brokers
 from gregor_operator import metrics
 from gregor_operator.handlers.common import GROUP, VERSION, Context
-from gregor_operator.kube import Kube
-from gregor_operator.planners.cluster_objects import label_selector, render
+from gregor_operator.periodic import Periodic
+from gregor_operator.planners.cluster_objects import (
+    CONFIG_HASH_ANNOTATION,
+    POD_INDEX_LABEL,
+    label_selector,
+    render,
+)
+from gregor_operator.planners.cluster_objects import (
+    labels as cluster_labels,
+)
 from gregor_operator.planners.rebalance import plan_preferred_leaders
-from gregor_operator.planners.scaling import CREATING, REFUSED, RUNNING, Observation, plan_step
+from gregor_operator.planners.rolling import BrokerPod, plan_roll
+from gregor_operator.planners.scaling import (
+    CREATING,
+    DEGRADED,
+    REFUSED,
+    RUNNING,
+    Observation,
+    plan_step,
+)
 from gregor_operator.rebalancing import (
     finish_moves,
     moves_done,
     plan_from_json,
     plan_to_json,
     read_cluster,
+    roll_observation,
     start_moves,
 )
 from gregor_operator.status import conditions
 from gregor_operator.zookeeper import CONNECTION_ERRORS, ZooKeeperUnavailable
 
 log = logging.getLogger(__name__)
+REAPPLY_S = 60.0
+ROLLING = "RollingRestart"
+ROLL_REFUSED = "RollingRestartRefused"
 
 
-def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
-    kube: list[Kube] = []
+def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) -> None:
     last_leader_check: dict[str, float] = {}
+    applied: dict[str, tuple[str, float]] = {}  # uid -> (owned objects as applied, when)
     # uid -> the last step's phase, message and plan: the status in kopf's body may lag one
     # step behind (a timer and an update handler in a row), ZooKeeper state never does.
     memory: dict[str, dict[str, Any]] = {}
 
-    def api() -> Kube:
-        if not kube:
-            kube.append(Kube(ctx.config.kube_server))
-        return kube[0]
+    api = ctx.kube
 
     def step(body: Any, patch: Any) -> None:
         uid = body["metadata"].get("uid") or body["metadata"]["name"]
@@ -89,9 +108,7 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
         )
         decided = plan_step(observed)
         replicas = decided.statefulset if decided.statefulset is not None else current
-        for obj in render(name, namespace, spec, replicas):
-            kopf.adopt(obj, owner=body)
-            api().apply(obj)
+        apply_owned(body, render(name, namespace, spec, replicas), uid)
         if plan is not None and done == total and decided.plan is None:
             finish_moves(admin, plan)
         phase, message = decided.phase, decided.message
@@ -108,12 +125,35 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
                      current, decided.statefulset)  # fmt: skip
         for event in decided.events:
             log.info("cluster %s/%s: %s", namespace, name, event)
-            kopf.info(body, reason="PlanApplied", message=event)
+            api().post_event(body, "Normal", "PlanApplied", event)
             metrics.PLANS.labels("GregorCluster", "applied").inc()
         if decided.refused and status.get("message") != decided.refused:
             log.info("cluster %s/%s: refused: %s", namespace, name, decided.refused)
-            kopf.warn(body, reason="PlanRefused", message=decided.refused)
+            api().post_event(body, "Warning", "PlanRefused", decided.refused)
             metrics.PLANS.labels("GregorCluster", "refused").inc()
+        pods = broker_pods(namespace, name)
+        refused = decided.refused
+        rolling = None
+        quiet = decided.start is None and decided.statefulset in (None, current)
+        if phase in (RUNNING, DEGRADED) and quiet and not observed.reassignment_in_flight:
+            observation = roll_observation(admin, view, spec, current or 0, pods)
+            rolling = plan_roll(observation, status.get("phase") == ROLLING)
+        if rolling is not None:
+            phase = ROLL_REFUSED if rolling.refused else ROLLING
+            message, refused = rolling.message, rolling.refused
+            if rolling.refused and status.get("message") != rolling.message:
+                log.info("cluster %s/%s: %s", namespace, name, rolling.refused)
+                api().post_event(body, "Warning", "PlanRefused", rolling.refused)
+                metrics.PLANS.labels("GregorCluster", "refused").inc()
+            if rolling.restart is not None:
+                pod = pods[rolling.restart]
+                event = f"{rolling.message}: deleting pod {pod.name} (template changed)"
+                log.info("cluster %s/%s: %s", namespace, name, event)
+                api().post_event(body, "Normal", "RollingRestart", event)
+                metrics.PLANS.labels("GregorCluster", "applied").inc()
+                api().delete("Pod", namespace, pod.name)
+        elif status.get("phase") in (ROLLING, ROLL_REFUSED) and phase == RUNNING:
+            api().post_event(body, "Normal", "RollingRestart", "every broker runs the new template")
         maybe_elect_preferred_leaders(admin, view, uid, rebalancing, body)
         memory[uid] = {
             "phase": phase,
@@ -122,10 +162,10 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
         }
         led: dict[int, int] = {}
         held: dict[int, int] = {}
-        for key, replicas in view.assignment.items():
+        for key, assigned in view.assignment.items():
             leader = view.leaders.get(key, -1)
             led[leader] = led.get(leader, 0) + 1
-            for replica in replicas:
+            for replica in assigned:
                 held[replica] = held.get(replica, 0) + 1
         metrics.CLUSTER_BROKERS.labels(f"{namespace}/{name}").set(len(view.brokers))
         sts_status = (statefulset or {}).get("status") or {}
@@ -143,11 +183,18 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
                 "progress": {"partitionsMoved": done, "partitionsTotal": total}
                 if decided_plan is not None
                 else None,
+                "rollingRestart": {
+                    "brokersPending": list(rolling.pending),
+                    "brokersUpdated": [b for b in range(current or 0) if b not in rolling.pending],
+                    "restarting": rolling.restart,
+                }
+                if rolling is not None
+                else None,
                 "brokers": [
                     {
                         "id": broker,
                         "rack": rack or "",
-                        "ready": True,
+                        "ready": broker in pods and pods[broker].ready,
                         "partitionsLed": led.get(broker, 0),
                         "partitionsHeld": held.get(broker, 0),
                     }
@@ -156,13 +203,45 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
                 "conditions": conditions(
                     status.get("conditions"),
                     ready=phase == RUNNING,
-                    reconciling=phase not in (RUNNING, REFUSED),
-                    error=decided.refused,
+                    reconciling=phase not in (RUNNING, REFUSED, ROLL_REFUSED),
+                    error=refused,
                     reason=phase,
                     message=message,
                 ),
             }
         )
+
+    def apply_owned(body: Any, objects: list[dict[str, Any]], uid: str) -> None:
+        """Create or merge the owned objects; unchanged ones only every REAPPLY_SECONDS
+        (ten requests a step otherwise, which slow every step on a busy API server)."""
+        rendered = json.dumps(objects, sort_keys=True)
+        last = applied.get(uid)
+        if last is not None and last[0] == rendered and time.monotonic() - last[1] < REAPPLY_S:
+            return
+        for obj in objects:
+            kopf.adopt(obj, owner=body)
+            api().apply(obj)
+        applied[uid] = (rendered, time.monotonic())
+
+    def broker_pods(namespace: str, name: str) -> dict[int, BrokerPod]:
+        """The cluster's broker pods by ordinal, as the rolling restart sees them."""
+        found: dict[int, BrokerPod] = {}
+        for pod in api().list("Pod", namespace, label_selector(name)):
+            meta = pod["metadata"]
+            labels = meta.get("labels") or {}
+            if any(labels.get(k) != v for k, v in cluster_labels(name).items()):
+                continue  # the selector again: not every API server stand-in applies it
+            index = labels.get(POD_INDEX_LABEL) or meta["name"].rsplit("-", 1)[-1]
+            if not str(index).isdigit():
+                continue
+            states = (pod.get("status") or {}).get("conditions") or ()
+            found[int(index)] = BrokerPod(
+                name=meta["name"],
+                config_hash=(meta.get("annotations") or {}).get(CONFIG_HASH_ANNOTATION),
+                ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in states),
+                terminating=bool(meta.get("deletionTimestamp")),
+            )
+        return found
 
     def maybe_elect_preferred_leaders(
         admin: Any, view: Any, uid: str, rebalancing: dict, body: Any
@@ -175,13 +254,13 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
         states = {k: (v, view.leaders.get(k, -1)) for k, v in view.assignment.items()}
         if not imbalanced_brokers(states, threshold):
             return
-        partitions = plan_preferred_leaders(view.assignment, view.leaders, view.brokers)
+        partitions = plan_preferred_leaders(view.assignment, view.leaders, view.brokers, view.isr)
         if not partitions or admin.client.exists("/admin/preferred_replica_election"):
             return
         admin.request_preferred_replica_election(partitions)
         message = f"preferred leader election for {len(partitions)} partitions"
         log.info("cluster %s: %s", body["metadata"]["name"], message)
-        kopf.info(body, reason="PlanApplied", message=message)
+        api().post_event(body, "Normal", "PlanApplied", message)
 
     @kopf.on.create(GROUP, VERSION, "gregorclusters", registry=registry)
     @kopf.on.update(GROUP, VERSION, "gregorclusters", field="spec", registry=registry)
@@ -193,14 +272,21 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
             metrics.RECONCILE_ERRORS.labels("GregorCluster").inc()
             raise kopf.TemporaryError(str(error), delay=ctx.config.status_interval) from error
 
-    @kopf.timer(
-        GROUP, VERSION, "gregorclusters", interval=ctx.config.status_interval, registry=registry
-    )
-    def step_cluster(body: Any, patch: Any, **_: Any) -> None:
-        if body["metadata"].get("deletionTimestamp"):
-            return
+    def step_cluster(body: Any) -> None:
+        metadata = body["metadata"]
+        patch = kopf.Patch()
         try:
             step(body, patch)
         except (ZooKeeperUnavailable, *CONNECTION_ERRORS) as error:
             metrics.RECONCILE_ERRORS.labels("GregorCluster").inc()
-            log.warning("cluster %s: %s", body["metadata"]["name"], error)
+            log.warning("cluster %s: %s", metadata["name"], error)
+            return
+        if patch:
+            api().patch_custom_status("gregorclusters", metadata["namespace"], metadata["name"],
+                                      dict(patch))  # fmt: skip
+
+    periodic.every("gregorclusters", step_cluster)
+
+    @kopf.on.event(GROUP, VERSION, "gregorclusters", registry=registry)
+    def track_gregorclusters(type: str | None, body: Any, **_: Any) -> None:
+        periodic.track("gregorclusters", type, body)

@@ -11,6 +11,7 @@ from typing import Any
 
 import kopf
 
+from gregor_operator.kube import Kube
 from gregor_operator.zookeeper import Sessions
 
 GROUP = "gregor.dev"
@@ -49,6 +50,15 @@ class Context:
     )
     # uid -> topic id the operator created or adopted (status may lag behind).
     topic_ids: dict[str, str] = field(default_factory=dict)
+    _kube: list[Kube] = field(default_factory=list)
+    _kube_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def kube(self) -> Kube:
+        """The operator's own API client (``kube.Kube``), made on first use."""
+        with self._kube_lock:
+            if not self._kube:
+                self._kube.append(Kube(self.config.kube_server))
+            return self._kube[0]
 
 
 class ClusterNotFound(Exception):

@@ -1,10 +1,12 @@
 """GregorRebalance resources: compute a plan (``rebalancing.compute_plan``), show it in
 status, and execute it only once the resource carries ``gregor.dev/approve: "true"``.
 
-Phases: PendingApproval -> Executing -> Completed, or Refused (the plan is impossible) or
-Stopped (``spec.stop: true``: moves not yet started are dropped; a reassignment already in
-ZooKeeper finishes, as Kafka's cannot be cancelled half-way here). The plan lives in status,
-so a restarted operator continues an approved rebalance where it was.
+Phases: PendingApproval -> Executing -> Completed, or Refused (the plan is impossible), or
+Stopping -> Stopped (``spec.stop: true``: a KIP-455 cancel, every partition still moving is
+reassigned back to its original replicas; finished moves stay). Bytes to move come from
+the brokers' DescribeLogDirs, and so does progress in bytes. The plan lives in status,
+so a restarted operator continues an approved rebalance where it was. Progress is checked
+every status interval by ``periodic`` (not a kopf timer: that would add a finalizer).
 """
 
 from __future__ import annotations
@@ -15,32 +17,56 @@ from typing import Any
 import kopf
 
 from gregor_operator import metrics
-from gregor_operator.handlers.common import APPROVE_ANNOTATION, GROUP, VERSION, Context
-from gregor_operator.planners.rebalance import PlanRefused
+from gregor_operator.handlers.common import (
+    APPROVE_ANNOTATION,
+    GROUP,
+    VERSION,
+    Context,
+    cluster_index_value,
+)
+from gregor_operator.periodic import Periodic
+from gregor_operator.planners.rebalance import Plan, PlanRefused
 from gregor_operator.rebalancing import (
+    bytes_progress,
+    cancel_moves,
     compute_plan,
     describe,
     finish_moves,
     moves_done,
+    partition_sizes,
     plan_from_json,
     plan_to_json,
     read_cluster,
+    replica_sizes,
     start_moves,
 )
 from gregor_operator.status import conditions
 from gregor_operator.zookeeper import CONNECTION_ERRORS, ZooKeeperUnavailable
 
 log = logging.getLogger(__name__)
-PENDING, EXECUTING, COMPLETED, REFUSED, STOPPED = (
-    "PendingApproval", "Executing", "Completed", "Refused", "Stopped",
+PENDING, EXECUTING, COMPLETED, REFUSED, STOPPING, STOPPED = (
+    "PendingApproval", "Executing", "Completed", "Refused", "Stopping", "Stopped",
 )  # fmt: skip
 
 
-def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
+def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) -> None:
+    # uid -> what the last step wrote: the body a step gets (kopf's, or the event spy's)
+    # can lag one step behind, and acting twice on one phase must not happen.
+    memory: dict[str, dict[str, Any]] = {}
+
     def step(body: Any, patch: Any, gregor_clusters: Any) -> None:
+        uid = body["metadata"].get("uid") or body["metadata"]["name"]
+        with ctx.locks[uid]:
+            status = {**(body.get("status") or {}), **memory.get(uid, {})}
+            locked_step(body, status, patch, gregor_clusters)
+            written = dict(patch.get("status") or {})
+            memory.setdefault(uid, {}).update(
+                {k: written[k] for k in ("phase", "moves", "plan", "cancelled") if k in written}
+            )
+
+    def locked_step(body: Any, status: dict[str, Any], patch: Any, gregor_clusters: Any) -> None:
         metadata, spec = body["metadata"], body["spec"]
         namespace, name = metadata["namespace"], metadata["name"]
-        status = body.get("status") or {}
         phase = status.get("phase")
         if phase in (COMPLETED, REFUSED, STOPPED):
             return
@@ -67,10 +93,10 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
                 message = f"GregorRebalance {namespace}/{name}: {refusal}"
                 patch.status.update(phase=REFUSED, conditions=conditions(
                     None, ready=False, error=message, reason=REFUSED))  # fmt: skip
-                kopf.warn(body, reason="PlanRefused", message=message)
+                ctx.kube().post_event(body, "Warning", "PlanRefused", message)
                 metrics.PLANS.labels("GregorRebalance", "refused").inc()
                 return
-            info = describe(view, mode, plan)
+            info = describe(view, mode, plan, partition_sizes(replica_sizes(admin)))
             patch.status.update(
                 phase=PENDING,
                 plan=info,
@@ -84,11 +110,41 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
             )  # fmt: skip
             return
         plan = plan_from_json(status.get("moves") or {})
-        if spec.get("stop"):
-            patch.status.update(phase=STOPPED, conditions=conditions(
-                status.get("conditions"), ready=False, reason=STOPPED,
-                message="stopped by spec.stop"))  # fmt: skip
-            finish_moves(admin, plan)
+        if spec.get("stop") and phase in (PENDING, EXECUTING):
+            # KIP-455 cancel: what still moves goes back to its original replicas.
+            cancelled = cancel_moves(admin, plan) if phase == EXECUTING else []
+            message = (
+                f"stopped by spec.stop: {len(cancelled)} partitions moving back to their "
+                "original replicas" if cancelled else "stopped by spec.stop before moving"
+            )  # fmt: skip
+            phase = STOPPING if cancelled else STOPPED
+            patch.status.update(
+                phase=phase,
+                cancelled=[f"{t}-{p}" for t, p in cancelled],
+                conditions=conditions(
+                    status.get("conditions"), ready=False, reconciling=bool(cancelled),
+                    reason=phase, message=message,
+                ),
+            )  # fmt: skip
+            ctx.kube().post_event(body, "Normal", "Stopped", message)
+            if not cancelled:
+                finish_moves(admin, plan)
+            return
+        if phase == STOPPING:
+            reverted = [tuple(k.rsplit("-", 1)) for k in status.get("cancelled") or ()]
+            back = Plan({(t, int(p)): plan.current[(t, int(p))] for t, p in reverted}, plan.current)
+            done, total = moves_done(admin, back)
+            if done == total:
+                finish_moves(admin, plan)
+                phase = STOPPED
+                ctx.kube().post_event(
+                    body, "Normal", "Stopped", f"{total} partitions back on their original replicas"
+                )
+            patch.status["phase"] = phase
+            patch.status["conditions"] = conditions(
+                status.get("conditions"), ready=False, reconciling=phase == STOPPING, reason=phase,
+                message=f"{done}/{total} cancelled partitions back on their original replicas",
+            )  # fmt: skip
             return
         approved = (metadata.get("annotations") or {}).get(APPROVE_ANNOTATION) == "true"
         if phase == PENDING and approved:
@@ -101,20 +157,23 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
                 return
             if not start_moves(admin, plan, throttle):
                 return  # another reassignment is in flight: try again on the next timer
-            kopf.info(
-                body,
-                reason="PlanApplied",
-                message=f"executing {plan.replica_moves} replica moves at {throttle} B/s",
-            )
+            ctx.kube().post_event(
+                body, "Normal", "PlanApplied",
+                f"executing {plan.replica_moves} replica moves at {throttle} B/s",
+            )  # fmt: skip
             metrics.PLANS.labels("GregorRebalance", "applied").inc()
             phase = EXECUTING
         if phase == EXECUTING:
             done, total = moves_done(admin, plan)
-            patch.status["progress"] = {"partitionsMoved": done, "partitionsTotal": total}
+            moved, to_move = bytes_progress(plan, replica_sizes(admin))
+            patch.status["progress"] = {
+                "partitionsMoved": done, "partitionsTotal": total,
+                "bytesMoved": moved, "bytesTotal": to_move,
+            }  # fmt: skip
             if done == total:
                 finish_moves(admin, plan)
                 phase = COMPLETED
-                kopf.info(body, reason="Completed", message=f"moved {total} partitions")
+                ctx.kube().post_event(body, "Normal", "Completed", f"moved {total} partitions")
             patch.status["phase"] = phase
             patch.status["conditions"] = conditions(
                 status.get("conditions"), ready=phase == COMPLETED,
@@ -131,13 +190,25 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
         except (ZooKeeperUnavailable, *CONNECTION_ERRORS) as error:
             raise kopf.TemporaryError(str(error), delay=ctx.config.status_interval) from error
 
-    @kopf.timer(
-        GROUP, VERSION, "gregorrebalances", interval=ctx.config.status_interval, registry=registry
-    )
-    def progress_rebalance(body: Any, patch: Any, gregor_clusters: Any, **_: Any) -> None:
-        if body["metadata"].get("deletionTimestamp"):
-            return
+    def progress_rebalance(body: Any) -> None:
+        metadata = body["metadata"]
+        clusters = {
+            key: [cluster_index_value(cluster.get("spec") or {})]
+            for key, cluster in periodic.live("gregorclusters").items()
+        }
+        patch = kopf.Patch()
         try:
-            step(body, patch, gregor_clusters)
+            step(body, patch, clusters)
         except (ZooKeeperUnavailable, *CONNECTION_ERRORS) as error:
-            log.warning("rebalance %s: %s", body["metadata"]["name"], error)
+            log.warning("rebalance %s: %s", metadata["name"], error)
+            return
+        if patch:
+            ctx.kube().patch_custom_status(
+                "gregorrebalances", metadata["namespace"], metadata["name"], dict(patch)
+            )
+
+    periodic.every("gregorrebalances", progress_rebalance)
+
+    @kopf.on.event(GROUP, VERSION, "gregorrebalances", registry=registry)
+    def track_gregorrebalances(type: str | None, body: Any, **_: Any) -> None:
+        periodic.track("gregorrebalances", type, body)

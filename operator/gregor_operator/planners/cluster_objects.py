@@ -10,6 +10,7 @@ admission, 1.33+) and the downward API passes on as ``GREGOR_BROKER_RACK``.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Mapping
@@ -36,24 +37,85 @@ def headless_service_name(name: str) -> str:
     return f"{name}-brokers"
 
 
+def metrics_port(spec: Mapping[str, Any]) -> int | None:
+    """The brokers' ``metrics.port`` (/metrics, /healthz, /readyz), None with metrics off.
+
+    ``spec.metrics.port`` (default 9404), or a ``metrics.port`` in ``spec.config`` (what
+    the chart sets), which wins so that the container port and probes follow it."""
+    metrics = spec.get("metrics") or {}
+    if not metrics.get("enabled", True):
+        return None
+    configured = (spec.get("config") or {}).get("metrics.port")
+    return int(configured if configured is not None else metrics.get("port", METRICS_PORT))
+
+
 def server_properties(name: str, namespace: str, spec: Mapping[str, Any]) -> str:
     """The brokers' shared ``server.properties``; per-pod values come from the environment."""
     properties = {
         "zookeeper.connect": spec["zookeeper"]["connect"],
         "log.dirs": "/var/lib/gregor/data",
         "listeners": f"PLAINTEXT://0.0.0.0:{BROKER_PORT}",
-        "metrics.port": str(METRICS_PORT),
     }
-    properties.update({k: config_string(v) for k, v in (spec.get("config") or {}).items()})
+    config = {k: config_string(v) for k, v in (spec.get("config") or {}).items()}
+    port = metrics_port(spec)
+    if port is None:
+        config.pop("metrics.port", None)
+    else:
+        properties["metrics.port"] = str(port)
+    properties.update(config)
     lines = [f"# Rendered by gregor-operator for GregorCluster {namespace}/{name}."]
     lines += [f"{key}={value}" for key, value in sorted(properties.items())]
     return "\n".join(lines) + "\n"
 
 
+# What a running broker's pod is made of: a change rolls the brokers. The first four are
+# always hashed (as the first operator version did); the others only once set, so an
+# operator upgrade alone restarts nothing.
+RESTART_KEYS = ("config", "image", "resources", "zookeeper")
+RESTART_KEYS_WHEN_SET = ("metrics", "zones", "affinity", "tolerations", "nodeSelector")
+
+
 def config_hash(spec: Mapping[str, Any]) -> str:
-    """Changes when a broker needs a restart (configs, image, resources)."""
-    relevant = {k: spec.get(k) for k in ("config", "image", "resources", "zookeeper")}
+    """Changes when a broker needs a restart (configs, image, resources, placement)."""
+    relevant = {k: spec.get(k) for k in RESTART_KEYS}
+    relevant.update({k: spec[k] for k in RESTART_KEYS_WHEN_SET if spec.get(k) is not None})
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def placement(spec: Mapping[str, Any], rack_key: str, selector: Mapping[str, str]) -> dict:
+    """Pod spec fields that place brokers: spread over ``rack_key`` values, ``spec.zones``
+    as a required node affinity on that key (added to every node selector term of
+    ``spec.affinity``), and ``spec.affinity``, ``spec.tolerations``, ``spec.nodeSelector``
+    passed through, like Strimzi's rack.topologyKey and pod template."""
+    zones = list(spec.get("zones") or ())
+    fields: dict[str, Any] = {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": rack_key,
+                # Zones named: spread over them for sure (a rack per zone is the point).
+                "whenUnsatisfiable": "DoNotSchedule" if len(zones) > 1 else "ScheduleAnyway",
+                "labelSelector": {"matchLabels": dict(selector)},
+            }
+        ]
+    }
+    affinity = copy.deepcopy(dict(spec.get("affinity") or {}))
+    if zones:
+        expression = {"key": rack_key, "operator": "In", "values": zones}
+        node = affinity.setdefault("nodeAffinity", {})
+        required = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+        terms = required.setdefault("nodeSelectorTerms", [])
+        if not terms:
+            terms.append({})
+        for term in terms:
+            term.setdefault("matchExpressions", []).append(expression)
+    if affinity:
+        fields["affinity"] = affinity
+    if spec.get("tolerations"):
+        fields["tolerations"] = copy.deepcopy(list(spec["tolerations"]))
+    if spec.get("nodeSelector"):
+        fields["nodeSelector"] = dict(spec["nodeSelector"])
+    return fields
 
 
 def render(name: str, namespace: str, spec: Mapping[str, Any], replicas: int) -> list[dict]:
@@ -84,30 +146,29 @@ def render(name: str, namespace: str, spec: Mapping[str, Any], replicas: int) ->
             "value": f"PLAINTEXT://$(POD_NAME).{headless}.{namespace}.svc:{BROKER_PORT}",
         },
     ]
+    port = metrics_port(spec)
+    if port is None:
+        ready_check = live_check = {"tcpSocket": {"port": "kafka"}}
+    else:
+        ready_check = {"httpGet": {"path": "/readyz", "port": "metrics"}}
+        live_check = {"httpGet": {"path": "/healthz", "port": "metrics"}}
     container = {
         "name": "broker",
         "image": spec.get("image") or "gregor-broker:latest",
         "command": ["gregor-broker", "--config", "/etc/gregor/server.properties"],
         "env": env,
-        "ports": [
-            {"name": "kafka", "containerPort": BROKER_PORT},
-            {"name": "metrics", "containerPort": METRICS_PORT},
-        ],
-        "readinessProbe": {
-            "httpGet": {"path": "/readyz", "port": "metrics"},
-            "periodSeconds": 5,
-            "timeoutSeconds": 5,
-        },
-        "livenessProbe": {
-            "httpGet": {"path": "/healthz", "port": "metrics"},
-            "periodSeconds": 10,
-            "failureThreshold": 6,
-        },
+        "ports": [{"name": "kafka", "containerPort": BROKER_PORT}],
+        # With metrics on, the broker's own /readyz (registered, ZooKeeper reachable) and
+        # /healthz (event loop answers); with metrics off, the Kafka port accepting.
+        "readinessProbe": {**ready_check, "periodSeconds": 5, "timeoutSeconds": 5},
+        "livenessProbe": {**live_check, "periodSeconds": 10, "failureThreshold": 6},
         "volumeMounts": [
             {"name": "config", "mountPath": "/etc/gregor"},
             {"name": "data", "mountPath": "/var/lib/gregor"},
         ],
     }
+    if port is not None:
+        container["ports"].append({"name": "metrics", "containerPort": port})
     if spec.get("resources"):
         container["resources"] = spec["resources"]
     config_map = {
@@ -158,14 +219,7 @@ def render(name: str, namespace: str, spec: Mapping[str, Any], replicas: int) ->
                 },
                 "spec": {
                     "terminationGracePeriodSeconds": 60,
-                    "topologySpreadConstraints": [
-                        {
-                            "maxSkew": 1,
-                            "topologyKey": rack_key,
-                            "whenUnsatisfiable": "ScheduleAnyway",
-                            "labelSelector": {"matchLabels": selector},
-                        }
-                    ],
+                    **placement(spec, rack_key, selector),
                     "containers": [container],
                     "volumes": [{"name": "config", "configMap": {"name": f"{name}-config"}}],
                 },

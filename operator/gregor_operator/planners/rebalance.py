@@ -112,6 +112,8 @@ def plan_balance(
     leader) moves last, to keep leadership where it is.
     """
     ids = sorted(brokers)
+    if not ids:
+        raise PlanRefused("no broker is registered; start the brokers first")
     receivers = set(ids if onto is None else onto)
     load = _load(current, ids)
     total = sum(load.values())
@@ -177,10 +179,15 @@ def _movable(
 
 
 def plan_preferred_leaders(
-    current: Assignment, leaders: Mapping[Key, int], live: Iterable[int]
+    current: Assignment,
+    leaders: Mapping[Key, int],
+    live: Iterable[int],
+    isr: Mapping[Key, Iterable[int]] | None = None,
 ) -> list[Key]:
     """Partitions whose leader is not their preferred (first) replica, where that replica
-    is alive: the ones a preferred leader election would move."""
+    is alive (and, given ``isr``, in sync): the ones a preferred leader election would
+    move. The controller refuses a preferred replica out of the ISR, so asking for it
+    would only spend the check."""
     alive = set(live)
     return [
         key
@@ -188,6 +195,7 @@ def plan_preferred_leaders(
         if current[key]
         and current[key][0] in alive
         and leaders.get(key, current[key][0]) != current[key][0]
+        and (isr is None or current[key][0] in set(isr.get(key, ())))
     ]
 
 

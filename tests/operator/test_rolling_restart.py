@@ -1,0 +1,213 @@
+"""A GregorCluster config change rolls the brokers: real brokers under the kubelet stand-in,
+an acks=all producer throughout. One broker at a time, the controller last, each back in
+every ISR before the next; nothing acknowledged lost, no partition ever below
+min.insync.replicas or leaderless; progress in status; and a roll that would take
+partitions offline is refused with the partitions named, restarting nothing."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from gregor_broker.cluster.admin import ZkAdmin
+from gregor_broker.cluster.local_cluster import zookeeper_client
+from gregor_operator.planners.cluster_objects import CONFIG_HASH_ANNOTATION
+from tests.operator.load import (
+    API,
+    MIN_ISR,
+    Producer,
+    Watcher,
+    cluster_resource,
+    read_back,
+    status_of,
+    wait_phase,
+)
+
+
+def pods(client: Any) -> dict[str, dict[str, Any]]:
+    return {
+        p["metadata"]["name"]: p
+        for p in client.list("v1", "pods", "default")
+        if p["metadata"]["name"].startswith("gregor-")
+    }
+
+
+def hashes(client: Any) -> set[str]:
+    return {p["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] for p in pods(client).values()}
+
+
+def every_isr_full(admin: ZkAdmin) -> bool:
+    for topic in admin.list_topics():
+        for partition, replicas in admin.get_topic(topic).partitions.items():
+            state = admin.get_partition_state(topic, partition)
+            if state is None or set(state[0].isr) != set(replicas):
+                return False
+    return True
+
+
+class StatusSampler(threading.Thread):
+    """Every status the GregorCluster shows while rolling (phase, pending brokers)."""
+
+    def __init__(self, kube: Any) -> None:
+        super().__init__(daemon=True)
+        self.kube = kube
+        self.seen: list[tuple[str, tuple[int, ...]]] = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                status = status_of(self.kube)
+            except (TimeoutError, OSError):
+                continue
+            rolling = status.get("rollingRestart") or {}
+            sample = (status.get("phase"), tuple(rolling.get("brokersPending") or ()))
+            if not self.seen or self.seen[-1] != sample:
+                self.seen.append(sample)
+            time.sleep(0.2)
+
+
+def restart_events(client: Any) -> list[int]:
+    """Brokers in the order the operator restarted them (its RollingRestart events)."""
+    events = sorted(
+        (e for e in client.list("v1", "events", "default") if e.get("reason") == "RollingRestart"),
+        key=lambda e: (e.get("firstTimestamp") or "", e["metadata"].get("resourceVersion", "")),
+    )
+    order = []
+    for event in events:
+        match = re.match(r"restarting broker (\d+)", event["message"])
+        if match:
+            order.append(int(match.group(1)))
+    return order
+
+
+# About 2-4 minutes on an idle 2-core machine.
+@pytest.mark.timeout(900)
+def test_a_config_change_rolls_the_brokers_safely_under_acks_all_load(
+    kube, kubelet, run_operator, zk_connect
+):
+    run_operator()
+    client = kube.client
+    client.create(cluster_resource("gregor", zk_connect, 3), "gregorclusters")
+    wait_phase(kube, "Running", 3)
+    zk = zookeeper_client(zk_connect)
+    admin = ZkAdmin(zk)
+    watcher = Watcher(zk_connect, kube)
+    sampler = StatusSampler(kube)
+    producer = None
+    try:
+        brokers = admin.list_brokers()
+        bootstrap = ",".join(f"{r.host}:{r.port}" for r in brokers.values())
+        client.create(
+            {"apiVersion": API, "kind": "Topic",
+             "metadata": {"name": "load", "namespace": "default"},
+             "spec": {"partitions": 6, "replicas": 3, "cluster": "gregor",
+                      "config": {"min.insync.replicas": str(MIN_ISR)}}},
+            "topics",
+        )  # fmt: skip
+        client.wait_for("topic load", lambda: admin.get_topic("load"))
+        client.wait_for("full ISRs", lambda: every_isr_full(admin), timeout=60)
+        watcher.start()
+        producer = Producer(bootstrap, "load")
+        producer.start()
+        time.sleep(2)
+        before = {name: p["metadata"]["uid"] for name, p in pods(client).items()}
+        old_hash = {
+            p["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] for p in pods(client).values()
+        }
+        controller = admin.get_controller().broker_id
+
+        sampler.start()
+        client.patch(API, "gregorclusters", "default", "gregor",
+                     {"spec": {"config": {"log.retention.hours": "100"}}})  # fmt: skip
+
+        def rolled() -> bool:
+            now = pods(client)
+            return (
+                len(now) == 3
+                and all(now[n]["metadata"]["uid"] != before[n] for n in before if n in now)
+                and status_of(kube).get("phase") == "Running"
+                and every_isr_full(admin)
+            )
+
+        try:
+            client.wait_for("every broker restarted", rolled, timeout=400, interval=0.5)
+        except AssertionError as error:
+            raise AssertionError(f"{error}; status: {status_of(kube)}") from None
+        time.sleep(2)
+    finally:
+        if producer is not None:
+            producer.stopping.set()
+            producer.join(150)
+        watcher.stopping.set()
+        watcher.join(10)
+        sampler.stopping.set()
+        sampler.join(10)
+    try:
+        # Restarted pods listen on new ports here (the stand-in's pods share one host).
+        bootstrap = ",".join(f"{r.host}:{r.port}" for r in admin.list_brokers().values())
+        seen = read_back(bootstrap, "load", producer.acked)
+        order = restart_events(client)
+        new_hash = {
+            p["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] for p in pods(client).values()
+        }
+        for ordinal in range(3):
+            running = kubelet.pod("default", f"gregor-{ordinal}")
+            properties = (
+                running.directory / "volumes" / "config" / "server.properties"
+            ).read_text()
+            assert "log.retention.hours=100" in properties, properties
+        lost = producer.acked - seen
+        print(
+            f"acknowledged {len(producer.acked)}, lost {len(lost)}, watcher samples "
+            f"{watcher.samples}, below min ISR {len(watcher.below_min_isr)}, leaderless "
+            f"{len(watcher.leaderless)}, restart order {order} (controller {controller}), "
+            f"status seen {sampler.seen}"
+        )
+        assert len(new_hash) == 1 and new_hash.isdisjoint(old_hash)
+        assert sorted(order) == [0, 1, 2], order  # each broker once
+        assert order[-1] == controller, (order, controller)
+        assert len(producer.acked) > 100
+        assert lost == set()
+        assert watcher.below_min_isr == []
+        assert watcher.leaderless == []
+        # Progress showed in status: pending brokers went down one at a time.
+        pending = [p for phase, p in sampler.seen if phase == "RollingRestart"]
+        assert pending and len(pending[0]) == 3, sampler.seen
+        assert {len(p) for p in pending} >= {3, 2, 1}, sampler.seen
+
+        # A topic with one replica per partition on every broker: any restart takes some of
+        # its partitions offline, so the next roll is refused and nothing restarts.
+        client.create(
+            {"apiVersion": API, "kind": "Topic",
+             "metadata": {"name": "single", "namespace": "default"},
+             "spec": {"partitions": 6, "replicas": 1, "cluster": "gregor"}},
+            "topics",
+        )  # fmt: skip
+        client.wait_for("topic single", lambda: admin.get_topic("single"))
+        held = {r for rs in admin.get_topic("single").partitions.values() for r in rs}
+        assert held == {0, 1, 2}, held
+        uids = {name: p["metadata"]["uid"] for name, p in pods(client).items()}
+        client.patch(API, "gregorclusters", "default", "gregor",
+                     {"spec": {"config": {"log.retention.hours": "101"}}})  # fmt: skip
+        try:
+            refused = client.wait_for(
+                "the refusal",
+                lambda: (s := status_of(kube)).get("phase") == "RollingRestartRefused" and s,
+                timeout=60,
+            )
+        except AssertionError as error:
+            raise AssertionError(f"{error}; status: {status_of(kube)}") from None
+        error = next(c for c in refused["conditions"] if c["type"] == "Error")
+        assert error["status"] == "True"
+        assert re.search(r"single-\d offline", error["message"]), error["message"]
+        assert "replication factor" in error["message"]
+        time.sleep(3)
+        assert {name: p["metadata"]["uid"] for name, p in pods(client).items()} == uids
+    finally:
+        zk.stop()
+        zk.close()
