@@ -253,7 +253,11 @@ class ReplicaFetcher:
         if rate is None:
             return set(), None
         throttled = set()
-        for key in self.partitions:
+        for key, item in self.partitions.items():
+            if manager.broker_id in item.partition.isr:
+                # Kafka's shouldFollowerThrottle: a replica in the ISR is never held back;
+                # the high watermark, and with it every acks=all write, waits for it.
+                continue
             topic = manager.metadata.topics.get(key[0])
             config = topic.config if topic is not None else {}
             if is_throttled(config, FOLLOWER_REPLICAS, key[1], manager.broker_id):
