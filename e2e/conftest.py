@@ -1,7 +1,8 @@
 """The e2e suite runs in one of two modes (``--e2e-mode``):
 
-- ``local`` (``make e2e-local``, part of ``make test``): the chart in kmock's Kubernetes
-  emulator on this machine, brokers as podman containers of the real image (e2e/local.py);
+- ``local`` (``make e2e-local``): the chart in kmock's Kubernetes emulator on this
+  machine, brokers as podman containers of the real image (e2e/local.py); ``make test``
+  runs its short variant (tests/e2e_local: install, a Topic round trip, uninstall);
 - ``kind`` (``make e2e``): a kind cluster with three zone-labelled workers (e2e/kind.py);
   skipped, with the reason, where docker or kind is missing.
 """

@@ -13,17 +13,22 @@ import json
 import os
 import shutil
 import subprocess
-import threading
-import time
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from deploy.images import ROOT
-from tests.chart.render import CHART, ensure_helm
+from tests.chart.render import BIN, CHART, ensure_helm
+
+from .load import Isrs, IsrWatcher, all_in_sync
+from .values import BROKER_VALUES, merge_values
 
 CLUSTER = "gregor-e2e"
+# Kafka clients run in their own namespace, so the release's namespace holds only what
+# the chart and the operator made (the uninstall scenario checks it empties).
+CLIENTS_NAMESPACE = "gregor-e2e-clients"
+CLIENT_POD = "kcat"
 KCAT_IMAGE = os.environ.get("E2E_KCAT_IMAGE", "edenhill/kcat:1.7.1")
 PLURALS = {
     "GregorCluster": "gregorclusters",
@@ -62,15 +67,19 @@ class KindPlatform:
         self.release = release
         self.kubeconfig = directory / "kubeconfig"
         self.helm = str(ensure_helm())
+        # scripts/install-helm puts kubectl next to helm (the venv's bin/).
+        self.kubectl_path = str(BIN / "kubectl") if (BIN / "kubectl").exists() else "kubectl"
         self.version = ""
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, namespace: str = ""
+    ) -> str:
         return _run(
-            "kubectl",
+            self.kubectl_path,
             "--kubeconfig",
             str(self.kubeconfig),
             "-n",
-            self.namespace,
+            namespace or self.namespace,
             *args,
             input=input,
             check=check,
@@ -107,31 +116,35 @@ class KindPlatform:
         ):
             _run("kind", "load", "docker-image", image, "--name", CLUSTER)
         self.kubectl("create", "namespace", self.namespace, check=False)
+        # One long-lived kcat pod for metadata and consuming (kubectl exec into it).
+        self.kubectl("create", "namespace", CLIENTS_NAMESPACE, check=False)
+        self.kubectl(
+            "run", CLIENT_POD, "--restart=Never", f"--image={KCAT_IMAGE}", "--command",
+            "--", "sleep", "1000000", namespace=CLIENTS_NAMESPACE,
+        )  # fmt: skip
+        self.kubectl(
+            "wait", f"pod/{CLIENT_POD}", "--for=condition=Ready", "--timeout=300s",
+            namespace=CLIENTS_NAMESPACE,
+        )  # fmt: skip
 
     def stop(self) -> None:
-        _run("kind", "delete", "cluster", "--name", CLUSTER, check=False)
+        if os.environ.get("E2E_KEEP_CLUSTER") != "1":  # kept for debugging when asked
+            _run("kind", "delete", "cluster", "--name", CLUSTER, check=False)
 
     def values(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        values: dict[str, Any] = {
-            "brokers": {
-                "replicas": 3,
-                "zones": ["a", "b", "c"],
-                # kind's default StorageClass: local-path volumes on the node.
-                "storage": {"storageClassName": "standard", "size": "1Gi"},
-                "image": {"tag": self.version},
-                "config": {"min.insync.replicas": 2, "default.replication.factor": 3},
+        """The brokers every mode installs (e2e/values.py), the images loaded into kind,
+        and kind's default StorageClass (local-path volumes on the node), plus ``extra``."""
+        storage = {"storageClassName": "standard", "size": "1Gi"}
+        return merge_values(
+            {
+                "brokers": merge_values(
+                    BROKER_VALUES, {"storage": storage, "image": {"tag": self.version}}
+                ),
+                "operator": {"image": {"tag": self.version}},
+                "zookeeper": {"storage": storage},
             },
-            "zookeeper": {"storage": {"storageClassName": "standard", "size": "1Gi"}},
-        }
-        for key, value in (extra or {}).items():
-            merged = dict(values.get(key) or {})
-            for inner, inner_value in value.items():
-                if isinstance(inner_value, dict) and isinstance(merged.get(inner), dict):
-                    merged[inner] = {**merged[inner], **inner_value}
-                else:
-                    merged[inner] = inner_value
-            values[key] = merged
-        return values
+            extra or {},
+        )
 
     def _helm(self, command: str, values: dict[str, Any]) -> list[dict[str, Any]]:
         args = [
@@ -174,9 +187,8 @@ class KindPlatform:
         self.kubectl("apply", "-f", "-", input=json.dumps(obj))
 
     def delete(self, obj: dict[str, Any]) -> None:
-        self.kubectl(
-            "delete", obj["kind"].lower(), obj["metadata"]["name"], "--wait=false", check=False
-        )
+        resource = PLURALS.get(obj["kind"], obj["kind"].lower())
+        self.kubectl("delete", resource, obj["metadata"]["name"], "--wait=false", check=False)
 
     def get(self, api_version: str, kind: str, name: str) -> dict[str, Any] | None:
         resource = PLURALS.get(kind, kind.lower())
@@ -191,26 +203,48 @@ class KindPlatform:
         # kubectl scale writes the scale subresource, exactly as an HPA does.
         self.kubectl("scale", "gregorcluster", cluster, f"--replicas={replicas}")
 
-    def pods(self) -> dict[str, Any]:
-        items = json.loads(
-            self.kubectl(
-                "get",
-                "pods",
-                "-l",
-                f"app.kubernetes.io/name=gregor,app.kubernetes.io/instance={self.release}",
-                "-o",
-                "json",
-            )
-        )["items"]
-        return {
-            p["metadata"]["name"]: SimpleNamespace(
+    def pods(self) -> dict[str, SimpleNamespace]:
+        """The broker pods (those of the GregorCluster's StatefulSet; the operator's and
+        ZooKeeper's pods carry the release's labels too): name -> uid, restarts, ready,
+        image, as in local mode."""
+        items = json.loads(self.kubectl("get", "pods", "-o", "json"))["items"]
+        pods = {}
+        for p in items:
+            owners = p["metadata"].get("ownerReferences") or []
+            if not any(o["kind"] == "StatefulSet" and o["name"] == self.release for o in owners):
+                continue
+            status = p.get("status") or {}
+            conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
+            pods[p["metadata"]["name"]] = SimpleNamespace(
                 uid=p["metadata"]["uid"],
                 restarts=sum(
-                    c.get("restartCount", 0) for c in p["status"].get("containerStatuses") or []
+                    c.get("restartCount", 0) for c in status.get("containerStatuses") or []
                 ),
+                ready=conditions.get("Ready") == "True"
+                and not p["metadata"].get("deletionTimestamp"),
+                image=p["spec"]["containers"][0]["image"],
             )
-            for p in items
-        }
+        return pods
+
+    def release_objects(self) -> list[str]:
+        """Every object left labelled as this release's, in its namespace and cluster-wide.
+        Not the brokers' and ZooKeeper's PersistentVolumeClaims: they are retained on
+        purpose (docs/kubernetes.md, Uninstall) and go with the namespace."""
+        selector = f"app.kubernetes.io/instance={self.release}"
+        namespaced = (
+            "all,configmaps,secrets,serviceaccounts,roles,rolebindings,"
+            "poddisruptionbudgets,gregorclusters"
+        )
+        out = self.kubectl("get", namespaced, "-l", selector, "-o", "name")
+        out += self.kubectl("get", "clusterroles,clusterrolebindings", "-l", selector, "-o", "name")
+        return out.split()
+
+    def delete_namespace(self, timeout: float = 120) -> None:
+        """kubectl delete namespace, waiting for it to go (it hangs on a finalizer)."""
+        _run(
+            self.kubectl_path, "--kubeconfig", str(self.kubeconfig), "delete", "namespace",
+            self.namespace, f"--timeout={int(timeout)}s",
+        )  # fmt: skip
 
     def kill_pod(self, name: str) -> None:
         self.kubectl("delete", "pod", name, "--grace-period=0", "--force")
@@ -221,43 +255,34 @@ class KindPlatform:
     def bootstrap(self) -> str:
         return f"{self.release}.{self.namespace}.svc:9092"
 
-    def kcat(self, *args: str, timeout: float = 180) -> str:
-        name = f"kcat-{uuid.uuid4().hex[:6]}"
+    def kcat(self, *args: str) -> str:
         return self.kubectl(
-            "run",
-            name,
-            "--rm",
-            "-i",
-            "--restart=Never",
-            "--quiet",
-            f"--image={KCAT_IMAGE}",
-            f"--pod-running-timeout={int(timeout)}s",
-            "--",
-            "-b",
-            self.bootstrap,
-            *args,
-        )
+            "exec", CLIENT_POD, "--", "kcat", "-b", self.bootstrap, *args,
+            namespace=CLIENTS_NAMESPACE,
+        )  # fmt: skip
 
     def producer(self, topic: str) -> KcatProducer:
         return KcatProducer(self, topic)
 
     def consume_all(self, topic: str, expected: int, timeout: float = 120) -> set[str]:
-        out = self.kcat("-C", "-t", topic, "-o", "beginning", "-e", "-q", timeout=timeout)
+        del expected, timeout  # kcat -e reads to the end of every partition and exits
+        out = self.kcat("-C", "-t", topic, "-o", "beginning", "-e", "-q")
         return {line for line in out.splitlines() if line}
 
-    def metadata(self) -> dict[str, Any]:
-        return json.loads(self.kcat("-L", "-J"))
+    def isrs(self) -> Isrs:
+        """Every partition's ISR from ``kcat -L -J`` (the Metadata API) in the client pod."""
+        metadata = json.loads(self.kcat("-L", "-J"))
+        return {
+            t["topic"]: {p["partition"]: [r["id"] for r in p["isrs"]] for p in t["partitions"]}
+            for t in metadata["topics"]
+        }
 
     def all_in_sync(self, topics: list[str], replicas: int) -> bool:
-        metadata = self.metadata()
-        found = {t["topic"]: t for t in metadata["topics"]}
-        return all(
-            name in found and all(len(p["isrs"]) >= replicas for p in found[name]["partitions"])
-            for name in topics
-        )
+        return all_in_sync(self.isrs(), topics, replicas)
 
-    def isr_watcher(self, topics: list[str], min_isr: int) -> KindIsrWatcher:
-        return KindIsrWatcher(self, topics, min_isr)
+    def isr_watcher(self, topics: list[str], min_isr: int) -> IsrWatcher:
+        # Each sample is a kubectl exec: once a second is what it sustains.
+        return IsrWatcher(self.isrs, topics, min_isr, interval=1.0)
 
 
 class KcatProducer:
@@ -273,79 +298,45 @@ class KcatProducer:
         self.acknowledged: set[str] = set()
 
     def _script(self, count: int | None) -> str:
+        # The loop runs in the pipeline's subshell, so it reports its own count.
         condition = f"[ $i -lt {count} ]" if count else "[ ! -f /tmp/stop ]"
+        pace = "" if count else "sleep 0.005; "
         return (
-            f"i=0; while {condition}; do echo {self.prefix}-$i; i=$((i+1)); done "
+            f"{{ i=0; while {condition}; do echo {self.prefix}-$i; i=$((i+1)); {pace}done; "
+            "echo SENT $i >&2; } "
             f"| kcat -P -b {self.platform.bootstrap} -t {self.topic} -X acks=all "
-            "-X enable.idempotence=true -X message.timeout.ms=180000; "
-            f"echo SENT $(( i )) >&2"
+            "-X enable.idempotence=true -X message.timeout.ms=180000"
         )
 
     def start(self, count: int | None = None) -> None:
         self.platform.kubectl(
-            "run",
-            self.pod,
-            "--restart=Never",
-            f"--image={KCAT_IMAGE}",
-            "--command",
-            "--",
-            "sh",
-            "-c",
-            self._script(count),
-        )
+            "run", self.pod, "--restart=Never", f"--image={KCAT_IMAGE}", "--command",
+            "--", "sh", "-c", self._script(count), namespace=CLIENTS_NAMESPACE,
+        )  # fmt: skip
 
     def run_for(self, count: int) -> None:
         self.start(count)
         self._finish()
 
     def stop(self) -> None:
-        self.platform.kubectl("exec", self.pod, "--", "touch", "/tmp/stop", check=False)
+        self.platform.kubectl(
+            "exec", self.pod, "--", "touch", "/tmp/stop", check=False, namespace=CLIENTS_NAMESPACE
+        )
         self._finish()
 
     def _finish(self) -> None:
-        self.platform.kubectl(
+        def kubectl(*args: str, check: bool = True) -> str:
+            return self.platform.kubectl(*args, check=check, namespace=CLIENTS_NAMESPACE)
+
+        kubectl(
             "wait", f"pod/{self.pod}", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=300s"
         )
-        log = self.platform.kubectl("logs", self.pod)
-        self.platform.kubectl("delete", "pod", self.pod, "--wait=false", check=False)
+        log = kubectl("logs", self.pod)
+        kubectl("delete", "pod", self.pod, "--wait=false", check=False)
         sent = [int(line.split()[1]) for line in log.splitlines() if line.startswith("SENT ")]
         failed = [line for line in log.splitlines() if "Delivery failed" in line]
         if failed:
             raise AssertionError(f"kcat reported {len(failed)} failed deliveries: {failed[:3]}")
+        # kcat exits after delivering (or failing, reported above) every message.
         self.sent = sent[-1] if sent else 0
         self.acknowledged = {f"{self.prefix}-{i}" for i in range(self.sent)}
-
-
-class KindIsrWatcher(threading.Thread):
-    """Samples every partition's ISR with ``kcat -L -J`` from a pod, once a second."""
-
-    def __init__(self, platform: KindPlatform, topics: list[str], min_isr: int) -> None:
-        super().__init__(daemon=True)
-        self.platform, self.topics, self.min_isr = platform, topics, min_isr
-        self.samples = 0
-        self.below_min_isr: list[tuple[str, int, list[int]]] = []
-        self.smallest_isr: int | None = None
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                metadata = self.platform.metadata()
-            except Exception:
-                time.sleep(1)
-                continue
-            for topic in metadata["topics"]:
-                if topic["topic"] not in self.topics:
-                    continue
-                for partition in topic["partitions"]:
-                    isr = [r["id"] for r in partition["isrs"]]
-                    if self.smallest_isr is None or len(isr) < self.smallest_isr:
-                        self.smallest_isr = len(isr)
-                    if len(isr) < self.min_isr:
-                        self.below_min_isr.append((topic["topic"], partition["partition"], isr))
-            self.samples += 1
-            time.sleep(1)
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.join(60)

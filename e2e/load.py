@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
@@ -90,15 +91,42 @@ def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 120)
     return values
 
 
-class IsrWatcher(threading.Thread):
-    """Samples every partition's ISR through the Metadata API; records each time a
-    partition of ``topics`` was seen with fewer in-sync replicas than ``min_isr``."""
+# topic -> partition -> in-sync replicas, as Kafka's Metadata API reports them.
+Isrs = dict[str, dict[int, list[int]]]
 
-    def __init__(self, bootstrap: str, topics: list[str], min_isr: int) -> None:
+
+def metadata_isrs(bootstrap: str) -> Callable[[], Isrs]:
+    """A sampler of every partition's ISR through the Metadata API (confluent-kafka)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def sample() -> Isrs:
+        metadata = admin.list_topics(timeout=5)
+        return {
+            name: {p.id: list(p.isrs) for p in topic.partitions.values()}
+            for name, topic in metadata.topics.items()
+            if topic.error is None
+        }
+
+    return sample
+
+
+class IsrWatcher(threading.Thread):
+    """Samples every partition's ISR (``sample``: the platform's way to ask the Metadata
+    API) every ``interval`` seconds; records each time a partition of ``topics`` was seen
+    with fewer in-sync replicas than ``min_isr``."""
+
+    def __init__(
+        self,
+        sample: Callable[[], Isrs],
+        topics: list[str],
+        min_isr: int,
+        interval: float = 0.2,
+    ) -> None:
         super().__init__(daemon=True, name="isr-watcher")
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.sample = sample
         self.topics = topics
         self.min_isr = min_isr
+        self.interval = interval
         self.samples = 0
         self.below_min_isr: list[tuple[str, int, list[int]]] = []
         self.smallest_isr: int | None = None
@@ -107,36 +135,27 @@ class IsrWatcher(threading.Thread):
     def run(self) -> None:
         while not self.stopping.is_set():
             try:
-                metadata = self.admin.list_topics(timeout=5)
+                isrs = self.sample()
             except Exception:  # a broker restarting: the next sample will see it
-                time.sleep(0.2)
+                time.sleep(self.interval)
                 continue
             for name in self.topics:
-                topic = metadata.topics.get(name)
-                if topic is None or topic.error is not None:
-                    continue
-                for partition in topic.partitions.values():
-                    isr = list(partition.isrs)
+                for partition, isr in (isrs.get(name) or {}).items():
                     if self.smallest_isr is None or len(isr) < self.smallest_isr:
                         self.smallest_isr = len(isr)
                     if len(isr) < self.min_isr:
-                        self.below_min_isr.append((name, partition.id, isr))
+                        self.below_min_isr.append((name, partition, isr))
             self.samples += 1
-            time.sleep(0.2)
+            time.sleep(self.interval)
 
     def stop(self) -> None:
         self.stopping.set()
-        self.join(30)
-        self.admin = None
+        self.join(60)
 
 
-def all_in_sync(bootstrap: str, topics: list[str], replicas: int) -> bool:
-    """Every partition of ``topics`` has ``replicas`` in-sync replicas (Metadata API)."""
-    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
-    for name in topics:
-        topic = metadata.topics.get(name)
-        if topic is None or topic.error is not None or not topic.partitions:
-            return False
-        if any(len(p.isrs) < replicas for p in topic.partitions.values()):
-            return False
-    return True
+def all_in_sync(isrs: Isrs, topics: list[str], replicas: int) -> bool:
+    """Every partition of ``topics`` has ``replicas`` in-sync replicas."""
+    return all(
+        isrs.get(name) and all(len(isr) >= replicas for isr in isrs[name].values())
+        for name in topics
+    )

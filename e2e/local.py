@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import yaml
@@ -36,7 +38,8 @@ from tests.kube.podman_runtime import PodmanRuntime, podman_usable
 
 from gregor_broker.cluster.zookeeper_server import ZooKeeperServer, free_port
 
-from .load import AcksAllProducer, IsrWatcher, all_in_sync, consume_all
+from .load import AcksAllProducer, IsrWatcher, all_in_sync, consume_all, metadata_isrs
+from .values import BROKER_VALUES, merge_values
 
 API = "gregor.dev/v1alpha1"
 # Helm's UninstallOrder (pkg/releaseutil/kind_sorter.go); kinds not listed go last.
@@ -95,6 +98,12 @@ class LocalPlatform:
     # --- machinery ----------------------------------------------------------------------
 
     def start(self) -> None:
+        if self.runtime == "process" and shutil.which("podman") is None and os.geteuid() == 0:
+            # As `make e2e-local` does: podman, runc and debootstrap from Debian's packages.
+            subprocess.run(["bash", "scripts/install-image-tools"], cwd=ROOT, check=False)
+            reason = podman_usable()
+            self.runtime = "process" if reason else "podman"
+            self.runtime_reason = reason or ""
         self.zookeeper.start()
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
@@ -165,35 +174,18 @@ class LocalPlatform:
     # --- what a user does -----------------------------------------------------------------
 
     def values(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The install's values: external ZooKeeper (ours), plus ``extra``."""
-        values: dict[str, Any] = {
-            "zookeeper": {
-                "enabled": False,
-                "external": {"connect": f"{self.zookeeper.connect_string}/e2e"},
-            },
-            "brokers": {
-                "replicas": 3,
-                "zones": ["a", "b", "c"],
-                "config": {
-                    "min.insync.replicas": 2,
-                    "default.replication.factor": 3,
-                    "offsets.topic.replication.factor": 3,
-                    "replica.lag.time.max.ms": 10000,
+        """The install's values: the brokers every mode installs, an external ZooKeeper
+        (ours), plus ``extra``."""
+        return merge_values(
+            {
+                "zookeeper": {
+                    "enabled": False,
+                    "external": {"connect": f"{self.zookeeper.connect_string}/e2e"},
                 },
+                "brokers": BROKER_VALUES,
             },
-        }
-        for key, value in (extra or {}).items():
-            if isinstance(value, dict) and isinstance(values.get(key), dict):
-                merged = dict(values[key])
-                for inner, inner_value in value.items():
-                    if isinstance(inner_value, dict) and isinstance(merged.get(inner), dict):
-                        merged[inner] = {**merged[inner], **inner_value}
-                    else:
-                        merged[inner] = inner_value
-                values[key] = merged
-            else:
-                values[key] = value
-        return values
+            extra or {},
+        )
 
     def install(self, values: dict[str, Any]) -> list[dict[str, Any]]:
         """helm template, then create every object in the emulator; run the operator."""
@@ -279,15 +271,25 @@ class LocalPlatform:
         return consume_all(self.bootstrap(), topic, expected, timeout)
 
     def isr_watcher(self, topics: list[str], min_isr: int) -> IsrWatcher:
-        return IsrWatcher(self.bootstrap(), topics, min_isr)
+        return IsrWatcher(metadata_isrs(self.bootstrap()), topics, min_isr)
 
     def all_in_sync(self, topics: list[str], replicas: int) -> bool:
-        return all_in_sync(self.bootstrap(), topics, replicas)
+        return all_in_sync(metadata_isrs(self.bootstrap())(), topics, replicas)
 
-    def pods(self) -> dict[str, Any]:
+    def pods(self) -> dict[str, SimpleNamespace]:
+        """The broker pods the kubelet stand-in runs: name -> uid, restarts, ready, image."""
         assert self.kubelet is not None
         with self.kubelet._lock:
-            return dict((name, pod) for (_ns, name), pod in self.kubelet.pods.items())
+            pods = [(name, pod) for (_ns, name), pod in self.kubelet.pods.items()]
+        return {
+            name: SimpleNamespace(
+                uid=pod.uid,
+                restarts=pod.restarts,
+                ready=pod.ready,
+                image=pod.container.get("image", ""),
+            )
+            for name, pod in pods
+        }
 
     def kill_pod(self, name: str) -> None:
         """A broker pod dies (kill -9 of its container); the kubelet restarts it."""
@@ -309,6 +311,43 @@ class LocalPlatform:
                 self._stop_operator()
         deleted = {o["metadata"].get("uid") for o in self.installed}
         self._collect_garbage(deleted)
+
+    def release_objects(self) -> list[str]:
+        """``kind/name`` of every object left that is labelled as this release's (the
+        chart's and the operator's objects carry ``app.kubernetes.io/instance``)."""
+        assert self.client is not None
+        left = []
+        for (api_version, kind), (plural, namespaced) in self.plurals.items():
+            if kind in ("Namespace", "Node", "CustomResourceDefinition"):
+                continue  # not the release's (and kmock cannot list namespaces)
+            namespace = self.namespace if namespaced else None
+            for obj in self.client.list(api_version, plural, namespace):
+                labels = obj["metadata"].get("labels") or {}
+                if labels.get("app.kubernetes.io/instance") == self.release:
+                    left.append(f"{kind}/{obj['metadata']['name']}")
+        return left
+
+    def delete_namespace(self, timeout: float = 120) -> None:
+        """``kubectl delete namespace``: the namespace controller deletes every object in
+        it and the namespace goes once none is held by a finalizer. The emulator has no
+        namespace controller, so this does its part: fail (as the deletion would hang)
+        when an object still holds a finalizer, else delete what is left."""
+        assert self.client is not None
+        held, left = [], []
+        for (api_version, kind), (plural, namespaced) in self.plurals.items():
+            if not namespaced:
+                continue
+            for obj in self.client.list(api_version, plural, self.namespace):
+                finalizers = obj["metadata"].get("finalizers") or []
+                if finalizers:
+                    held.append(f"{kind}/{obj['metadata']['name']}: {finalizers}")
+                left.append((api_version, plural, obj["metadata"]["name"]))
+        assert not held, f"namespace {self.namespace} would never finish deleting: {held}"
+        for api_version, plural, name in left:
+            with contextlib.suppress(ApiError):
+                self.client.delete(api_version, plural, self.namespace, name)
+        with contextlib.suppress(ApiError):
+            self.client.delete("v1", "namespaces", None, self.namespace)
 
     def _collect_garbage(self, deleted_uids: set[str | None]) -> None:
         assert self.client is not None and self.kubelet is not None

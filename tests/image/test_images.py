@@ -30,7 +30,8 @@ from gregor_broker.cluster.zookeeper_server import ZooKeeperServer, free_port
 
 from ..integration.broker_helpers import wait_for
 
-pytestmark = pytest.mark.timeout(900)
+# xdist_group: one worker builds the image, and the short e2e (tests/e2e_local) reuses it.
+pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("images")]
 
 IMAGE = "gregor/gregor-broker:latest"
 
