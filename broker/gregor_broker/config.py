@@ -454,7 +454,20 @@ class BrokerConfig:
     log_cleaner_min_cleanable_ratio: float = _key(
         0.5, _T.DOUBLE, "Dirty ratio above which a log is compacted.", validator=between(0, 1)
     )
-    log_cleaner_backoff_ms: int = _key(15000, _T.LONG, "Sleep when no log needs cleaning.")
+    log_cleaner_backoff_ms: int = _key(
+        15000, _T.LONG, "Sleep when no log needs cleaning.", validator=at_least(0)
+    )
+    log_cleaner_threads: int = _key(
+        1, _T.INT, "Cleaner workers (asyncio tasks) compacting logs.", validator=at_least(0)
+    )
+    log_cleaner_dedupe_buffer_size: int = _key(
+        134217728, _T.LONG, "Memory for the cleaners' key maps, all workers together.",
+        validator=at_least(0),
+    )  # fmt: skip
+    log_cleaner_io_max_bytes_per_second: float = _key(
+        1.7976931348623157e308, _T.DOUBLE, "Bytes per second the cleaners read and write at most.",
+        validator=at_least(0),
+    )  # fmt: skip
     log_message_timestamp_type: str = _key(
         "CreateTime", _T.STRING, "Default timestamp type: CreateTime or LogAppendTime.",
         validator=one_of("CreateTime", "LogAppendTime"),

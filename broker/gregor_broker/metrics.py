@@ -123,6 +123,7 @@ class BrokerCollector(Collector):
             yield from self._partitions(replicas, active)
         yield from self._quotas()
         yield from self._fetch_sessions()
+        yield from self._log_cleaner()
         lag = GaugeMetricFamily(
             "gregor_event_loop_lag_seconds",
             "How late the broker's event loop ran a timer, last check (every 0.5 s)",
@@ -273,6 +274,9 @@ class BrokerCollector(Collector):
             ),
         )
 
+    def _log_cleaner(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        return _log_cleaner_families(self.broker)
+
     def _fetch_sessions(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         """Kafka's NumIncrementalFetchSessions, NumIncrementalFetchPartitionsCached and
         IncrementalFetchSessionEvictionsPerSec, plus sessions created."""
@@ -335,6 +339,33 @@ class BrokerCollector(Collector):
                 observed.add_metric(values, sensor.rate.measure(now))
                 limit.add_metric(values, sensor.bound)
         yield from (throttle, throttled, observed, limit)
+
+
+def _log_cleaner_families(broker: Broker) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+    cleaner = getattr(broker, "log_cleaner", None)
+    if cleaner is None:
+        return
+    metrics = cleaner.metrics
+    since = max(time.time() * 1000 - metrics.last_run_ms, 0)
+    yield from _unlabelled(
+        (GaugeMetricFamily, "gregor_log_cleaner_max_dirty_percent",
+         "Dirty share of the dirtiest compacted log (Kafka's max-dirty-percent)",
+         metrics.max_dirty_percent),
+        (GaugeMetricFamily, "gregor_log_cleaner_recopy_percent",
+         "Share of the bytes read that the last cleaning wrote again",
+         metrics.recopy_percent),
+        (GaugeMetricFamily, "gregor_log_cleaner_time_since_last_run_ms",
+         "Milliseconds since a cleaner last looked at a log", since),
+        (GaugeMetricFamily, "gregor_log_cleaner_dead_threads",
+         "Cleaner workers that died on an error (Kafka's DeadThreadCount)",
+         metrics.dead_threads),
+        (CounterMetricFamily, "gregor_log_cleaner_passes", "Cleaning passes completed",
+         metrics.passes),
+        (CounterMetricFamily, "gregor_log_cleaner_bytes_read", "Bytes the cleaners read",
+         metrics.bytes_read),
+        (CounterMetricFamily, "gregor_log_cleaner_bytes_written",
+         "Bytes the cleaners wrote", metrics.bytes_written),
+    )  # fmt: skip
 
 
 def _unlabelled(

@@ -22,13 +22,17 @@ import confluent_kafka
 
 from ..integration.broker_helpers import create_topic
 from .checker import (
+    ProducerBatch,
     Verdict,
     check_acknowledgements,
     check_unread,
     divergence,
     longest_gaps,
+    producer_batches,
+    read_high_watermarks,
     read_partitions,
     replica_batches,
+    split_resends,
 )
 from .cluster import ChaosCluster
 from .load import CLIENT_LOG, AckingProducer, CommitSampler, CommittingConsumer
@@ -175,11 +179,13 @@ def check_acknowledgements_and_replicas(
         {"bootstrap.servers": bootstrap, "group.id": "chaos-checker"}
     )
     try:
-        for partition in range(partitions):
-            _, high = watermarks.get_watermark_offsets(
-                confluent_kafka.TopicPartition(TOPIC, partition), timeout=30
-            )
-            verdict.high_watermarks[partition] = high
+        read_high_watermarks(
+            lambda partition: watermarks.get_watermark_offsets(
+                confluent_kafka.TopicPartition(TOPIC, partition), timeout=10
+            )[1],
+            partitions,
+            verdict,
+        )
     finally:
         watermarks.close()
     served = read_partitions(bootstrap, TOPIC, verdict.high_watermarks)
@@ -190,13 +196,19 @@ def check_acknowledgements_and_replicas(
     assert assignment is not None
     for broker in cluster.brokers.values():
         broker.stop()
-    for partition in range(partitions):
+    writers: dict[int, list[ProducerBatch]] = {}
+    for partition in verdict.high_watermarks:
         replicas = {
             broker_id: replica_batches(cluster.brokers[broker_id].log_dir / f"{TOPIC}-{partition}")
             for broker_id in assignment.partitions[partition]
         }
         for problem in divergence(replicas, verdict.high_watermarks[partition]):
             verdict.divergent.append(f"partition {partition}: {problem}")
+        longest = max(replicas, key=lambda broker_id: len(replicas[broker_id]))
+        writers[partition] = producer_batches(
+            cluster.brokers[longest].log_dir / f"{TOPIC}-{partition}"
+        )
+    split_resends(verdict, writers)
 
 
 def _gaps_by_fault_kind(nemesis: Nemesis, acks: list) -> dict[str, float]:

@@ -8,8 +8,13 @@ counts (the names the summary and the JSON use):
 - ``wrong_offset``: an acknowledged value that is in its partition, but not at the offset
   it was acknowledged with;
 - ``acked_twice``: an offset acknowledged to two different values;
-- ``duplicates``: a value stored at more than one offset (idempotent producers never
-  write one twice);
+- ``duplicates``: a value stored at more than one offset that idempotence should have
+  kept out: the copies were written by different producer ids, or by one producer id
+  under one epoch (a retry the broker failed to recognise);
+- ``resent_new_epoch`` (not a violation): a value stored more than once by one producer
+  id, each copy under another epoch. librdkafka bumps an idempotent producer's epoch
+  itself after a message timed out or its sequences went out of sync, and sends again,
+  from sequence 0, whatever was not acknowledged; Kafka stores those too;
 - ``divergent``: a partition whose replicas' batches below the high watermark differ
   (another base offset, last offset or CRC; a replica missing a batch counts too);
 - ``regressions``: a committed offset of the group read back lower than one whose commit
@@ -22,11 +27,16 @@ counts (the names the summary and the JSON use):
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import os
+import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import confluent_kafka
 
 from gregor_broker.log.segment import iter_headers
 
@@ -34,20 +44,77 @@ from ..integration.durability import read_topic
 from .load import Ack, Position
 
 BatchKey = tuple[int, int, int]  # (base offset, last offset, crc)
+# (base offset, last offset, producer id, producer epoch, base sequence)
+ProducerBatch = tuple[int, int, int, int, int]
+
+# Answers that only mean "not now" while leaders move (librdkafka does not flag all of
+# them retriable on a watermark query).
+RETRIABLE_CODES = {
+    confluent_kafka.KafkaError.NOT_LEADER_FOR_PARTITION,  # NOT_LEADER_OR_FOLLOWER
+    confluent_kafka.KafkaError.LEADER_NOT_AVAILABLE,
+    confluent_kafka.KafkaError.FENCED_LEADER_EPOCH,
+    confluent_kafka.KafkaError.UNKNOWN_LEADER_EPOCH,
+    confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART,
+    confluent_kafka.KafkaError.NOT_ENOUGH_REPLICAS,
+    confluent_kafka.KafkaError.REQUEST_TIMED_OUT,
+    confluent_kafka.KafkaError._TIMED_OUT,
+    confluent_kafka.KafkaError._TRANSPORT,
+    confluent_kafka.KafkaError._ALL_BROKERS_DOWN,
+    confluent_kafka.KafkaError.KAFKA_STORAGE_ERROR,
+}
 
 
-def replica_batches(partition_dir: Path) -> list[BatchKey]:
-    """Every batch in a replica's segments, in offset order, as (base, last, crc)."""
-    batches: list[BatchKey] = []
+def _headers(partition_dir: Path):
     for segment in sorted(partition_dir.glob("*.log")):
         fd = os.open(segment, os.O_RDONLY)
         try:
             size = os.fstat(fd).st_size
             for _, header in iter_headers(fd, 0, size):
-                batches.append((header.base_offset, header.last_offset, header.crc))
+                yield header
         finally:
             os.close(fd)
-    return batches
+
+
+def replica_batches(partition_dir: Path) -> list[BatchKey]:
+    """Every batch in a replica's segments, in offset order, as (base, last, crc)."""
+    return [(h.base_offset, h.last_offset, h.crc) for h in _headers(partition_dir)]
+
+
+def producer_batches(partition_dir: Path) -> list[ProducerBatch]:
+    """Every batch in a replica's segments with the producer that wrote it."""
+    return [
+        (h.base_offset, h.last_offset, h.producer_id, h.producer_epoch, h.base_sequence)
+        for h in _headers(partition_dir)
+    ]
+
+
+def writer_at(batches: list[ProducerBatch], offset: int) -> tuple[int, int, int] | None:
+    """(producer id, epoch, sequence) of the record at ``offset``; None if not found."""
+    index = bisect.bisect_right(batches, offset, key=lambda batch: batch[0]) - 1
+    if index < 0 or batches[index][1] < offset:
+        return None
+    base, _last, producer_id, epoch, sequence = batches[index]
+    return producer_id, epoch, sequence + offset - base
+
+
+def split_resends(verdict: Verdict, batches: dict[int, list[ProducerBatch]]) -> None:
+    """Move the duplicates that are one producer id re-sending under newer epochs from
+    ``duplicates`` to ``resent_new_epoch`` (``batches``: a replica's, per partition)."""
+    true_duplicates, resent = [], []
+    for value, positions in sorted(verdict.duplicate_positions.items()):
+        writers = [writer_at(batches.get(p, []), offset) for p, offset in positions]
+        line = f"{value.decode(errors='replace')} at {positions} by {writers}"
+        known = [w for w in writers if w is not None]
+        if (
+            len(known) == len(writers)
+            and len({w[0] for w in known}) == 1
+            and len({w[1] for w in known}) == len(known)
+        ):
+            resent.append(line)
+        else:
+            true_duplicates.append(line)
+    verdict.duplicates = true_duplicates
+    verdict.resent_new_epoch = resent
 
 
 def divergence(replicas: dict[int, list[BatchKey]], high_watermark: int) -> list[str]:
@@ -88,6 +155,8 @@ class Verdict:
     wrong_offset: list[str] = field(default_factory=list)
     acked_twice: list[str] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
+    resent_new_epoch: list[str] = field(default_factory=list)
+    duplicate_positions: dict[bytes, list[Position]] = field(default_factory=dict, repr=False)
     divergent: list[str] = field(default_factory=list)
     regressions: list[str] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)
@@ -115,6 +184,7 @@ class Verdict:
             "acked_without_offset": self.acked_without_offset,
         }
         counts.update({name: len(getattr(self, name)) for name in self.VIOLATIONS})
+        counts["resent_new_epoch"] = len(self.resent_new_epoch)
         counts["longest_unavailable_s"] = round(
             max(self.longest_unavailable_s.values(), default=0), 2
         )
@@ -132,6 +202,7 @@ def check_acknowledgements(
     for value, positions in where.items():
         if len(positions) > 1:
             verdict.duplicates.append(f"{value.decode(errors='replace')} at {sorted(positions)}")
+            verdict.duplicate_positions[value] = sorted(positions)
     by_position: dict[Position, set[bytes]] = defaultdict(set)
     for ack in acks:
         name = ack.value.decode(errors="replace")
@@ -173,6 +244,42 @@ def longest_gaps(acks: list[Ack], partitions: int, start: float, end: float) -> 
         moments.append(max(end, moments[-1]))
         gaps[partition] = max(b - a for a, b in itertools.pairwise(moments))
     return gaps
+
+
+HIGH_WATERMARK_WAIT_S = 60.0
+
+
+def read_high_watermarks(
+    query: Callable[[int], int],
+    partitions: int,
+    verdict: Verdict,
+    *,
+    wait_s: float = HIGH_WATERMARK_WAIT_S,
+    backoff_s: float = 0.5,
+) -> None:
+    """Each partition's high watermark into ``verdict.high_watermarks``, asking
+    ``query(partition)`` again after retriable errors (a leader just moved:
+    NOT_LEADER_OR_FOLLOWER, a timeout) for up to ``wait_s`` in all. A partition that
+    never answers is reported in ``verdict.unread`` as unavailable (the campaign's
+    result, not a crash of the checker) and left out of the reads."""
+    deadline = time.monotonic() + wait_s
+    for partition in range(partitions):
+        while True:
+            try:
+                verdict.high_watermarks[partition] = query(partition)
+                break
+            except confluent_kafka.KafkaException as error:
+                kafka_error = error.args[0] if error.args else None
+                retriable = not isinstance(kafka_error, confluent_kafka.KafkaError) or (
+                    kafka_error.retriable() or kafka_error.code() in RETRIABLE_CODES
+                )
+                if not retriable or time.monotonic() + backoff_s > deadline:
+                    verdict.unread.append(
+                        f"partition {partition}: unavailable, no high watermark "
+                        f"within {wait_s:.0f} s ({kafka_error})"
+                    )
+                    break
+                time.sleep(backoff_s)
 
 
 def read_partitions(bootstrap: str, topic: str, high_watermarks: dict[int, int]):

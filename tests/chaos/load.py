@@ -6,8 +6,9 @@
 - ``CommittingConsumer``: a member of a consumer group that reads the topic and commits
   its position synchronously, recording each commit the coordinator acknowledged;
 - ``CommitSampler``: reads the group's committed offsets (OffsetFetch) over and over and
-  counts regressions: a committed offset below one whose commit was acknowledged before
-  the read began.
+  counts regressions (``regressed_from``): a read that does not return the latest commit
+  acknowledged before it began, nor a commit sent after that one. Kafka lets a client
+  commit a lower offset (after a rebalance or an offset reset): that is not a regression.
 
 Each runs in its own thread; ``stop()`` ends it. Nothing here judges the log itself
 (``checker`` does).
@@ -148,11 +149,46 @@ class AckingProducer:
         self._producer.flush(flush_timeout)
 
 
+@dataclass
+class Commit:
+    """One synchronous commit: ``offsets`` as sent, ``acknowledged`` the partitions the
+    coordinator acknowledged (empty when the commit failed: it may still be stored)."""
+
+    sent_at: float
+    offsets: dict[int, int]
+    acknowledged_at: float | None = None
+    acknowledged: dict[int, int] = field(default_factory=dict)
+
+
+def regressed_from(partition: int, read: int, began: float, commits: list[Commit]) -> int | None:
+    """The acknowledged offset a read of ``partition`` went back from, or None.
+
+    The read began at ``began``; it must return the latest commit of the partition
+    acknowledged before then, or the offset of a commit sent after that one (a client may
+    commit backwards, and an unacknowledged commit may be stored)."""
+    acknowledged = [
+        c
+        for c in commits
+        if c.acknowledged_at is not None
+        and c.acknowledged_at < began
+        and partition in c.acknowledged
+    ]
+    latest = max(acknowledged, key=lambda c: c.acknowledged_at or 0.0, default=None)
+    if latest is None:
+        return None
+    floor = latest.acknowledged[partition]
+    if read == floor:
+        return None
+    if any(c.sent_at > latest.sent_at and c.offsets.get(partition) == read for c in commits):
+        return None
+    return floor if read < floor else None
+
+
 class CommittingConsumer:
     """A consumer-group member committing its position (synchronously) every ``every`` s."""
 
     def __init__(self, bootstrap: str, topic: str, group: str, every: float = 0.5) -> None:
-        self.commits: list[tuple[float, dict[int, int]]] = []  # (acknowledged at, offsets)
+        self.attempts: list[Commit] = []
         self.consumed = 0
         self.commit_errors = 0
         self._every = every
@@ -185,14 +221,27 @@ class CommittingConsumer:
             try:
                 positions = self._consumer.position(self._consumer.assignment())
                 positions = [tp for tp in positions if tp.offset >= 0]
-                if not positions:
-                    continue
+            except confluent_kafka.KafkaException:
+                continue
+            if not positions:
+                continue
+            attempt = Commit(time.monotonic(), {tp.partition: tp.offset for tp in positions})
+            try:
                 result = self._consumer.commit(offsets=positions, asynchronous=False)
             except confluent_kafka.KafkaException:
                 self.commit_errors += 1
+                self.attempts.append(attempt)
                 continue
-            acknowledged = {tp.partition: tp.offset for tp in result or [] if tp.error is None}
-            self.commits.append((time.monotonic(), acknowledged))
+            attempt.acknowledged = {
+                tp.partition: tp.offset for tp in result or [] if tp.error is None
+            }
+            attempt.acknowledged_at = time.monotonic()
+            self.attempts.append(attempt)
+
+    @property
+    def commits(self) -> list[Commit]:
+        """The acknowledged commits."""
+        return [c for c in self.attempts if c.acknowledged_at is not None]
 
     def start(self) -> None:
         self._thread.start()
@@ -222,6 +271,9 @@ class CommitSampler(BackgroundLoop):
     source: CommittingConsumer
     regressions: list[Regression] = field(default_factory=list)
     samples: int = 0
+    # (began, partition, committed offset read): judged when the sampler stops, against
+    # every commit the consumer sent until then.
+    reads: list[tuple[float, int, int]] = field(default_factory=list)
     thread_name = "commit-sampler"
 
     def _run(self) -> None:
@@ -233,23 +285,18 @@ class CommitSampler(BackgroundLoop):
         try:
             while not self.stopping.wait(0.5):
                 began = time.monotonic()
-                floor: dict[int, int] = {}
-                for acknowledged_at, offsets in list(self.source.commits):
-                    if acknowledged_at >= began:
-                        break
-                    for partition, offset in offsets.items():
-                        floor[partition] = max(floor.get(partition, -1), offset)
                 try:
                     committed = reader.committed(wanted, timeout=5)
                 except confluent_kafka.KafkaException:
                     continue
                 self.samples += 1
                 for tp in committed:
-                    if tp.error is not None or (tp.offset < 0 and tp.partition not in floor):
-                        continue
-                    if tp.offset < floor.get(tp.partition, -1):
-                        self.regressions.append(
-                            Regression(tp.partition, tp.offset, floor[tp.partition], began)
-                        )
+                    if tp.error is None:
+                        self.reads.append((began, tp.partition, tp.offset))
         finally:
             reader.close()
+            commits = list(self.source.attempts)
+            for began, partition, offset in self.reads:
+                floor = regressed_from(partition, offset, began, commits)
+                if floor is not None:
+                    self.regressions.append(Regression(partition, offset, floor, began))

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from . import reassignment, zk_paths
@@ -374,18 +374,29 @@ class Controller:
                 log.error("controller skips unreadable topic %s: %s", topic, error)
                 continue
             partitions.extend((topic, i, tuple(r)) for i, r in assignment.partitions.items())
+        # A topic without a ``partitions`` node (just created) has no partition state to
+        # read: one exists per topic instead of a read per partition.
+        parent_checks = [
+            (topic, self.client.exists_async(zk_paths.topic_partitions_path(topic)))
+            for topic in {topic for topic, _, _ in partitions}
+        ]
+        fresh_topics = {topic for topic, pending in parent_checks if pending.get() is None}
         state_reads = [
             (
                 topic,
                 index,
                 replicas,
-                self.client.get_async(zk_paths.partition_state_path(topic, index)),
+                None
+                if topic in fresh_topics
+                else self.client.get_async(zk_paths.partition_state_path(topic, index)),
             )
             for topic, index, replicas in partitions
         ]
         decisions = []
         for topic, index, replicas, pending in state_reads:
             try:
+                if pending is None:
+                    raise NoNodeError
                 data, stat = pending.get()
                 current: tuple[PartitionState, int] | None = (
                     PartitionState.from_json(data),
@@ -399,6 +410,15 @@ class Controller:
             decision = self._decide(topic, index, replicas, current)
             if decision is not None:
                 decisions.append((topic, index, decision))
+        created = self._create_new_partitions_in_transactions(
+            [
+                (topic, index, state)
+                for topic, index, (state, version, _) in decisions
+                if version is None
+            ]
+        )
+        self.elections_total += len(created)
+        decisions = [d for d in decisions if (d[0], d[1]) not in created]
         self._create_partition_parents(
             [(topic, index) for topic, index, (_, version, _) in decisions if version is None]
         )
@@ -423,6 +443,43 @@ class Controller:
                 log.info("%s-%d is gone (topic deleted meanwhile)", topic, index)
         for topic in retry:
             self._events.put(("topic", topic))
+
+    def _create_new_partitions_in_transactions(
+        self, new: list[tuple[str, int, PartitionState]]
+    ) -> set[tuple[str, int]]:
+        """For topics whose partitions are all new (a created topic), write every node
+        (``partitions``, each ``partitions/<p>`` and its ``state``) in one ZooKeeper
+        transaction per topic: one request instead of two or three per partition, which
+        is what bounded creating thousands of partitions (kazoo sends one request per
+        turn of its I/O loop). A transaction that fails (a node already there: partitions
+        added to an existing topic, a retry) changes nothing; those partitions take the
+        per-node path. Returns the partitions created."""
+        by_topic: dict[str, list[tuple[int, PartitionState]]] = {}
+        for topic, index, state in new:
+            by_topic.setdefault(topic, []).append((index, state))
+        commits = []
+        for topic, partitions in by_topic.items():
+            if sorted(index for index, _ in partitions) != list(range(len(partitions))):
+                continue  # not a whole new topic: some partitions exist already
+            transaction = self.client.transaction()
+            transaction.create(zk_paths.topic_partitions_path(topic), b"")
+            for index, state in partitions:
+                transaction.create(zk_paths.partition_path(topic, index), b"")
+                transaction.create(zk_paths.partition_state_path(topic, index), state.to_json())
+            commits.append((topic, partitions, transaction.commit_async()))
+        created: set[tuple[str, int]] = set()
+        for topic, partitions, pending in commits:
+            try:
+                results = pending.get()
+            except KazooException as error:
+                log.info(
+                    "creating the partitions of %s in one transaction failed: %s", topic, error
+                )
+                continue
+            if any(isinstance(result, Exception) for result in results):
+                continue  # rolled back: the per-node path creates what is missing
+            created.update((topic, index) for index, _ in partitions)
+        return created
 
     def _create_partition_parents(self, partitions: list[tuple[str, int]]) -> None:
         """Create ``/brokers/topics/<t>/partitions/<p>`` for new partitions in two
@@ -589,9 +646,19 @@ class Controller:
     def _load_reassignments_in_flight(self) -> None:
         """After a controller change, the topic znodes say what is in flight (KIP-455)."""
         self.reassignments.clear()
-        for topic in self.client.get_children(zk_paths.BROKER_TOPICS):
-            assignment = self.admin.get_topic(topic)
-            if assignment is None:
+        # Pipelined reads: one after the other, 2,500 topics kept a new controller (and
+        # every topic created meanwhile) waiting for seconds, minutes under load.
+        reads = [
+            (topic, self.client.get_async(zk_paths.topic_path(topic)))
+            for topic in self.client.get_children(zk_paths.BROKER_TOPICS)
+        ]
+        for topic, pending in reads:
+            try:
+                assignment = TopicAssignment.from_json(pending.get()[0])
+            except NoNodeError:
+                continue
+            except (ValueError, ZkDataError) as error:
+                log.error("controller skips unreadable topic %s: %s", topic, error)
                 continue
             for index, adding in assignment.adding_replicas.items():
                 removing = assignment.removing_replicas.get(index, ())

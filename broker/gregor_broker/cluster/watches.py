@@ -35,8 +35,8 @@ class AsyncDataWatch:
     deletion is reported as ``func(None, None)`` at once; if ``func`` wants to go on, an
     exists watch waits for the node to come back.
 
-    ``func`` runs on kazoo's callback thread. After a lost session (watches gone) or a
-    failed read, every watch of the client reads again once it is connected.
+    ``func`` runs on kazoo's callback thread. After any lost connection or a failed
+    read, the watch reads again once the client is connected (see ``_Reconnects``).
     """
 
     __slots__ = ("_client", "_func", "_last_zxid", "_path", "_stopped", "_until_deleted")
@@ -113,8 +113,18 @@ class AsyncDataWatch:
 
 
 class _Reconnects:
-    """Per client: the live ``AsyncDataWatch``es, read again after a lost session (its
-    watches died with it) or a read that failed on a lost connection."""
+    """Per client: the live ``AsyncDataWatch``es, read again after a lost connection or a
+    read that failed on one.
+
+    Every lost connection drops every watch, not only a lost session: the server's
+    watches belong to the connection, and kazoo neither sends SetWatches on reconnect
+    nor keeps its own watchers (``_reset_watchers`` on SUSPENDED fires each once with a
+    NONE event and forgets it). kazoo's own DataWatch and ChildrenWatch read again on
+    every CONNECTED for that reason. Reading again only after a lost session left a
+    broker deaf to every partition state and topic change after a ZooKeeper restart or
+    a connection blip shorter than the session: new leaders never learned they led,
+    ISRs never filled again, reassigned replicas never started (chaos seed 20261123).
+    """
 
     _lock = threading.Lock()
 
@@ -122,7 +132,7 @@ class _Reconnects:
         self._client = client
         self._watches: set[AsyncDataWatch] = set()
         self._failed: set[AsyncDataWatch] = set()
-        self._session_lost = False
+        self._watches_dropped = False
         client.add_listener(self._on_state)
 
     @classmethod
@@ -151,15 +161,15 @@ class _Reconnects:
 
     def _on_state(self, state: str) -> None:
         # kazoo's connection thread: never block here.
-        if state == KazooState.LOST:
-            self._session_lost = True
+        if state in (KazooState.LOST, KazooState.SUSPENDED):
+            self._watches_dropped = True
         elif state == KazooState.CONNECTED:
             self._client.handler.spawn(self._read_again)
 
     def _read_again(self) -> None:
         with self._lock:
-            if self._session_lost:
-                self._session_lost = False
+            if self._watches_dropped:
+                self._watches_dropped = False
                 watches = list(self._watches)
             else:
                 watches = list(self._failed)

@@ -122,9 +122,17 @@ SyncCallback = Callable[[SyncResult], None]
 
 
 class GroupCoordinator:
-    def __init__(self, config: CoordinatorConfig, store: Store) -> None:
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        store: Store,
+        holds_lease: Callable[[int], bool] | None = None,
+    ) -> None:
         self.config = config
         self.store = store
+        # Whether this broker may still act for an owned partition (the service's
+        # leadership lease, see service.py); always, without one.
+        self.holds_lease = holds_lease or (lambda partition: True)
         self.groups: dict[str, Group] = {}
         # The real partition count of __consumer_offsets once it exists (Kafka too uses
         # the topic's count, not the config, when they differ).
@@ -143,6 +151,10 @@ class GroupCoordinator:
         if partition in self.loading_partitions:
             return ErrorCode.coordinator_load_in_progress
         if partition not in self.owned_partitions:
+            return ErrorCode.not_coordinator
+        if not self.holds_lease(partition):
+            # Possibly a zombie: another broker may lead the partition by now and hold
+            # newer commits than this cache; the client finds the coordinator again.
             return ErrorCode.not_coordinator
         return None
 

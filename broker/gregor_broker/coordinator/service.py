@@ -15,6 +15,9 @@ This is the I/O side of the group coordinator; the rules are in
   latest value of each key wins (the log does not compact yet), and unloading them when
   leadership moves away;
 - the timer that drives sessions and rebalances, and offset retention;
+- the leadership lease: a group is served only while this broker has confirmed in
+  ZooKeeper, within the last ``LEASE_FRACTION`` of its session timeout, that it still
+  leads the group's partition (see ``holds_lease``);
 - producer ids for InitProducerId (``producer_ids.py``).
 """
 
@@ -45,6 +48,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TICK_INTERVAL_S = 0.1
+# The lease lasts this share of zookeeper.session.timeout.ms after the confirming read was
+# sent, and is renewed three times within it.
+LEASE_FRACTION = 0.75
 _READ_CHUNK = 4 * 1024 * 1024
 
 
@@ -70,7 +76,12 @@ class CoordinatorService:
                 offset_metadata_max_bytes=config.offset_metadata_max_bytes,
             ),
             self,
+            holds_lease=self.holds_lease,
         )
+        self._lease_s = config.zookeeper_session_timeout_ms * LEASE_FRACTION / 1000
+        # Offsets partition -> time.monotonic() when a ZooKeeper read that showed this
+        # broker leading it (at the local leader epoch) was sent.
+        self._leadership_confirmed_at: dict[int, float] = {}
         self.producer_ids: ProducerIdManager | None = None
         self.last_append: dict[int, AppendResult] = {}
         self._create_lock = asyncio.Lock()
@@ -84,6 +95,7 @@ class CoordinatorService:
         self._tasks = [
             asyncio.create_task(self._tick_forever()),
             asyncio.create_task(self._expire_offsets_forever()),
+            asyncio.create_task(self._confirm_leadership_forever()),
         ]
 
     async def stop(self) -> None:
@@ -112,6 +124,58 @@ class CoordinatorService:
                     log.info("removed %d expired offsets", expired)
             except Exception:
                 log.exception("offset expiration failed")
+
+    # -- the leadership lease ---------------------------------------------------------------
+    def holds_lease(self, partition: int) -> bool:
+        """True while this broker may answer for ``partition``'s groups.
+
+        A broker frozen (SIGSTOP, a swap storm) or cut off from ZooKeeper past its session
+        timeout loses its session, and the controller makes another broker the leader.
+        When it wakes it believes, until its watches catch up (a few hundred ms), that it
+        still leads. Writes are fenced then (ISR changes are conditional znode writes;
+        acks=all waits for followers that moved on), reads are not: it answered
+        OffsetFetch from its cache, older than the commits the new coordinator had
+        acknowledged meanwhile (chaos seed 20261123: 4812 read after 5180). ZooKeeper
+        expires a session no sooner than the session timeout after the last request it
+        got, so a read sent at t0 that showed this broker leading proves no other broker
+        was elected in its place before t0 + the timeout; the lease ends earlier, at
+        ``LEASE_FRACTION`` of it.
+        """
+        confirmed = self._leadership_confirmed_at.get(partition)
+        return confirmed is not None and time.monotonic() - confirmed < self._lease_s
+
+    async def _confirm_leadership_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._lease_s / 3)
+            try:
+                await self._confirm_leadership()
+            except Exception:
+                log.exception("confirming the leadership of %s partitions failed", OFFSETS_TOPIC)
+
+    async def _confirm_leadership(self) -> None:
+        """Renew the lease of every partition this broker serves groups for: read its
+        state znode; renewed if it still names this broker at the local leader epoch.
+        Without an answer (ZooKeeper unreachable) the lease runs out."""
+        zk_admin = self.broker.zk_admin
+        if zk_admin is None:
+            return
+        for index in sorted(self.groups.owned_partitions | self.groups.loading_partitions):
+            partition = self.broker.replicas.partitions.get((OFFSETS_TOPIC, index))
+            if partition is None:
+                continue
+            epoch = partition.leader_epoch
+            asked_at = time.monotonic()
+            try:
+                found = await asyncio.to_thread(zk_admin.get_partition_state, OFFSETS_TOPIC, index)
+            except Exception as error:
+                log.debug("cannot confirm leadership of %s-%d: %s", OFFSETS_TOPIC, index, error)
+                continue
+            if found is None:
+                continue
+            state, _version = found
+            if state.leader == self.broker.broker_id and state.leader_epoch == epoch:
+                previous = self._leadership_confirmed_at.get(index, asked_at)
+                self._leadership_confirmed_at[index] = max(previous, asked_at)
 
     # -- __consumer_offsets ---------------------------------------------------------------
     async def ensure_offsets_topic(self, timeout_s: float = 10.0) -> bool:
@@ -229,12 +293,15 @@ class CoordinatorService:
             self.groups.num_partitions = len(topic.partitions)
         index = partition.index
         if partition.leader == self.broker.broker_id:
+            # This leadership was just read from ZooKeeper: the lease starts now.
+            self._leadership_confirmed_at[index] = time.monotonic()
             if index in self.groups.owned_partitions or index in self.groups.loading_partitions:
                 return
             self.groups.begin_loading(index)
             asyncio.get_running_loop().call_soon(self._load, partition)
         elif index in self.groups.owned_partitions or index in self.groups.loading_partitions:
             log.info("no longer coordinator for %s-%d; unloading its groups", OFFSETS_TOPIC, index)
+            self._leadership_confirmed_at.pop(index, None)
             self.groups.unload_partition(index)
 
     def _load(self, partition: Partition) -> None:
@@ -271,7 +338,7 @@ def read_records(partition_log: PartitionLog) -> list[tuple[bytes | None, bytes 
             break
         data = os.pread(found.fd, found.size, found.position)
         try:
-            headers = scan_batches(data, verify_crc=False)
+            headers = scan_batches(data, verify_crc=False, dense=False)
         except InvalidBatch:
             log.warning(
                 "stopping the load of %r at a bad batch near offset %d", partition_log, offset

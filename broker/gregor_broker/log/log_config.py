@@ -24,6 +24,11 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"  # message.timestamp.type
     file_delete_delay_ms: int = 60000  # file.delete.delay.ms
     min_insync_replicas: int = 1  # min.insync.replicas
+    # Compaction (cleanup.policy=compact); see cleaner.py.
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+    max_compaction_lag_ms: int = 2**63 - 1  # max.compaction.lag.ms
+    delete_retention_ms: int = 24 * 3600 * 1000  # delete.retention.ms
 
     @property
     def compacted(self) -> bool:

@@ -19,9 +19,11 @@ it. Callers that write use ``failed_on(key, error)`` to report what they hit.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -56,7 +58,17 @@ class LogDirOffline(Exception):
 
 
 TopicPartition = tuple[str, int]
+# Logs a periodic sweep handles per turn of the event loop (see ``LogManager.sweep``).
+SWEEP_SLICE = 256
 DirFailureListener = Callable[[Path, list[TopicPartition]], None]
+
+# (generation, {log dir: (recovery points, log start offsets, high watermarks)})
+_CheckpointSnapshot = tuple[
+    int,
+    dict[
+        Path, tuple[dict[TopicPartition, int], dict[TopicPartition, int], dict[TopicPartition, int]]
+    ],
+]
 
 
 def read_meta_properties(path: Path) -> dict[str, str]:
@@ -91,6 +103,10 @@ class LogManager:
         self._dir_of: dict[tuple[str, int], Path] = {}
         self._partitions_in: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)
         self._deleted: list[PartitionLog] = []
+        # Offset checkpoints: the latest snapshot taken and written (see write_checkpoints).
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_generation = 0
+        self._checkpoint_written = 0
         # Removes the directories of deleted partitions (renamed to ``*-delete`` first,
         # so a crash before removal is finished at the next start-up).
         self._remover: ThreadPoolExecutor | None = None
@@ -305,23 +321,48 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write the three offset checkpoints of every log dir."""
+        for log_dir, error in self.write_checkpoints(self.checkpoint_snapshot()):
+            self.log_dir_failed(log_dir, error)
+
+    async def checkpoint_off_loop(self) -> None:
+        """``checkpoint`` for the periodic job: the offsets are read on the loop, the
+        files written and fsynced in a thread (at 10,000 partitions, three files and six
+        fsyncs held the event loop for tens to hundreds of milliseconds)."""
+        snapshot = self.checkpoint_snapshot()
+        for log_dir, error in await asyncio.to_thread(self.write_checkpoints, snapshot):
+            self.log_dir_failed(log_dir, error)
+
+    def checkpoint_snapshot(self) -> _CheckpointSnapshot:
+        """Every live dir's recovery points, log start offsets and high watermarks, now."""
+        self._checkpoint_generation += 1
+        dirs = {}
         for log_dir in self.live_dirs:
-            mine = {key: log for key, log in self._logs.items() if self._dir_of[key] == log_dir}
-            try:
-                write_offset_checkpoint(
-                    log_dir / RECOVERY_POINT_CHECKPOINT,
-                    {key: log.recovery_point for key, log in mine.items()},
-                )
-                write_offset_checkpoint(
-                    log_dir / LOG_START_OFFSET_CHECKPOINT,
-                    {key: log.log_start_offset for key, log in mine.items()},
-                )
-                write_offset_checkpoint(
-                    log_dir / REPLICATION_OFFSET_CHECKPOINT,
-                    {key: log.high_watermark for key, log in mine.items()},
-                )
-            except OSError as error:
-                self.log_dir_failed(log_dir, error)
+            mine = [(key, log) for key, log in self._logs.items() if self._dir_of[key] == log_dir]
+            dirs[log_dir] = (
+                {key: log.recovery_point for key, log in mine},
+                {key: log.log_start_offset for key, log in mine},
+                {key: log.high_watermark for key, log in mine},
+            )
+        return self._checkpoint_generation, dirs
+
+    def write_checkpoints(self, snapshot: _CheckpointSnapshot) -> list[tuple[Path, OSError]]:
+        """Write a snapshot's files (any thread); the dirs that failed. A snapshot older
+        than one already written is dropped, so a slow background write never replaces
+        what shutdown wrote."""
+        generation, dirs = snapshot
+        failed = []
+        with self._checkpoint_lock:
+            if generation < self._checkpoint_written:
+                return failed
+            self._checkpoint_written = generation
+            for log_dir, (recovery, start, high_watermark) in dirs.items():
+                try:
+                    write_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, recovery)
+                    write_offset_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, start)
+                    write_offset_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT, high_watermark)
+                except OSError as error:
+                    failed.append((log_dir, error))
+        return failed
 
     def _reap_deleted(self) -> None:
         self._deleted = [log for log in self._deleted if log.close_deleted_segments()]
@@ -344,6 +385,33 @@ class LogManager:
                 log.flush_if_due()
             except OSError as error:
                 self.failed_on(key, error)
+
+    async def sweep(self, action: Callable[[PartitionLog], object]) -> None:
+        """Run ``action`` on every log, giving the event loop a turn every
+        ``SWEEP_SLICE`` logs: the periodic jobs (roll, flush) touch every log, and at
+        10,000 partitions one pass in one callback held the loop for tens of
+        milliseconds, hundreds on a loaded machine, in front of every request (the
+        Metadata tail of issue 9). A log deleted or taken offline meanwhile is skipped."""
+        logs = list(self._logs.items())
+        for start in range(0, len(logs), SWEEP_SLICE):
+            if start:
+                await asyncio.sleep(0)
+            for key, log in logs[start : start + SWEEP_SLICE]:
+                if self._logs.get(key) is not log:
+                    continue
+                try:
+                    action(log)
+                except OSError as error:
+                    self.failed_on(key, error)
+
+    async def flush_due_sliced(self) -> None:
+        """``flush_due`` for the periodic job, a slice of logs at a time."""
+        self._reap_deleted()
+        await self.sweep(PartitionLog.flush_if_due)
+
+    async def roll_due_sliced(self) -> None:
+        """``roll_due`` for the periodic job, a slice of logs at a time."""
+        await self.sweep(PartitionLog.maybe_roll)
 
     def roll_due(self) -> None:
         """Roll every log whose active segment is older than segment.ms."""

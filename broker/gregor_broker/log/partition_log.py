@@ -42,10 +42,19 @@ from ..protocol import record_batch
 from ..protocol.record_batch import BatchHeader
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .log_config import LogConfig
-from .segment import LogSegment
+from .segment import LogSegment, iter_headers
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 _LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
+_LOG_SWAP_SUFFIX = ".log.swap"
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def wall_clock_ms() -> int:
@@ -156,9 +165,36 @@ class PartitionLog:
             return LogSegment.create(self.directory, base_offset, **kwargs)
         return LogSegment(self.directory, base_offset, size=size, **kwargs)
 
+    def _complete_swaps(self) -> None:
+        """Finish cleanings a crash interrupted (Kafka's swap recovery). A
+        ``<base>.log.swap`` is a cleaned copy already complete and fsynced: the segments
+        it replaces are those with a base in [base, its next offset) (at least the one
+        at ``base``); they go, with their indexes, and the swap file takes the name
+        ``<base>.log``. A ``.cleaned`` file never reached that point and goes (in
+        ``_load``), leaving the old segments as they were."""
+        names = [entry.name for entry in os.scandir(self.directory)]
+        swaps = sorted(name for name in names if name.endswith(_LOG_SWAP_SUFFIX))
+        for name in swaps:
+            base = int(name[:20])
+            swap_path = self.directory / name
+            next_offset = base + 1
+            fd = os.open(swap_path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                for _, header in iter_headers(fd, 0, os.fstat(fd).st_size):
+                    next_offset = max(next_offset, header.next_offset)
+            finally:
+                os.close(fd)
+            for entry in os.scandir(self.directory):
+                stem, _, suffix = entry.name.partition(".")
+                replaced = stem.isdigit() and base <= int(stem) < next_offset
+                if replaced and suffix in ("log", "index", "timeindex"):
+                    os.unlink(entry.path)
+            os.replace(swap_path, self.directory / f"{base:020d}.log")
+
     def _load(self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool) -> None:
         base_offsets: list[int] = []
         index_files: list[Path] = []
+        self._complete_swaps()
         for entry in os.scandir(self.directory):
             name = entry.name
             if name.endswith(_LEFTOVER_SUFFIXES):
@@ -276,6 +312,49 @@ class PartitionLog:
                 waiting.append((deadline, segment))
         self._deleted_segments = waiting
         return len(waiting)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """The segments, oldest first (a copy; the last is the active one)."""
+        return list(self._segments)
+
+    def replace_segments(
+        self,
+        old: list[LogSegment],
+        sizes: list[int],
+        cleaned: LogSegment,
+        cleaned_suffix: str,
+        swap_suffix: str,
+    ) -> bool:
+        """Swap the cleaner's copy of ``old`` in (Kafka's ``replaceSegments``); False,
+        changing nothing, when ``old`` is no longer a run of rolled segments of these
+        ``sizes`` (retention, truncation or deletion got there first).
+
+        Crash safety: renaming ``.cleaned`` to ``.swap`` is the commit point (the copy
+        is fsynced before); then the old segments are unlinked (readers keep their
+        descriptors, the deletion rule) and the swap file takes the plain name. Start-up
+        completes a swap found on disk (``_complete_swaps``)."""
+        if self._closed or not old:
+            return False
+        try:
+            first = next(i for i, segment in enumerate(self._segments) if segment is old[0])
+        except StopIteration:
+            return False
+        stop = first + len(old)
+        if stop >= len(self._segments) or any(
+            self._segments[first + k] is not segment or segment.size != sizes[k]
+            for k, segment in enumerate(old)
+        ):
+            return False
+        cleaned.change_file_suffixes(cleaned_suffix, swap_suffix)
+        _fsync_directory(self.directory)
+        for segment in old:
+            self._delete_segment(segment)
+        cleaned.change_file_suffixes(swap_suffix, "")
+        _fsync_directory(self.directory)
+        self._segments[first:stop] = [cleaned]
+        self._base_offsets[first:stop] = [cleaned.base_offset]
+        return True
 
     @property
     def segment_base_offsets(self) -> list[int]:

@@ -246,6 +246,26 @@ class ProducerStates:
             return None  # plain producers pay nothing until an idempotent one appears
         return self.state_for(log).check(headers)
 
+    def epoch_bumps(
+        self, log: PartitionLog, headers: list[BatchHeader]
+    ) -> list[tuple[int, int, int]]:
+        """(producer id, current epoch, new epoch) for each batch about to be appended
+        that starts a newer epoch of a producer the partition knows. An idempotent
+        librdkafka producer bumps its epoch itself (KIP-360) after a message timed out or
+        its sequences went out of sync, and sends again, from sequence 0, what was never
+        acknowledged: a burst of these explains duplicates the broker cannot detect."""
+        state = self._states.get(log)
+        if state is None:
+            return []
+        bumps = []
+        for header in headers:
+            if not _is_idempotent(header):
+                continue
+            entry = state.entries.get(header.producer_id)
+            if entry is not None and header.producer_epoch > entry.producer_epoch:
+                bumps.append((header.producer_id, entry.producer_epoch, header.producer_epoch))
+        return bumps
+
     def record_append(self, log: PartitionLog, buffer: bytes | bytearray, headers: list) -> None:
         """After an append: apply the batches with the offsets the log gave them."""
         state = self._states.get(log)

@@ -102,7 +102,9 @@ def scan_valid_batches(
                 break
         try:
             if verify_crc:
-                header = scan_batches(memoryview(buffer)[relative : relative + size])[0]
+                header = scan_batches(memoryview(buffer)[relative : relative + size], dense=False)[
+                    0
+                ]
             else:
                 header = read_header(buffer, relative)
                 if header.magic != 2:
@@ -147,13 +149,20 @@ class LogSegment:
         max_index_bytes: int,
         created_ms: int,
         size: int = 0,
+        file_suffix: str = "",
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         stem = f"{base_offset:020d}"
-        self.log_path = directory / f"{stem}.log"
-        self.offset_index = OffsetIndex(directory / f"{stem}.index", base_offset, max_index_bytes)
-        self.time_index = TimeIndex(directory / f"{stem}.timeindex", base_offset, max_index_bytes)
+        # A suffix (".cleaned", ".swap") marks a segment the log cleaner is writing or
+        # swapping in (Kafka's file suffixes; ``change_file_suffixes`` renames).
+        self.log_path = directory / f"{stem}.log{file_suffix}"
+        self.offset_index = OffsetIndex(
+            directory / f"{stem}.index{file_suffix}", base_offset, max_index_bytes
+        )
+        self.time_index = TimeIndex(
+            directory / f"{stem}.timeindex{file_suffix}", base_offset, max_index_bytes
+        )
         self.index_interval_bytes = index_interval_bytes
         self.size = size
         self.created_ms = created_ms
@@ -176,6 +185,7 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         created_ms: int,
+        file_suffix: str = "",
     ) -> LogSegment:
         segment = cls(
             directory,
@@ -183,6 +193,7 @@ class LogSegment:
             index_interval_bytes=index_interval_bytes,
             max_index_bytes=max_index_bytes,
             created_ms=created_ms,
+            file_suffix=file_suffix,
         )
         segment._fd = os.open(
             segment.log_path,
@@ -267,6 +278,21 @@ class LogSegment:
             os.close(self._fd)
             self._fd = None
             OPEN_FILES.closed(self)
+
+    def change_file_suffixes(self, old: str, new: str) -> None:
+        """Rename the log and index files from suffix ``old`` to ``new`` (Kafka's
+        ``LogSegment.changeFileSuffixes``); open descriptors stay valid."""
+        self.write_indexes()
+        for holder, attribute in (
+            (self, "log_path"),
+            (self.offset_index, "path"),
+            (self.time_index, "path"),
+        ):
+            path: Path = getattr(holder, attribute)
+            renamed = path.with_name(path.name.removesuffix(old) + new)
+            if path.exists():
+                os.replace(path, renamed)
+            setattr(holder, attribute, renamed)
 
     def unlink_files(self) -> None:
         """Remove the files; an open descriptor (and any FileSlice on it) stays valid."""

@@ -146,6 +146,7 @@ def scan_batches(
     *,
     verify_crc: bool = True,
     max_batch_size: int | None = None,
+    dense: bool = True,
 ) -> list[BatchHeader]:
     """Split a produce request's record set into batch headers, validating each.
 
@@ -153,6 +154,10 @@ def scan_batches(
     for a truncated or inconsistent batch or a bad CRC, ``UNSUPPORTED_FOR_MESSAGE_FORMAT``
     for a magic other than 2, ``MESSAGE_TOO_LARGE`` over ``max_batch_size``
     (Kafka's ``max.message.bytes`` limits the batch, not the record).
+    With ``dense`` (the produce path), a batch whose last offset delta is not its record
+    count minus one is ``INVALID_RECORD``: producers write dense batches. Batches already
+    in a log (recovery, replication, the coordinator's loader) may have holes: the
+    cleaner keeps a batch's offsets when it drops some of its records.
     """
     total = len(buffer)
     if total == 0:
@@ -179,7 +184,8 @@ def scan_batches(
         if header.records_count < 0 or header.last_offset_delta < 0:
             raise InvalidBatch("CORRUPT_MESSAGE", "negative record count or offset delta")
         if (
-            header.records_count > 0
+            dense
+            and header.records_count > 0
             and header.last_offset_delta != header.records_count - 1
             and not header.is_control
         ):
@@ -238,10 +244,12 @@ def build_batch(
     base_sequence: int = -1,
     partition_leader_epoch: int = -1,
     records_payload: bytes | None = None,
+    last_offset_delta: int | None = None,
 ) -> bytes:
     """Assemble a v2 batch around already-encoded records (or a compressed payload).
 
-    Used by tests, tools and the benchmark; the broker itself never builds batches.
+    Used by the log cleaner (which passes the original ``last_offset_delta`` so a
+    batch keeps its offsets when records are dropped), tests, tools and the benchmark.
     """
     payload = records_payload if records_payload is not None else b"".join(records)
     count = len(records)
@@ -249,7 +257,7 @@ def build_batch(
         struct.pack(
             ">hiqqqhii",
             attributes,
-            max(count - 1, 0),
+            max(count - 1, 0) if last_offset_delta is None else last_offset_delta,
             base_timestamp,
             base_timestamp if max_timestamp is None else max_timestamp,
             producer_id,

@@ -109,6 +109,41 @@ def decode_records(payload: bytes, count: int) -> list[Record]:
     return records
 
 
+@dataclass(frozen=True, slots=True)
+class RecordSpan:
+    """Where one record sits in an uncompressed records payload, with what the log
+    cleaner decides on: its key and whether it has a value (a tombstone has none).
+    The cleaner copies ``payload[start:end]`` unchanged, so headers and deltas keep
+    their exact bytes."""
+
+    start: int
+    end: int
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    has_value: bool
+
+
+def iter_record_spans(payload: bytes | memoryview, count: int) -> Iterator[RecordSpan]:
+    """The ``count`` records of an uncompressed payload, without decoding values or
+    headers."""
+    view = memoryview(payload)
+    position = 0
+    for _ in range(count):
+        start = position
+        length, position = decode_varint(view, position)
+        end = position + length
+        if length < 0 or end > len(view):
+            raise InvalidBatch("CORRUPT_MESSAGE", "record length runs past the end of the batch")
+        position += 1  # attributes, unused in v2
+        timestamp_delta, position = decode_varint(view, position)
+        offset_delta, position = decode_varint(view, position)
+        key, position = _read_bytes(view, position)
+        value_length, _ = decode_varint(view, position)
+        yield RecordSpan(start, end, offset_delta, timestamp_delta, key, value_length >= 0)
+        position = end
+
+
 def _snappy_decompress(data: bytes) -> bytes:
     import snappy
 

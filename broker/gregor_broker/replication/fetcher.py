@@ -328,7 +328,7 @@ class ReplicaFetcher:
             if whole:
                 buffer = bytearray(whole)
                 try:
-                    headers = scan_batches(buffer)
+                    headers = scan_batches(buffer, dense=False)
                 except InvalidBatch as invalid:
                     log.error(
                         "leader %d sent a corrupt batch for %s-%d: %s",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import inspect
 import logging
 import os
 import threading
@@ -33,6 +34,7 @@ from ..cluster.metadata_cache import MetadataCache, ZooKeeperMetadataWatcher
 from ..cluster.models import BrokerRegistration
 from ..config import BrokerConfig, log_config_for
 from ..coordinator.service import CoordinatorService
+from ..log.log_cleaner import CleanerConfig, LogCleaner
 from ..log.log_manager import LogManager
 from ..metrics import MetricsServer
 from .connection import Connection, SendfileCounter
@@ -41,6 +43,7 @@ from .handlers import API_TABLE
 from .quotas import ClientQuotaManager, QuotaConfigs
 from .replica_manager import ReplicaManager, ReplicationConfig
 from .request_router import RequestRouter
+from .sliced_reconcile import SlicedReconcile
 from .topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
@@ -107,7 +110,6 @@ class Broker:
         self.metrics_server: MetricsServer | None = None
         self._lock_fds: list[int] = []
         self._tasks: list[asyncio.Task[None]] = []
-        self._reconcile_scheduled = False
         self._session_lost = False
         self._registration_lock = threading.Lock()
         self._registration_needed = False
@@ -156,6 +158,17 @@ class Broker:
         self.logs.write_meta_properties(config.broker_id, self.metadata.cluster_id)
         topic_configs = await asyncio.to_thread(self._read_all_topic_configs)
         self.logs.load(lambda topic: log_config_for(config, topic_configs.get(topic, {})))
+        self.log_cleaner = LogCleaner(
+            self.logs,
+            CleanerConfig(
+                enable=config.log_cleaner_enable,
+                threads=config.log_cleaner_threads,
+                dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+                io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+                backoff_ms=config.log_cleaner_backoff_ms,
+            ),
+        )
+        self.log_cleaner.start()
 
         self.replicas = ReplicaManager(
             config.broker_id,
@@ -171,7 +184,11 @@ class Broker:
         self.topic_admin = TopicAdmin(self, self.zk_admin)
         # Before metadata arrives: it listens for __consumer_offsets leadership.
         self.coordinator = CoordinatorService(self)
-        self.metadata.listeners.append(self._schedule_reconcile)
+        # Metadata changes reach local partitions a time-bounded slice at a time.
+        self.reconciler = SlicedReconcile(
+            self.metadata.take_changed_topics, self.replicas.reconcile
+        )
+        self.metadata.listeners.append(self.reconciler.schedule)
         self.watcher = ZooKeeperMetadataWatcher(self.zk, self.metadata, loop)
         await asyncio.to_thread(self.watcher.start)
 
@@ -203,7 +220,9 @@ class Broker:
             ),
             asyncio.create_task(self._every(config.log_flush_scheduler_interval_ms, self._flush)),
             asyncio.create_task(
-                self._every(config.log_flush_offset_checkpoint_interval_ms, self.logs.checkpoint)
+                self._every(
+                    config.log_flush_offset_checkpoint_interval_ms, self.logs.checkpoint_off_loop
+                )
             ),
             asyncio.create_task(self._every(1000, self._roll)),
             asyncio.create_task(
@@ -285,24 +304,13 @@ class Broker:
             self._quota_configs_version = self.metadata.quota_configs_version
             self.quotas.update(QuotaConfigs.from_entity_configs(self.metadata.quota_configs))
 
-    def _schedule_reconcile(self) -> None:
-        if not self._reconcile_scheduled:
-            self._reconcile_scheduled = True
-            asyncio.get_running_loop().call_soon(self._reconcile)
-
-    def _reconcile(self) -> None:
-        self._reconcile_scheduled = False
-        try:
-            self.replicas.reconcile(self.metadata.take_changed_topics())
-        except Exception:
-            log.exception("applying metadata to local partitions failed")
-
     def _on_zk_state(self, state: str) -> None:
         """Kazoo's thread. After an expired session, register again under the new one
         (``_register_again``, retried until it works), then stand for controller.
 
         The watches refresh themselves on every reconnect (kazoo's DataWatch and
-        ChildrenWatch read their node again and set a new watch), and the metadata they
+        ChildrenWatch, and our AsyncDataWatch, read their node again and set a new
+        watch: kazoo drops every watch with the connection), and the metadata they
         bring demotes this broker if another took its partitions meanwhile.
         """
         if state == KazooState.LOST:
@@ -361,7 +369,9 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             try:
-                job()  # type: ignore[operator]
+                result = job()  # type: ignore[operator]
+                if inspect.isawaitable(result):
+                    await result
             except Exception:
                 log.exception("periodic job %s failed", getattr(job, "__name__", job))
 
@@ -370,11 +380,11 @@ class Broker:
         if deleted:
             log.info("retention deleted %d segments", deleted)
 
-    def _flush(self) -> None:
-        self.logs.flush_due()
+    async def _flush(self) -> None:
+        await self.logs.flush_due_sliced()
 
-    def _roll(self) -> None:
-        self.logs.roll_due()
+    async def _roll(self) -> None:
+        await self.logs.roll_due_sliced()
 
     # failed log dirs ----------------------------------------------------------------------
     def _on_log_dir_failure(self, log_dir: Path, partitions: list[tuple[str, int]]) -> None:
@@ -439,6 +449,8 @@ class Broker:
                 connection.transport.close()
         if self.zk is not None:
             await asyncio.to_thread(self._close_zk)
+        if getattr(self, "log_cleaner", None) is not None:
+            await self.log_cleaner.stop()
         if getattr(self, "logs", None) is not None:
             self.logs.close()
         for fd in self._lock_fds:

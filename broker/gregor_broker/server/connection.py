@@ -114,10 +114,17 @@ class RateLimitedLog:
         self._traced: dict[str, float] = {}
 
     def warning(self, message: str, *args: Any, error: BaseException | None = None) -> None:
+        self.log(logging.WARNING, message, *args, error=error)
+
+    def info(self, message: str, *args: Any) -> None:
+        self.log(logging.INFO, message, *args)
+
+    def log(self, level: int, message: str, *args: Any, error: BaseException | None = None) -> None:
         now = self.clock()
         if now - self._window_start >= self.interval:
             if self._suppressed:
-                self.logger.warning(
+                self.logger.log(
+                    level,
                     "%d similar lines suppressed in the last %.0f s",
                     self._suppressed,
                     now - self._window_start,
@@ -137,9 +144,9 @@ class RateLimitedLog:
                 self._traced[kind] = now
                 trace = True
         if trace:
-            self.logger.warning(message, *args, exc_info=error)
+            self.logger.log(level, message, *args, exc_info=error)
         else:
-            self.logger.warning(message, *args)
+            self.logger.log(level, message, *args)
 
 
 # Connection-level failures (malformed frames, handler errors that reached the connection).

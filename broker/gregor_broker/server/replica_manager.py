@@ -44,8 +44,12 @@ from ..replication.fetcher import ReplicaFetcherManager
 from ..replication.partition import Partition
 from ..replication.replica_selector import ReplicaView, select_read_replica
 from ..replication.throttle import LeaderReplicationQuota
+from .connection import RateLimitedLog
 
 log = logging.getLogger(__name__)
+# Idempotent producers' epoch bumps and refused sequences, at INFO: what explains a storm
+# of re-sends in a fault campaign's logs, bounded when a client loops on them.
+producer_state_log = RateLimitedLog(log, lines_per_interval=50)
 
 TopicPartition = tuple[str, int]
 # produce.decompressed.max.bytes: socket.request.max.bytes, so a compressed request costs
@@ -521,7 +525,20 @@ class ReplicaManager:
         try:
             duplicate = self.producer_states.check(partition.log, headers)
         except ProducerStateError as error:
+            producer_state_log.info("%s-%d refused a batch: %s", topic, index, error)
             raise PartitionError(error.error_code, str(error)) from error
+        for producer_id, old_epoch, new_epoch in self.producer_states.epoch_bumps(
+            partition.log, headers
+        ):
+            producer_state_log.info(
+                "%s-%d: producer %d moved from epoch %d to %d (a client-side bump after "
+                "a timeout or a sequence error: what it re-sends may be stored twice)",
+                topic,
+                index,
+                producer_id,
+                old_epoch,
+                new_epoch,
+            )
         if duplicate is not None:
             # Matches Kafka: a retried idempotent batch is acknowledged with the offsets
             # it was written at, and not written twice.

@@ -249,3 +249,19 @@ def test_store_failure_is_returned_to_the_committer() -> None:
     result = c.commit_offsets("x", -1, "", None, {("t", 0): OffsetAndMetadata(1)}, 1)
     assert result == {("t", 0): ErrorCode.not_coordinator}
     assert c.fetch_offsets("x", [("t", 0)])[1] == {("t", 0): None}
+
+
+def test_a_coordinator_without_its_leadership_lease_answers_not_coordinator() -> None:
+    """A broker that cannot confirm it still leads the group's partition (a woken zombie)
+    serves no offsets and takes no commits: the client finds the coordinator again."""
+    c, _store = coordinator()
+    offsets = {("t", 0): OffsetAndMetadata(9, -1, "", 1)}
+    assert c.commit_offsets(GROUP, -1, "", None, offsets, 1)[("t", 0)] is ErrorCode.none
+    lease = {0: False}
+    c.holds_lease = lease.__getitem__
+    assert c.fetch_offsets(GROUP, None) == (ErrorCode.not_coordinator, {})
+    assert c.commit_offsets(GROUP, -1, "", None, offsets, 2)[("t", 0)] is (
+        ErrorCode.not_coordinator
+    )
+    lease[0] = True
+    assert c.fetch_offsets(GROUP, None)[1] == offsets

@@ -152,3 +152,16 @@ def test_a_full_truncation_forgets_every_producer(log) -> None:
     copy_as_follower(log, idempotent_batch(8, 0, 0, count=5), base_offset=1)
     # Producer 7 is unknown again: its retry is appended, not a duplicate of offsets 0-1.
     assert append(states, log, idempotent_batch(7, 0, 0)) == (6, 7)
+
+
+def test_a_new_epoch_of_a_known_producer_is_reported_as_a_bump(log) -> None:
+    """What the broker logs (rate-limited) when a client bumps its own epoch."""
+    states = ProducerStates()
+    first = bytearray(idempotent_batch(7, 0, 0))
+    assert states.epoch_bumps(log, scan_batches(first)) == []  # no state yet: nothing known
+    append(states, log, bytes(first))
+    assert states.epoch_bumps(log, scan_batches(bytearray(idempotent_batch(7, 0, 2)))) == []
+    assert states.epoch_bumps(log, scan_batches(bytearray(idempotent_batch(8, 0, 0)))) == []
+    assert states.epoch_bumps(log, scan_batches(bytearray(idempotent_batch(7, 3, 0)))) == [
+        (7, 0, 3)
+    ]

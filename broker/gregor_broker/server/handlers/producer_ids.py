@@ -41,6 +41,20 @@ async def handle_init_producer_id(broker: Broker, context: RequestContext, reque
             "producer_id": -1,
             "producer_epoch": -1,
         }
+    # One line per producer (a client calls this once, then again only after a fatal
+    # error or UNKNOWN_PRODUCER_ID): with the epoch bumps and refused sequences that
+    # replica_manager logs, what explains a fault campaign's re-sends.
+    asked_id = getattr(request, "producer_id", -1)
+    asked_epoch = getattr(request, "producer_epoch", -1)
+    log.info(
+        "InitProducerId from %s: producer id %d epoch 0%s",
+        context.header.client_id,
+        producer_id,
+        f" (it asked to bump {asked_id} epoch {asked_epoch}; without a transactional id "
+        "Kafka gives a new id)"
+        if asked_id >= 0
+        else "",
+    )
     return {
         "throttle_time": 0,
         "error_code": ErrorCode.none,

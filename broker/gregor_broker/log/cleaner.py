@@ -1,0 +1,440 @@
+"""Log compaction of one partition log: the work of Kafka's ``Cleaner`` (``LogCleaner``
+schedules it, see ``log_cleaner.py``).
+
+For every key, a compacted log keeps at least the last value; offsets never change.
+One cleaning pass over a log, as Kafka does it:
+
+1. **Range.** The dirty part is [first dirty offset, first uncleanable offset). The first
+   dirty offset is the cleaner checkpoint (where the last pass stopped), else the log
+   start; the first uncleanable offset is the smallest of the active segment's base
+   (the active segment is never cleaned), the high watermark, and the base of the first
+   segment holding a record younger than ``min.compaction.lag.ms``.
+2. **Offset map.** Walk the dirty part and map each key's MD5 to its latest offset
+   (Kafka's ``SkimpyOffsetMap``: 24 bytes an entry against ``log.cleaner.dedupe.buffer.size``).
+   When the map is full the pass covers less: ``end`` is the offset of the first record
+   it could not map.
+3. **Clean.** Segments from the log start up to ``end`` are rewritten in groups (each
+   group's total at most ``segment.bytes``) into ``<base>.log.cleaned``. A record is
+   kept when it is at or past ``end``, or is its key's latest; a tombstone (null value)
+   also goes once its segment is older than the delete horizon (the last cleaned
+   segment's modification time minus ``delete.retention.ms``, Kafka's rule), and a
+   keyless record always goes. A batch whose records all stay is copied byte for byte;
+   one that loses records is rebuilt with its base offset, last offset delta, producer
+   id, epoch, base sequence and codec (recompressed); one that loses all is dropped,
+   except the last batch of a producer, which stays as an empty batch so producer
+   state survives (Kafka's rule). Control batches stay (transactions do not exist yet).
+4. **Swap.** ``PartitionLog.replace_segments`` swaps the cleaned segment in with Kafka's
+   suffix protocol (``.cleaned`` -> ``.swap`` -> no suffix); see there for crashes.
+
+The pass is a generator: each ``next()`` does a bounded piece of work (one batch) and
+yields the bytes it read, so the scheduler can throttle I/O and give the event loop
+back between pieces. Appends, retention, truncation or deletion may change the log
+between pieces; the swap refuses then and the pass is simply lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Generator
+from dataclasses import dataclass, field
+
+from ..protocol.record_batch import (
+    COMPRESSION_MASK,
+    HEADER_SIZE,
+    TIMESTAMP_TYPE_LOG_APPEND_TIME,
+    BatchHeader,
+    Compression,
+    build_batch,
+    read_header,
+)
+from ..protocol.records import compress, decompress, iter_record_spans
+from .partition_log import PartitionLog
+from .segment import LogSegment, iter_headers
+
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+# Kafka's SkimpyOffsetMap: a 16-byte MD5 and an 8-byte offset per entry, at most 90% full.
+BYTES_PER_ENTRY = 24
+LOAD_FACTOR = 0.9
+_MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+class OffsetMap:
+    """Key hash -> latest offset, bounded like Kafka's ``SkimpyOffsetMap``."""
+
+    def __init__(self, buffer_bytes: int) -> None:
+        self.slots = max(int(buffer_bytes // BYTES_PER_ENTRY * LOAD_FACTOR), 1)
+        self._offsets: dict[bytes, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @staticmethod
+    def hash(key: bytes) -> bytes:
+        return hashlib.md5(key, usedforsecurity=False).digest()
+
+    def put(self, key: bytes, offset: int) -> bool:
+        """Record ``offset`` as the key's latest; False (nothing recorded) when the key
+        is new and the map is full."""
+        digest = self.hash(key)
+        if digest not in self._offsets and len(self._offsets) >= self.slots:
+            return False
+        self._offsets[digest] = offset
+        return True
+
+    def get(self, key: bytes) -> int:
+        return self._offsets.get(self.hash(key), -1)
+
+    def clear(self) -> None:
+        self._offsets.clear()
+
+
+@dataclass(slots=True)
+class CleanerStats:
+    """What one pass did (Kafka's ``CleanerStats``), for logs and metrics."""
+
+    bytes_read: int = 0
+    bytes_written: int = 0
+    map_bytes_read: int = 0
+    map_records: int = 0
+    records_read: int = 0
+    records_retained: int = 0
+    batches_rebuilt: int = 0
+    segments_cleaned: int = 0
+    swaps_refused: int = 0
+
+    @property
+    def recopy_percent(self) -> float:
+        """Share of what was read that was written again (Kafka's recopy percent)."""
+        return 100.0 * self.bytes_written / self.bytes_read if self.bytes_read else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CleanableRange:
+    first_dirty: int
+    first_uncleanable: int
+    clean_bytes: int  # bytes of segments wholly below first_dirty
+    dirty_bytes: int  # bytes of segments in [first_dirty, first_uncleanable)
+
+    @property
+    def dirty_ratio(self) -> float:
+        total = self.clean_bytes + self.dirty_bytes
+        return self.dirty_bytes / total if total else 0.0
+
+
+@dataclass(slots=True)
+class PassResult:
+    end: int  # the next pass starts here (the new cleaner checkpoint)
+    stats: CleanerStats = field(default_factory=CleanerStats)
+
+
+def cleanable_range(log: PartitionLog, checkpoint: int | None, now_ms: int) -> CleanableRange:
+    """The dirty part of ``log`` (step 1). ``checkpoint`` is where the last pass ended."""
+    segments = log.segments
+    first_dirty = log.log_start_offset
+    if checkpoint is not None and log.log_start_offset <= checkpoint <= log.log_end_offset:
+        first_dirty = checkpoint
+    first_uncleanable = min(segments[-1].base_offset, log.high_watermark)
+    min_lag = log.config.min_compaction_lag_ms
+    if min_lag > 0:
+        for segment in segments[:-1]:
+            if segment.base_offset >= first_uncleanable:
+                break
+            segment.ensure_indexes(None)
+            if segment.max_timestamp > now_ms - min_lag:
+                first_uncleanable = min(first_uncleanable, segment.base_offset)
+                break
+    first_dirty = min(first_dirty, first_uncleanable)
+    clean_bytes = dirty_bytes = 0
+    for i, segment in enumerate(segments):
+        upper = segments[i + 1].base_offset if i + 1 < len(segments) else log.log_end_offset
+        if upper <= first_dirty:
+            clean_bytes += segment.size
+        elif segment.base_offset < first_uncleanable:
+            dirty_bytes += segment.size
+    return CleanableRange(first_dirty, first_uncleanable, clean_bytes, dirty_bytes)
+
+
+def compaction_overdue(log: PartitionLog, first_dirty: int, now_ms: int) -> bool:
+    """``max.compaction.lag.ms``: the first dirty batch is older than the lag, so the log
+    must be cleaned whatever its dirty ratio (Kafka's rule: the first batch's timestamp)."""
+    max_lag = log.config.max_compaction_lag_ms
+    if max_lag >= 2**63 - 1:
+        return False
+    segments = log.segments
+    for i, segment in enumerate(segments[:-1]):
+        if segments[i + 1].base_offset <= first_dirty:
+            continue
+        for _, header in iter_headers(segment.fd, 0, segment.size):
+            if header.last_offset >= first_dirty:
+                return header.base_timestamp < now_ms - max_lag
+    return False
+
+
+def _read_batches(segment: LogSegment) -> Generator[tuple[bytes, BatchHeader], None, None]:
+    """Each batch of a rolled segment with its bytes; the header's position is 0."""
+    for position, header in iter_headers(segment.fd, 0, segment.size):
+        data = os.pread(segment.fd, header.size, position)
+        if len(data) < header.size:
+            return
+        yield data, read_header(data)
+
+
+def _payload(data: bytes, header: BatchHeader) -> bytes:
+    body = data[HEADER_SIZE : header.size]
+    return decompress(header.compression, body)
+
+
+def build_offset_map(
+    segments: list[LogSegment], start: int, stop: int, offset_map: OffsetMap, stats: CleanerStats
+) -> Generator[int, None, int]:
+    """Map every keyed record in [start, stop) (step 2); return the end offset: every
+    record below it is in the map."""
+    for segment in segments:
+        for data, header in _read_batches(segment):
+            if header.last_offset < start:
+                continue
+            if header.base_offset >= stop:
+                return stop
+            stats.map_bytes_read += header.size
+            if header.is_control or header.records_count == 0:
+                yield header.size
+                continue
+            for span in iter_record_spans(_payload(data, header), header.records_count):
+                offset = header.base_offset + span.offset_delta
+                if offset < start or span.key is None:
+                    continue
+                if offset >= stop:
+                    return stop
+                if not offset_map.put(span.key, offset):
+                    return offset
+                stats.map_records += 1
+            yield header.size
+    return stop
+
+
+def producer_last_offsets(segments: list[LogSegment]) -> dict[int, int]:
+    """Producer id -> last offset of its last batch in these segments (headers only)."""
+    last: dict[int, int] = {}
+    for segment in segments:
+        for _, header in iter_headers(segment.fd, 0, segment.size):
+            if header.producer_id >= 0:
+                last[header.producer_id] = header.last_offset
+    return last
+
+
+def group_segments(
+    segments: list[LogSegment], end: int, segment_bytes: int
+) -> list[list[LogSegment]]:
+    """Consecutive segments with base below ``end`` in groups of at most
+    ``segment_bytes`` (Kafka's ``groupSegmentsBySize``); offsets in a group stay within a
+    32-bit relative offset of its base."""
+    groups: list[list[LogSegment]] = []
+    eligible = [s for s in segments if s.base_offset < end]
+    i = 0
+    while i < len(eligible):
+        group = [eligible[i]]
+        size = eligible[i].size
+        i += 1
+        while i < len(eligible):
+            candidate = eligible[i]
+            upper = eligible[i + 1].base_offset if i + 1 < len(eligible) else end
+            if size + candidate.size > segment_bytes:
+                break
+            if upper - 1 - group[0].base_offset > _MAX_RELATIVE_OFFSET:
+                break
+            group.append(candidate)
+            size += candidate.size
+            i += 1
+        groups.append(group)
+    return groups
+
+
+def _empty_batch(header: BatchHeader) -> bytes:
+    """The header of a batch whose records all went, kept for its producer's state
+    (Kafka's ``writeEmptyHeader``: no compression, both timestamps the max)."""
+    return build_batch(
+        [],
+        base_offset=header.base_offset,
+        base_timestamp=header.max_timestamp,
+        max_timestamp=header.max_timestamp,
+        attributes=header.attributes & ~COMPRESSION_MASK,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        partition_leader_epoch=header.partition_leader_epoch,
+        last_offset_delta=header.last_offset_delta,
+    )
+
+
+def filter_batch(
+    data: bytes,
+    header: BatchHeader,
+    *,
+    offset_map: OffsetMap,
+    end: int,
+    retain_tombstones: bool,
+    producer_last: dict[int, int],
+    stats: CleanerStats,
+) -> bytes | None:
+    """The batch as it stays in the cleaned log, or None when it goes."""
+    keeps_producer = (
+        header.producer_id >= 0 and producer_last.get(header.producer_id) == header.last_offset
+    )
+    if header.is_control:
+        return data
+    if header.records_count == 0:
+        return data if keeps_producer else None
+    payload = _payload(data, header)
+    spans = list(iter_record_spans(payload, header.records_count))
+    stats.records_read += len(spans)
+    kept = []
+    for span in spans:
+        offset = header.base_offset + span.offset_delta
+        if offset >= end:
+            kept.append(span)  # past what the map covers: not this pass's business
+        elif span.key is None or offset_map.get(span.key) > offset:
+            continue  # keyless, or a newer value of the key exists
+        elif span.has_value or retain_tombstones:
+            kept.append(span)
+    stats.records_retained += len(kept)
+    if len(kept) == len(spans):
+        return data
+    if not kept:
+        return _empty_batch(header) if keeps_producer else None
+    stats.batches_rebuilt += 1
+    view = memoryview(payload)
+    records = b"".join(view[span.start : span.end] for span in kept)
+    if header.attributes & TIMESTAMP_TYPE_LOG_APPEND_TIME:
+        max_timestamp = header.max_timestamp
+    else:
+        max_timestamp = header.base_timestamp + max(span.timestamp_delta for span in kept)
+    return build_batch(
+        [b""] * len(kept),
+        base_offset=header.base_offset,
+        base_timestamp=header.base_timestamp,
+        max_timestamp=max_timestamp,
+        attributes=header.attributes,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        partition_leader_epoch=header.partition_leader_epoch,
+        records_payload=compress(Compression(header.compression), records),
+        last_offset_delta=header.last_offset_delta,
+    )
+
+
+def clean_group(
+    log: PartitionLog,
+    group: list[LogSegment],
+    *,
+    offset_map: OffsetMap,
+    end: int,
+    delete_horizon_ms: int,
+    producer_last: dict[int, int],
+    stats: CleanerStats,
+) -> Generator[int, None, LogSegment]:
+    """Write the cleaned copy of ``group`` as ``<base>.log.cleaned`` (step 3), fsynced."""
+    config = log.config
+    cleaned = LogSegment.create(
+        log.directory,
+        group[0].base_offset,
+        index_interval_bytes=config.index_interval_bytes,
+        max_index_bytes=config.segment_index_bytes,
+        created_ms=group[-1].created_ms,
+        file_suffix=CLEANED_SUFFIX,
+    )
+    pin = cleaned.pin()
+    try:
+        for segment in group:
+            retain_tombstones = segment.last_modified_ms() > delete_horizon_ms
+            for data, header in _read_batches(segment):
+                stats.bytes_read += header.size
+                kept = filter_batch(
+                    data,
+                    header,
+                    offset_map=offset_map,
+                    end=end,
+                    retain_tombstones=retain_tombstones,
+                    producer_last=producer_last,
+                    stats=stats,
+                )
+                if kept is not None:
+                    kept_header = read_header(kept)
+                    cleaned.append(kept, [kept_header], kept_header.base_offset, -1)
+                    stats.bytes_written += len(kept)
+                yield header.size
+        cleaned.seal()
+        cleaned.sync()
+    except BaseException:
+        cleaned.close_fd()
+        cleaned.unlink_files()
+        raise
+    finally:
+        del pin
+    modified = max(segment.last_modified_ms() for segment in group)
+    os.utime(cleaned.log_path, ns=(modified * 1_000_000, modified * 1_000_000))
+    return cleaned
+
+
+def delete_horizon_ms(log: PartitionLog, first_dirty: int) -> int:
+    """Tombstones in segments modified at or before this go (Kafka's legacy rule: the
+    last segment below the first dirty offset, minus ``delete.retention.ms``)."""
+    last_clean: LogSegment | None = None
+    segments = log.segments
+    for i, segment in enumerate(segments):
+        upper = segments[i + 1].base_offset if i + 1 < len(segments) else log.log_end_offset
+        if upper <= first_dirty:
+            last_clean = segment
+    if last_clean is None:
+        return 0
+    return last_clean.last_modified_ms() - log.config.delete_retention_ms
+
+
+def clean(
+    log: PartitionLog,
+    checkpoint: int | None,
+    *,
+    offset_map: OffsetMap,
+    now_ms: int,
+) -> Generator[int, None, PassResult | None]:
+    """One cleaning pass over ``log`` (steps 1-4); None when there is nothing to clean.
+    Yields bytes read after each piece of work."""
+    dirty = cleanable_range(log, checkpoint, now_ms)
+    if dirty.first_dirty >= dirty.first_uncleanable:
+        return None
+    stats = CleanerStats()
+    offset_map.clear()
+    segments = log.segments
+    rolled = segments[:-1]
+    pins = [segment.pin() for segment in segments]
+    try:
+        end = yield from build_offset_map(
+            rolled, dirty.first_dirty, dirty.first_uncleanable, offset_map, stats
+        )
+        if end <= dirty.first_dirty:
+            return None  # the map cannot hold even one new key
+        horizon = delete_horizon_ms(log, dirty.first_dirty)
+        producer_last = producer_last_offsets(segments)
+        for group in group_segments(rolled, end, log.config.segment_bytes):
+            sizes = [segment.size for segment in group]
+            cleaned = yield from clean_group(
+                log,
+                group,
+                offset_map=offset_map,
+                end=end,
+                delete_horizon_ms=horizon,
+                producer_last=producer_last,
+                stats=stats,
+            )
+            if log.replace_segments(group, sizes, cleaned, CLEANED_SUFFIX, SWAP_SUFFIX):
+                stats.segments_cleaned += len(group)
+            else:
+                stats.swaps_refused += 1
+                cleaned.close_fd()
+                cleaned.unlink_files()
+                return PassResult(dirty.first_dirty, stats)
+        return PassResult(end, stats)
+    finally:
+        del pins

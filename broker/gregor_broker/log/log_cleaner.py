@@ -1,0 +1,255 @@
+"""The log cleaner: which compacted log to clean next, and when (Kafka's ``LogCleaner``
+and ``LogCleanerManager``); the cleaning itself is ``cleaner.py``.
+
+``log.cleaner.threads`` workers run as asyncio tasks on the broker's event loop. Each
+takes the dirtiest compacted log whose dirty ratio reaches ``min.cleanable.dirty.ratio``
+(or whose first dirty record is older than ``max.compaction.lag.ms``), and runs a pass
+one batch at a time: between batches it gives the loop back, and it sleeps as long as
+``log.cleaner.io.max.bytes.per.second`` asks, so request handling never waits behind a
+cleaning. With nothing to clean a worker sleeps ``log.cleaner.backoff.ms``. Each thread
+has its own offset map of ``log.cleaner.dedupe.buffer.size`` / threads bytes.
+
+Where each log's last pass ended is kept in ``cleaner-offset-checkpoint`` in its log dir
+(Kafka's name and format), so a restart does not clean from scratch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from .checkpoints import read_offset_checkpoint, write_offset_checkpoint
+from .cleaner import OffsetMap, PassResult, clean, cleanable_range, compaction_overdue
+from .log_manager import LogManager
+from .partition_log import PartitionLog, wall_clock_ms
+
+logger = logging.getLogger(__name__)
+
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+# Work done between two looks at the event loop: one batch, or this many bytes of them.
+_YIELD_EVERY_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerConfig:
+    """The broker's ``log.cleaner.*`` settings."""
+
+    enable: bool = True
+    threads: int = 1
+    dedupe_buffer_size: int = 128 * 1024 * 1024
+    io_max_bytes_per_second: float = float("inf")
+    backoff_ms: int = 15_000
+
+
+class Throttler:
+    """Sleeps so that bytes pass at most ``rate`` per second (Kafka's ``Throttler``)."""
+
+    def __init__(
+        self,
+        rate: float,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.rate = rate
+        self._clock = clock
+        self._sleep = sleep
+        self._start = clock()
+        self._bytes = 0
+
+    async def maybe_throttle(self, count: int) -> None:
+        self._bytes += count
+        if self.rate == float("inf"):
+            return
+        elapsed = self._clock() - self._start
+        wanted = self._bytes / self.rate
+        if wanted > elapsed:
+            await self._sleep(wanted - elapsed)
+        if elapsed > 1.0:  # a window of about a second, like Kafka's check interval
+            self._start, self._bytes = self._clock(), 0
+
+
+@dataclass(slots=True)
+class CleanerMetrics:
+    """What Kafka's cleaner reports: ``max-dirty-percent``, ``cleaner-recopy-percent``,
+    ``time-since-last-run-ms``, ``DeadThreadCount``, plus totals."""
+
+    max_dirty_percent: float = 0.0
+    recopy_percent: float = 0.0
+    last_run_ms: int = 0
+    dead_threads: int = 0
+    passes: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+
+
+class LogCleaner:
+    """Cleans the compacted logs of one ``LogManager``."""
+
+    def __init__(
+        self,
+        logs: LogManager,
+        config: CleanerConfig,
+        *,
+        now_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.logs = logs
+        self.config = config
+        self._now_ms = now_ms
+        self.metrics = CleanerMetrics(last_run_ms=now_ms())
+        self._checkpoints: dict[tuple[str, int], int] = {}
+        self._in_progress: set[tuple[str, int]] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._wake = asyncio.Event()
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        for log_dir in self.logs.live_dirs:
+            try:
+                path = log_dir / CLEANER_OFFSET_CHECKPOINT
+                self._checkpoints.update(read_offset_checkpoint(path))
+            except (OSError, ValueError) as error:
+                logger.warning("ignoring %s in %s: %s", CLEANER_OFFSET_CHECKPOINT, log_dir, error)
+        if not self.config.enable:
+            return
+        self._tasks = [
+            asyncio.create_task(self._run(i), name=f"log-cleaner-{i}")
+            for i in range(max(self.config.threads, 1))
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(BaseException):  # cancelled, or already counted dead
+                await task
+        self._tasks = []
+
+    def wake(self) -> None:
+        """Look for work now instead of after the backoff (tests, a config change)."""
+        self._wake.set()
+
+    # -- choosing ------------------------------------------------------------------------
+
+    def checkpoint_of(self, topic: str, partition: int) -> int | None:
+        return self._checkpoints.get((topic, partition))
+
+    def dirty_ratio(self, log: PartitionLog) -> float:
+        checkpoint = self._checkpoints.get((log.topic, log.partition))
+        return cleanable_range(log, checkpoint, self._now_ms()).dirty_ratio
+
+    def grab_filthiest(self) -> PartitionLog | None:
+        """The compacted log most in need of cleaning, marked in progress (Kafka's
+        ``grabFilthiestCompactedLog``); None when none needs it."""
+        now = self._now_ms()
+        best: tuple[float, PartitionLog] | None = None
+        max_ratio = 0.0
+        for key, log in self.logs.logs().items():
+            if not log.config.compacted or key in self._in_progress or log.is_deleted:
+                continue
+            checkpoint = self._checkpoints.get(key)
+            dirty = cleanable_range(log, checkpoint, now)
+            if dirty.first_dirty >= dirty.first_uncleanable:
+                continue
+            ratio = dirty.dirty_ratio
+            max_ratio = max(max_ratio, ratio)
+            due = ratio >= log.config.min_cleanable_dirty_ratio
+            if not due and not compaction_overdue(log, dirty.first_dirty, now):
+                continue
+            if best is None or ratio > best[0]:
+                best = (ratio, log)
+        self.metrics.max_dirty_percent = 100.0 * max_ratio
+        if best is None:
+            return None
+        log = best[1]
+        self._in_progress.add((log.topic, log.partition))
+        return log
+
+    # -- cleaning ------------------------------------------------------------------------
+
+    async def _run(self, index: int) -> None:
+        offset_map = OffsetMap(self.config.dedupe_buffer_size // max(self.config.threads, 1))
+        throttler = Throttler(self.config.io_max_bytes_per_second)
+        try:
+            while True:
+                log = self.grab_filthiest()
+                if log is None:
+                    self._wake.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), self.config.backoff_ms / 1000)
+                    continue
+                try:
+                    await self.clean_log(log, offset_map, throttler)
+                finally:
+                    self._in_progress.discard((log.topic, log.partition))
+                await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self.metrics.dead_threads += 1
+            logger.exception("log cleaner thread %d died", index)
+
+    async def clean_log(
+        self, log: PartitionLog, offset_map: OffsetMap, throttler: Throttler | None = None
+    ) -> PassResult | None:
+        """One pass over ``log``; the checkpoint moves to where it ended."""
+        key = (log.topic, log.partition)
+        started = time.monotonic()
+        gen = clean(log, self._checkpoints.get(key), offset_map=offset_map, now_ms=self._now_ms())
+        pending = 0
+        try:
+            while True:
+                pending += next(gen)
+                if pending >= _YIELD_EVERY_BYTES:
+                    if throttler is not None:
+                        await throttler.maybe_throttle(pending)
+                    pending = 0
+                    await asyncio.sleep(0)
+        except StopIteration as stop:
+            result: PassResult | None = stop.value
+        except OSError as error:
+            self.logs.failed_on(key, error)
+            return None
+        finally:
+            gen.close()
+        self.metrics.last_run_ms = self._now_ms()
+        if result is None:
+            return None
+        stats = result.stats
+        self.metrics.passes += 1
+        self.metrics.recopy_percent = stats.recopy_percent
+        self.metrics.bytes_read += stats.bytes_read
+        self.metrics.bytes_written += stats.bytes_written
+        self._checkpoints[key] = result.end
+        self._write_checkpoint(log)
+        logger.info(
+            "cleaned %s-%d up to offset %d in %.2f s: %d segments, %d of %d records kept, "
+            "%.1f%% of %d bytes recopied",
+            log.topic,
+            log.partition,
+            result.end,
+            time.monotonic() - started,
+            stats.segments_cleaned,
+            stats.records_retained,
+            stats.records_read,
+            stats.recopy_percent,
+            stats.bytes_read,
+        )
+        return result
+
+    def _write_checkpoint(self, log: PartitionLog) -> None:
+        log_dir = log.directory.parent
+        present = self.logs.logs()
+        entries = {
+            key: offset
+            for key, offset in self._checkpoints.items()
+            if key in present and present[key].directory.parent == log_dir
+        }
+        try:
+            write_offset_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT, entries)
+        except OSError as error:
+            self.logs.log_dir_failed(log_dir, error)

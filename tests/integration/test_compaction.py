@@ -1,0 +1,327 @@
+"""Log compaction on a real broker: real producers (confluent-kafka and kcat) write
+updates and tombstones to a compacted topic with small segments; the cleaner shrinks the
+partition to about one record a key, and consumers of three client families
+(librdkafka, kafka-python, aiokafka) read every key's last value across the gaps."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import confluent_kafka
+import pytest
+
+from gregor_broker.cluster.local_cluster import free_port
+
+from .broker_helpers import create_topic, scrape, wait_for
+
+TOPIC = "accounts"
+KEYS = 1000
+UPDATES = 100_000
+KCAT_UPDATES = 10_000
+
+
+def _value(key: int, update: int) -> bytes | None:
+    """The last update of every tenth key is a tombstone."""
+    if key % 10 == 0 and update >= UPDATES - KEYS:
+        return None
+    return b"value-%d-%d-%s" % (key, update, os.urandom(16).hex().encode())
+
+
+def _log_bytes(log_dir: Path) -> int:
+    return sum(p.stat().st_size for p in (log_dir / f"{TOPIC}-0").glob("*.log"))
+
+
+def _read_with_librdkafka(
+    bootstrap: str, end: int, topic: str = TOPIC
+) -> list[tuple[int, bytes, bytes | None]]:
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False}
+    )
+    consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+    out: list[tuple[int, bytes, bytes | None]] = []
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and (not out or out[-1][0] < end - 1):
+            for message in consumer.consume(10_000, 0.5):
+                assert message.error() is None, message.error()
+                out.append((message.offset(), message.key(), message.value()))
+    finally:
+        consumer.close()
+    return out
+
+
+def _read_with_kafka_python(bootstrap: str, end: int) -> list[tuple[int, bytes, bytes | None]]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    partition = TopicPartition(TOPIC, 0)
+    consumer.assign([partition])
+    consumer.seek(partition, 0)
+    out: list[tuple[int, bytes, bytes | None]] = []
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and (not out or out[-1][0] < end - 1):
+            for records in consumer.poll(timeout_ms=500).values():
+                out += [(r.offset, r.key, r.value) for r in records]
+    finally:
+        consumer.close()
+    return out
+
+
+def _read_with_aiokafka(bootstrap: str, end: int) -> list[tuple[int, bytes, bytes | None]]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def read() -> list[tuple[int, bytes, bytes | None]]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        partition = TopicPartition(TOPIC, 0)
+        consumer.assign([partition])
+        consumer.seek(partition, 0)
+        out: list[tuple[int, bytes, bytes | None]] = []
+        deadline = time.monotonic() + 60
+        try:
+            while time.monotonic() < deadline and (not out or out[-1][0] < end - 1):
+                batches = await consumer.getmany(timeout_ms=500)
+                for records in batches.values():
+                    out += [(r.offset, r.key, r.value) for r in records]
+        finally:
+            await consumer.stop()
+        return out
+
+    return asyncio.run(read())
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_a_compacted_topic_keeps_every_keys_last_value_and_shrinks(broker_factory) -> None:
+    metrics_port = free_port()
+    broker = broker_factory(**{"log.cleaner.backoff.ms": "200", "metrics.port": str(metrics_port)})
+    started = time.monotonic()
+    bootstrap = broker.bootstrap
+    create_topic(
+        bootstrap,
+        TOPIC,
+        config={
+            "cleanup.policy": "compact",
+            "segment.bytes": "65536",
+            "segment.ms": "2000",
+            "min.cleanable.dirty.ratio": "0.01",
+        },
+    )
+    # confluent-kafka writes the first updates, in compressed batches...
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4"}
+    )
+    latest: dict[bytes, tuple[int, bytes | None]] = {}
+    confluent_updates = UPDATES - KCAT_UPDATES
+    for update in range(confluent_updates):
+        key = update % KEYS
+        value = _value(key, update)
+        producer.produce(TOPIC, value, b"key-%d" % key)
+        latest[b"key-%d" % key] = (update, value)
+        if update % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    # ... and kcat the rest, tombstones included (-Z: an empty value is a null).
+    lines = []
+    for update in range(confluent_updates, UPDATES):
+        key = update % KEYS
+        value = _value(key, update)
+        lines.append(b"key-%d|%s" % (key, value or b""))
+        latest[b"key-%d" % key] = (update, value)
+    subprocess.run(
+        ["kcat", "-P", "-b", bootstrap, "-t", TOPIC, "-K", "|", "-Z", "-z", "gzip"],
+        input=b"\n".join(lines) + b"\n",
+        check=True,
+        timeout=120,
+    )
+    end = UPDATES
+    produced = time.monotonic()
+    log_dir = broker.log_dir
+    # What the producers wrote (the cleaner already works while they write).
+    written = scrape(metrics_port)["gregor_bytes_in_total"]
+
+    def cleaned() -> bool:
+        """segment.ms rolled the last data out of the active segment, and the cleaner
+        has nothing dirty left."""
+        metrics = scrape(metrics_port)
+        segments = sorted((log_dir / f"{TOPIC}-0").glob("*.log"))
+        return (
+            metrics.get("gregor_log_cleaner_passes_total", 0) > 0
+            and metrics.get("gregor_log_cleaner_max_dirty_percent", 100) == 0
+            and segments[-1].stat().st_size == 0
+        )
+
+    assert wait_for(cleaned, timeout=120, interval=1), (written, _log_bytes(log_dir))
+    after = _log_bytes(log_dir)
+    compacted = time.monotonic()
+    # 100,000 records of about 80 bytes down to about 1,000.
+    assert after < written / 20, (written, after)
+
+    expected = {key: value for key, (_, value) in latest.items()}
+    for read in (_read_with_librdkafka, _read_with_kafka_python, _read_with_aiokafka):
+        records = read(bootstrap, end)
+        assert records, read.__name__
+        assert records[-1][0] == end - 1, read.__name__
+        # About one record a key (each key's last, tombstones kept for delete.retention.ms).
+        assert KEYS <= len(records) <= KEYS + 100, (read.__name__, len(records))
+        seen = {key: value for _, key, value in records}
+        assert seen == expected, read.__name__
+        offsets = [offset for offset, _, _ in records]
+        assert offsets == sorted(set(offsets)), read.__name__
+    print(
+        f"log bytes: {written} written, {after} after cleaning; produce "
+        f"{produced - started:.1f} s, cleaned {compacted - produced:.1f} s later, "
+        f"read by three clients in {time.monotonic() - compacted:.1f} s"
+    )
+
+
+def _offsets_log_bytes(log_dir: Path) -> int:
+    return sum(p.stat().st_size for p in (log_dir / "__consumer_offsets-0").glob("*.log"))
+
+
+def test_consumer_offsets_stay_bounded_under_a_committing_group_and_reload(broker_factory):
+    """``__consumer_offsets`` is compacted: a group committing in a loop keeps it near a
+    few segments, and the coordinator reloads the last commit from the cleaned log.
+    ``GREGOR_COMMIT_LOOP_S`` sets the loop's length (the acceptance run: 600)."""
+    seconds = float(os.environ.get("GREGOR_COMMIT_LOOP_S", "20"))
+    segment_bytes = 16384
+    broker = broker_factory(
+        **{
+            "log.cleaner.backoff.ms": "200",
+            "offsets.topic.num.partitions": "1",
+            "offsets.topic.segment.bytes": str(segment_bytes),
+            "group.initial.rebalance.delay.ms": "0",
+        }
+    )
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, "ledger")
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "auditors", "enable.auto.commit": False}
+    )
+    commits = 0
+    largest = 0
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            commits += 1
+            consumer.commit(
+                offsets=[confluent_kafka.TopicPartition("ledger", 0, commits)],
+                asynchronous=False,
+            )
+            if commits % 200 == 0:
+                largest = max(largest, _offsets_log_bytes(broker.log_dir))
+    finally:
+        consumer.close()
+    largest = max(largest, _offsets_log_bytes(broker.log_dir))
+    # Each commit is about 100 bytes: without cleaning the log would hold them all.
+    assert commits * 100 > 8 * segment_bytes, commits
+    assert largest < 8 * segment_bytes, (commits, largest)
+
+    broker.stop()
+    broker.start()
+    broker.wait_registered(30)
+    checker = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "auditors"})
+    try:
+        [committed] = checker.committed([confluent_kafka.TopicPartition("ledger", 0)], 30)
+    finally:
+        checker.close()
+    assert committed.offset == commits
+    print(f"{commits} commits in {seconds:.0f} s; __consumer_offsets-0 at most {largest} bytes")
+
+
+def _produce_updates(bootstrap: str, run: int, count: int, keys: int) -> dict[int, tuple]:
+    """``count`` updates over ``keys`` keys; offset -> (key, value) as acknowledged."""
+    # Small batches: a pass then has many pieces and swaps for a kill to land in.
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 4096}
+    )
+    acknowledged: dict[int, tuple] = {}
+    errors = []
+
+    def delivered(error, message) -> None:
+        if error is not None:
+            errors.append(error)
+        else:
+            acknowledged[message.offset()] = (message.key(), message.value())
+
+    for update in range(count):
+        key = b"key-%d" % (update % keys)
+        value = None if update % 97 == 0 else b"run-%d-update-%d-%s" % (run, update, b"x" * 40)
+        producer.produce("crashing", value, key, on_delivery=delivered)
+        if update % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    assert errors == []
+    return acknowledged
+
+
+def test_a_broker_killed_while_cleaning_keeps_a_consistent_log(broker_factory) -> None:
+    """SIGKILL at random moments while the cleaner works (throttled, so a pass spans
+    seconds and kills land in the map, the copy and the swap); after each restart the
+    log reads as an unkilled one would: records only at their original offsets with
+    their original values, each key's last value there, the log end unchanged.
+    ``GREGOR_CLEANER_CRASH_RUNS`` sets the number of kills (the acceptance run: 20)."""
+    runs = int(os.environ.get("GREGOR_CLEANER_CRASH_RUNS", "3"))
+    rng = random.Random(int(os.environ.get("GREGOR_CLEANER_CRASH_SEED", "14")))
+    properties = {
+        "log.cleaner.backoff.ms": "100",
+        "log.cleaner.io.max.bytes.per.second": "100000",
+        "zookeeper.session.timeout.ms": "4000",
+    }
+    broker = broker_factory(**properties)
+    bootstrap = broker.bootstrap
+    create_topic(
+        bootstrap,
+        "crashing",
+        config={
+            "cleanup.policy": "compact",
+            "segment.bytes": "8192",
+            "segment.ms": "500",
+            "min.cleanable.dirty.ratio": "0.01",
+        },
+    )
+    written: dict[int, tuple] = {}
+    interrupted = 0
+    partition_dir = broker.log_dir / "crashing-0"
+
+    def check_consistent(run: int) -> None:
+        end = max(written) + 1
+        records = _read_with_librdkafka(bootstrap, end, "crashing")
+        offsets = [offset for offset, _, _ in records]
+        assert offsets == sorted(set(offsets)), run
+        assert offsets[-1] == end - 1, run
+        for offset, key, value in records:
+            assert written[offset] == (key, value), (run, offset)
+        last: dict[bytes, tuple] = {}
+        for offset in sorted(written):
+            last[written[offset][0]] = (offset, written[offset][1])
+        # Every key's last record, tombstones included (delete.retention.ms is a day).
+        assert {key: (offset, value) for offset, key, value in records} == last, run
+
+    for run in range(runs):
+        written.update(_produce_updates(bootstrap, run, 4000, 100))
+        time.sleep(rng.uniform(0.05, 4.0))
+        broker.kill()
+        names = [p.name for p in partition_dir.iterdir()]
+        interrupted += any(name.endswith((".cleaned", ".swap")) for name in names)
+        broker.start()
+        broker.wait_registered(60)
+        check_consistent(run)
+    # Left alone (and unthrottled), the cleaner finishes: the log holds one record a key.
+    broker.stop()
+    del broker.properties["log.cleaner.io.max.bytes.per.second"]
+    broker.start()
+    broker.wait_registered(60)
+    assert wait_for(lambda: "cleaned crashing-0" in broker.log_path.read_text(), 60)
+    end = max(written) + 1
+    assert wait_for(lambda: len(_read_with_librdkafka(bootstrap, end, "crashing")) == 100, 60)
+    check_consistent(runs)
+    cleaned_passes = broker.log_path.read_text().count("cleaned crashing-0")
+    print(f"{runs} kills, {interrupted} left a cleaning mid-way, {cleaned_passes} passes logged")
+    assert cleaned_passes > 0

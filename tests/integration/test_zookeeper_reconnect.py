@@ -1,0 +1,124 @@
+"""Brokers keep following ZooKeeper after their connection to it drops and comes back.
+
+A ZooKeeper restart (or any connection blip shorter than the session timeout) keeps
+every broker's session, but drops every watch: they belong to the connection, and kazoo
+neither restores them nor keeps its own. Brokers read their partition-state and topic
+znodes again on every reconnect; before they did so only after a lost session, so after
+a ZooKeeper restart (chaos seed 20261123: ``zookeeper_kill``, then a reassignment that
+never finished) a broker never learned that it had become leader, its partition's ISR
+never filled again, and a reassigned replica never started copying.
+
+Here, after a ZooKeeper kill -9 and restart, the leader of a partition is stopped
+(controlled shutdown hands leadership to another in-sync replica) and started again:
+the ISR must be whole and acks=all writes must go through within seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import confluent_kafka
+import pytest
+
+from gregor_broker.cluster.admin import ZkAdmin
+from gregor_broker.cluster.local_cluster import LocalCluster, zookeeper_client
+from gregor_broker.cluster.models import PartitionState
+from gregor_broker.cluster.zookeeper_server import four_letter_word
+
+from .broker_helpers import create_topic, wait_for
+
+TOPIC = "reconnected"
+# Long enough that every session survives the ZooKeeper restart (the point of the test).
+SESSION_TIMEOUT_MS = 20000
+RECOVERY_S = 15.0
+
+
+@pytest.fixture
+def own_zookeeper_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    """Three brokers on a ZooKeeper of their own, which the test may kill and restart."""
+    cluster = LocalCluster(
+        tmp_path,
+        3,
+        racks="a,b,c",
+        properties={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)},
+    )
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _state(admin: ZkAdmin) -> PartitionState:
+    found = admin.get_partition_state(TOPIC, 0)
+    assert found is not None
+    return found[0]
+
+
+def _zookeeper_connections(cluster: LocalCluster) -> int:
+    assert cluster.zookeeper is not None
+    reply = four_letter_word(cluster.zookeeper.port, "srvr")
+    for line in reply.splitlines():
+        if line.startswith("Connections:"):
+            return int(line.split(":")[1])
+    return 0
+
+
+def _produce(bootstrap: str, value: bytes) -> confluent_kafka.KafkaError | None:
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 5000}
+    )
+    outcome: list[confluent_kafka.KafkaError | None] = []
+    producer.produce(TOPIC, value, partition=0, on_delivery=lambda e, _m: outcome.append(e))
+    producer.flush(10)
+    return (
+        outcome[0] if outcome else confluent_kafka.KafkaError(confluent_kafka.KafkaError._TIMED_OUT)
+    )
+
+
+def test_a_new_leader_after_a_zookeeper_restart_fills_its_isr_again(
+    own_zookeeper_cluster: LocalCluster,
+) -> None:
+    cluster = own_zookeeper_cluster
+    assert cluster.zookeeper is not None
+    bootstrap = cluster.bootstrap_servers
+    create_topic(
+        bootstrap, TOPIC, partitions=1, replication_factor=3, config={"min.insync.replicas": "2"}
+    )
+    zk = zookeeper_client(cluster.zookeeper_connect)
+    admin = ZkAdmin(zk)
+    try:
+        assert wait_for(lambda: len(_state(admin).isr) == 3, 30)
+        assert _produce(bootstrap, b"before") is None
+
+        # Every broker's connection drops; their sessions survive the restart.
+        cluster.zookeeper.kill()
+        cluster.zookeeper.start()
+        assert wait_for(lambda: _zookeeper_connections(cluster) >= 4, 30, 0.1), (
+            "the brokers did not reconnect to ZooKeeper"
+        )
+        assert wait_for(lambda: len(zk.get_children("/brokers/ids")) == 3, 10)
+
+        before = _state(admin)
+        leader = cluster.broker(before.leader)
+        leader.stop()  # controlled shutdown: another in-sync replica takes over
+        assert wait_for(lambda: _state(admin).leader not in (before.leader, -1), 30), (
+            f"no new leader after broker {before.leader} stopped"
+        )
+        leader.start()
+        leader.wait_registered(30)
+        restarted = time.monotonic()
+
+        whole = wait_for(lambda: len(_state(admin).isr) == 3, RECOVERY_S, 0.1)
+        after = _state(admin)
+        assert whole, (
+            f"ISR {list(after.isr)} (leader {after.leader}, epoch {after.leader_epoch}) "
+            f"not whole {RECOVERY_S:.0f} s after broker {before.leader} came back"
+        )
+        print(f"ISR whole {time.monotonic() - restarted:.1f} s after the restart: {after}")
+        assert _produce(bootstrap, b"after") is None
+    finally:
+        zk.stop()
+        zk.close()

@@ -1,0 +1,395 @@
+"""Log compaction of one partition log (``log/cleaner.py``): Kafka's semantics, checked
+on real segment files."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from log_helpers import FakeClock, produce
+
+from gregor_broker.log.cleaner import (
+    CLEANED_SUFFIX,
+    SWAP_SUFFIX,
+    CleanerStats,
+    OffsetMap,
+    PassResult,
+    clean,
+    clean_group,
+    cleanable_range,
+    delete_horizon_ms,
+    group_segments,
+    producer_last_offsets,
+)
+from gregor_broker.log.log_config import LogConfig
+from gregor_broker.log.partition_log import PartitionLog
+from gregor_broker.log.producer_state import ProducerStates
+from gregor_broker.protocol.record_batch import Compression, scan_batches
+from gregor_broker.protocol.records import Record, iter_batch_records, make_batch
+
+COMPACT = LogConfig(cleanup_policy="compact", segment_bytes=600)
+Entry = tuple[bytes, bytes | None]  # key, value (None: a tombstone)
+
+
+def keyed_batch(
+    entries: list[Entry],
+    *,
+    compression: Compression = Compression.NONE,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    records = [Record(i, i, key, value) for i, (key, value) in enumerate(entries)]
+    return make_batch(
+        records,
+        base_timestamp=1_000,
+        compression=compression,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+    )
+
+
+def open_log(directory: Path, config: LogConfig = COMPACT, clock: FakeClock | None = None):
+    return PartitionLog.open(directory / "t-0", config, now_ms=clock or FakeClock())
+
+
+def run_pass(log: PartitionLog, checkpoint: int | None = None, *, buffer: int = 1 << 20):
+    """Drive one pass to its end; return its result."""
+    gen = clean(log, checkpoint, offset_map=OffsetMap(buffer), now_ms=log._now_ms())
+    try:
+        while True:
+            next(gen)
+    except StopIteration as stop:
+        return stop.value
+
+
+def read_all(log: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every record a consumer reads from the log start."""
+    out = []
+    position = log.log_start_offset
+    while position < log.log_end_offset:
+        found = log.read(position, 1 << 20)
+        if found is None:
+            break
+        data = os.pread(found.fd, found.size, found.position)
+        for header in scan_batches(data, dense=False):
+            for record in iter_batch_records(data, header):
+                offset = header.base_offset + record.offset_delta
+                if offset >= position:
+                    out.append((offset, record.key, record.value))
+            position = max(position, header.next_offset)
+    return out
+
+
+def roll(log: PartitionLog) -> None:
+    log._roll(log.log_end_offset)
+
+
+def expected_after_cleaning(
+    written: list[tuple[int, bytes, bytes | None]], end: int, *, keep_tombstones: bool
+) -> list[tuple[int, bytes, bytes | None]]:
+    """Kafka's rule: below ``end`` only each key's latest record stays (a tombstone only
+    while retained); at or past ``end`` everything stays."""
+    latest = {}
+    for offset, key, _ in written:
+        if offset < end:
+            latest[key] = offset
+    out = []
+    for offset, key, value in written:
+        latest_kept = latest.get(key) == offset and (value is not None or keep_tombstones)
+        if offset >= end or latest_kept:
+            out.append((offset, key, value))
+    return out
+
+
+batches_strategy = st.lists(
+    st.lists(
+        st.tuples(
+            st.sampled_from([b"a", b"b", b"c", b"d", b"e", b"f"]),
+            st.one_of(st.none(), st.binary(min_size=1, max_size=30)),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    batches=batches_strategy,
+    compression=st.sampled_from([Compression.NONE, Compression.GZIP, Compression.ZSTD]),
+    segment_bytes=st.integers(min_value=150, max_value=2000),
+    uncleaned_tail=st.integers(min_value=0, max_value=5),
+)
+def test_each_key_keeps_its_last_value_at_its_original_offset(
+    tmp_path_factory, batches, compression, segment_bytes, uncleaned_tail
+):
+    directory = tmp_path_factory.mktemp("log")
+    log = open_log(directory, replace(COMPACT, segment_bytes=segment_bytes))
+    written: list[tuple[int, bytes, bytes | None]] = []
+    for i, entries in enumerate(batches):
+        if i == len(batches) - uncleaned_tail:
+            roll(log)  # what follows stays in the active segment, never cleaned
+        result = produce(log, keyed_batch(entries, compression=compression))
+        written += [(result.first_offset + k, key, value) for k, (key, value) in enumerate(entries)]
+    first_uncleanable = log.active_segment.base_offset
+    before = read_all(log)
+
+    result = run_pass(log)
+
+    after = read_all(log)
+    if first_uncleanable == 0:
+        assert result is None and after == before
+        return
+    assert isinstance(result, PassResult) and result.end == first_uncleanable
+    # Tombstones stay: no segment is older than delete.retention.ms (one day).
+    assert after == expected_after_cleaning(written, first_uncleanable, keep_tombstones=True)
+    # Nothing newer than the cleaner's point is touched.
+    assert [r for r in after if r[0] >= first_uncleanable] == [
+        r for r in before if r[0] >= first_uncleanable
+    ]
+    # The log reads the same after a restart (recovery accepts the cleaned batches).
+    log.close()
+    reopened = open_log(directory, replace(COMPACT, segment_bytes=segment_bytes))
+    assert read_all(reopened) == after
+    assert reopened.log_end_offset == written[-1][0] + 1
+
+
+def test_a_key_map_too_small_cleans_what_it_covers_and_the_next_pass_goes_on(tmp_path):
+    log = open_log(tmp_path, replace(COMPACT, segment_bytes=10**6))
+    written = []
+    for round_ in range(3):
+        for key in (b"a", b"b", b"c", b"d"):
+            result = produce(log, keyed_batch([(key, b"v%d" % round_)]))
+            written.append((result.first_offset, key, b"v%d" % round_))
+    roll(log)
+    buffer = 2 * 24  # one slot at load factor 0.9: one key per pass
+    first = run_pass(log, buffer=buffer)
+    assert first.end == 1  # offset 1 holds the first key the map could not take
+    assert read_all(log) == expected_after_cleaning(written, 1, keep_tombstones=True)
+    checkpoint = first.end
+    for _ in range(20):  # keys alternate, so each pass covers one more offset
+        result = run_pass(log, checkpoint, buffer=buffer)
+        if result is None:
+            break
+        checkpoint = result.end
+    assert checkpoint == 12
+    # Each pass's map held one key: only offsets of that key below the pass end went.
+    # After all passes every key's latest value is there, and nothing is lost.
+    assert {key: value for _, key, value in read_all(log)} == {
+        b"a": b"v2",
+        b"b": b"v2",
+        b"c": b"v2",
+        b"d": b"v2",
+    }
+
+
+def test_tombstones_go_only_after_delete_retention_past_the_last_cleaned_segment(tmp_path):
+    # segment.bytes so small that every batch has a segment (and a group) of its own.
+    config = replace(COMPACT, segment_bytes=100, delete_retention_ms=60_000)
+    log = open_log(tmp_path, config)
+    produce(log, keyed_batch([(b"a", b"1"), (b"b", b"1")]))
+    produce(log, keyed_batch([(b"a", None)]))  # offset 2: a tombstone
+    produce(log, keyed_batch([(b"c", b"1")]))
+    roll(log)
+    first = run_pass(log)
+    # Nothing was cleaned before: the horizon is 0 and the tombstone stays.
+    assert read_all(log) == [(1, b"b", b"1"), (2, b"a", None), (3, b"c", b"1")]
+
+    def age_tombstone_segment(seconds: float) -> None:
+        """Make the tombstone's segment older than the last cleaned segment."""
+        segments = log.segments
+        last_clean = max(s.last_modified_ms() for s in segments[:-1]) / 1000
+        tombstone = next(s for s in segments if s.base_offset == 2)
+        os.utime(tombstone.log_path, (last_clean - seconds, last_clean - seconds))
+
+    produce(log, keyed_batch([(b"d", b"1")]))
+    roll(log)
+    age_tombstone_segment(30)  # within delete.retention.ms of the last cleaned segment
+    second = run_pass(log, first.end)
+    assert (2, b"a", None) in read_all(log)
+
+    produce(log, keyed_batch([(b"e", b"1")]))
+    roll(log)
+    age_tombstone_segment(61)  # past it
+    run_pass(log, second.end)
+    assert read_all(log) == [(1, b"b", b"1"), (3, b"c", b"1"), (4, b"d", b"1"), (5, b"e", b"1")]
+
+
+def test_delete_horizon_is_zero_before_anything_was_cleaned(tmp_path):
+    log = open_log(tmp_path)
+    produce(log, keyed_batch([(b"a", None)]))
+    roll(log)
+    assert delete_horizon_ms(log, 0) == 0
+
+
+def test_a_producers_last_batch_stays_as_an_empty_batch_and_its_state_survives(tmp_path):
+    log = open_log(tmp_path, replace(COMPACT, segment_bytes=10**6))
+    produce(log, keyed_batch([(b"a", b"1")], producer_id=7, producer_epoch=2, base_sequence=0))
+    produce(log, keyed_batch([(b"b", b"1")], producer_id=8, producer_epoch=0, base_sequence=0))
+    produce(log, keyed_batch([(b"a", b"2")], producer_id=8, producer_epoch=0, base_sequence=1))
+    roll(log)
+    run_pass(log)
+    assert read_all(log) == [(1, b"b", b"1"), (2, b"a", b"2")]
+    data = os.pread(log.segments[0].fd, log.segments[0].size, 0)
+    headers = scan_batches(data, dense=False)
+    # Producer 7 wrote only the record that went: its batch stays, empty, with its
+    # producer id, epoch, sequence and offsets.
+    assert [(h.base_offset, h.records_count, h.producer_id) for h in headers] == [
+        (0, 0, 7),
+        (1, 1, 8),
+        (2, 1, 8),
+    ]
+    assert headers[0].producer_epoch == 2 and headers[0].base_sequence == 0
+    state = ProducerStates().state_for(log)
+    assert state.entries[7].last_sequence == 0 and state.entries[7].producer_epoch == 2
+    assert state.entries[8].last_sequence == 1
+
+
+def test_a_batch_that_loses_records_keeps_its_offsets_codec_and_producer_fields(tmp_path):
+    log = open_log(tmp_path, replace(COMPACT, segment_bytes=10**6))
+    entries = [(b"a", b"1"), (b"b", b"1"), (b"c", b"1")]
+    produce(
+        log,
+        keyed_batch(
+            entries, compression=Compression.GZIP, producer_id=5, producer_epoch=1, base_sequence=0
+        ),
+    )
+    produce(log, keyed_batch([(b"b", b"2")]))
+    roll(log)
+    run_pass(log)
+    data = os.pread(log.segments[0].fd, log.segments[0].size, 0)
+    first = scan_batches(data, dense=False)[0]
+    assert (first.base_offset, first.last_offset_delta, first.records_count) == (0, 2, 2)
+    assert first.compression is Compression.GZIP
+    assert (first.producer_id, first.producer_epoch, first.base_sequence) == (5, 1, 0)
+    assert read_all(log) == [(0, b"a", b"1"), (2, b"c", b"1"), (3, b"b", b"2")]
+
+
+def test_keyless_records_are_dropped(tmp_path):
+    log = open_log(tmp_path, replace(COMPACT, segment_bytes=10**6))
+    produce(log, keyed_batch([(b"a", b"1")]))
+    produce(log, make_batch([Record(0, 0, None, b"x")]))
+    roll(log)
+    run_pass(log)
+    assert read_all(log) == [(0, b"a", b"1")]
+
+
+def test_min_compaction_lag_keeps_young_segments_dirty(tmp_path):
+    clock = FakeClock(10_000_000)
+    config = replace(COMPACT, segment_bytes=10**6, min_compaction_lag_ms=5_000)
+    log = open_log(tmp_path, config, clock)
+    produce(log, make_batch([Record(0, 0, b"a", b"1")], base_timestamp=clock.now - 10_000))
+    roll(log)
+    produce(log, make_batch([Record(0, 0, b"a", b"2")], base_timestamp=clock.now - 1_000))
+    roll(log)
+    dirty = cleanable_range(log, None, clock.now)
+    assert (dirty.first_dirty, dirty.first_uncleanable) == (0, 1)
+    run_pass(log)
+    # Offset 0 is its key's latest below the first uncleanable offset 1: it stays.
+    assert read_all(log) == [(0, b"a", b"1"), (1, b"a", b"2")]
+
+
+def test_groups_stay_within_segment_bytes(tmp_path):
+    log = open_log(tmp_path, replace(COMPACT, segment_bytes=10**6))
+    for i in range(6):
+        produce(log, keyed_batch([(b"k%d" % i, b"x" * 50)]))
+        roll(log)
+    sizes = [s.size for s in log.segments[:-1]]
+    groups = group_segments(log.segments[:-1], 6, sizes[0] * 2)
+    assert [len(g) for g in groups] == [2, 2, 2]
+
+
+def _cleaned_copy(log: PartitionLog):
+    """The cleaner's ``.cleaned`` copy of all rolled segments, not swapped in."""
+    offset_map = OffsetMap(1 << 20)
+    rolled = log.segments[:-1]
+    for segment in rolled:
+        for data, header in _batches(segment):
+            for record in iter_batch_records(data, header):
+                offset_map.put(record.key, header.base_offset + record.offset_delta)
+    end = log.active_segment.base_offset
+    gen = clean_group(
+        log,
+        rolled,
+        offset_map=offset_map,
+        end=end,
+        delete_horizon_ms=0,
+        producer_last=producer_last_offsets(log.segments),
+        stats=CleanerStats(),
+    )
+    try:
+        while True:
+            next(gen)
+    except StopIteration as stop:
+        return rolled, stop.value
+
+
+def _batches(segment):
+    data = os.pread(segment.fd, segment.size, 0)
+    for header in scan_batches(data, dense=False):
+        yield data, header
+
+
+def _log_with_updates(tmp_path: Path) -> PartitionLog:
+    log = open_log(tmp_path, replace(COMPACT, segment_bytes=10**6))
+    for round_ in range(3):
+        for key in (b"a", b"b"):
+            produce(log, keyed_batch([(key, b"v%d" % round_)]))
+        roll(log)
+    produce(log, keyed_batch([(b"c", b"tail")]))
+    return log
+
+
+CLEAN_VIEW = [(4, b"a", b"v2"), (5, b"b", b"v2"), (6, b"c", b"tail")]
+
+
+def test_a_crash_before_the_commit_point_leaves_the_old_segments(tmp_path):
+    log = _log_with_updates(tmp_path)
+    original = read_all(log)
+    _, cleaned = _cleaned_copy(log)
+    cleaned.close_fd()
+    assert cleaned.log_path.name.endswith(CLEANED_SUFFIX)
+    log.close()
+    reopened = open_log(tmp_path, replace(COMPACT, segment_bytes=10**6))
+    assert read_all(reopened) == original
+    assert not [p for p in (tmp_path / "t-0").iterdir() if p.name.endswith(CLEANED_SUFFIX)]
+
+
+def test_a_crash_after_the_commit_point_completes_the_swap(tmp_path):
+    for deleted_old in (0, 1, 3):  # how many old segments were unlinked before the crash
+        directory = tmp_path / str(deleted_old)
+        log = _log_with_updates(directory)
+        rolled, cleaned = _cleaned_copy(log)
+        cleaned.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+        cleaned.close_fd()
+        for segment in rolled[:deleted_old]:
+            segment.unlink_files()
+        log.close()  # as a crash would leave it: the swap file and the rest on disk
+        reopened = open_log(directory, replace(COMPACT, segment_bytes=10**6))
+        assert read_all(reopened) == CLEAN_VIEW, deleted_old
+        names = sorted(p.name for p in (directory / "t-0").iterdir() if ".log" in p.name)
+        assert names == ["00000000000000000000.log", "00000000000000000006.log"]
+
+
+def test_a_swap_is_refused_when_retention_or_truncation_changed_the_log(tmp_path):
+    log = _log_with_updates(tmp_path)
+    gen = clean(log, None, offset_map=OffsetMap(1 << 20), now_ms=0)
+    next(gen)  # the pass has started mapping
+    log.truncate_to(3)  # a follower's truncation removes segments the pass works on
+    try:
+        while True:
+            next(gen)
+    except StopIteration as stop:
+        result = stop.value
+    assert result is not None and result.stats.swaps_refused == 1
+    assert [r[0] for r in read_all(log)] == [0, 1, 2]
+    assert not [p for p in (tmp_path / "t-0").iterdir() if p.name.endswith((".cleaned", ".swap"))]
