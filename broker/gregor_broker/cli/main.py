@@ -16,11 +16,14 @@ from collections.abc import Callable, Sequence
 
 from gregor_broker.cli import (
     bench,
+    completion,
     configs,
     groups,
     leaders,
     local,
+    log_dirs,
     offsets,
+    perf,
     quotas,
     reassign,
     records,
@@ -35,11 +38,14 @@ COMMAND_GROUPS: list[Register] = [
     configs.register,
     offsets.register,
     records.register,
+    log_dirs.register,
     reassign.register,
     leaders.register,
     groups.register,
     quotas.register,
+    perf.register,
     bench.register,
+    completion.register,
 ]
 
 DESCRIPTION = """\

@@ -29,6 +29,7 @@ from .groups import (
     handle_sync_group,
 )
 from .list_offsets import handle_list_offsets
+from .log_dirs import handle_describe_log_dirs
 from .metadata import handle_metadata
 from .partition_admin import (
     handle_alter_partition_reassignments,
@@ -65,6 +66,7 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(23, "OffsetForLeaderEpoch", 2, 4, handle_offset_for_leader_epoch),
         ApiSpec(32, "DescribeConfigs", 1, 4, handle_describe_configs),
         ApiSpec(33, "AlterConfigs", 0, 2, handle_alter_configs),
+        ApiSpec(35, "DescribeLogDirs", 1, 4, handle_describe_log_dirs),
         ApiSpec(37, "CreatePartitions", 0, 3, handle_create_partitions),
         ApiSpec(42, "DeleteGroups", 0, 2, handle_delete_groups),
         ApiSpec(43, "ElectLeaders", 0, 2, handle_elect_leaders),
