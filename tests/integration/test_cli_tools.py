@@ -313,12 +313,29 @@ def test_perf_produce_then_consume_prints_kafkas_lines(broker):
     fields = [field.strip() for field in line.split(",")]
     assert len(fields) == 10 and fields[4] == "2000"
     assert float(fields[2]) == pytest.approx(2000 * 64 / 1024 / 1024, abs=1e-4)
+    as_json = gregor(
+        "perf", "consume", "-b", broker.bootstrap, "--topic", topic, "--messages", "2000",
+        "-o", "json",
+    )  # fmt: skip
+    assert json.loads(as_json.stdout)["data.consumed.in.nMsg"] == 2000
 
     short = gregor(
         "perf", "consume", "-b", broker.bootstrap, "--topic", topic, "--messages", "3000",
         "--timeout", "2000", check=False,
     )  # fmt: skip
     assert short.returncode == 1 and "only 2000 of 3000" in short.stderr
+    more = gregor(
+        "perf", "produce", "-b", broker.bootstrap, "--topic", topic, "--num-records", "100",
+        "--record-size", "10", "--throughput", "200", "-o", "json",
+    )  # fmt: skip
+    totals = json.loads(more.stdout)
+    assert totals["records"] == 100 and totals["records_per_sec"] <= 200 * 1.1
+    assert totals["p50_ms"] <= totals["p99_ms"] <= totals["max_latency_ms"] + 1
+    client = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "perf-check"})
+    try:
+        assert client.get_watermark_offsets(TopicPartition(topic, 0), TIMEOUT) == (0, 2100)
+    finally:
+        client.close()
     refused = gregor(
         "perf", "produce", "-b", broker.bootstrap, "--topic", topic, "--num-records", "1",
         "--producer-props", "no.such.setting=1", check=False,

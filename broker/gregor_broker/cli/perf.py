@@ -22,6 +22,7 @@ from typing import Any
 from .kafka_api import (
     ToolError,
     add_bootstrap_argument,
+    add_output_argument,
     client_config,
     parse_configs,
     run,
@@ -59,6 +60,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     add_bootstrap_argument(produce)
+    add_output_argument(produce)
     produce.add_argument("--topic", required=True, help="the topic to produce to")
     produce.add_argument("--num-records", type=int, required=True, help="how many records")
     produce.add_argument("--record-size", type=int, default=100, help="bytes per record")
@@ -94,6 +96,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog="example: gregor perf consume --topic perf --messages 100000 -b 127.0.0.1:9092",
     )
     add_bootstrap_argument(consume)
+    add_output_argument(consume)
     consume.add_argument("--topic", required=True, help="the topic to consume")
     consume.add_argument("--messages", type=int, required=True, help="how many records")
     consume.add_argument("--group", help="the group id (default: a new perf-consumer-<id>)")
@@ -128,8 +131,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 class _Stats:
     """Kafka's ProducerPerformance.Stats: a window every 5 s and the whole run."""
 
-    def __init__(self, record_size: int) -> None:
+    def __init__(self, record_size: int, progress: bool = True) -> None:
         self.record_size = record_size
+        self.progress = progress
         self.start = self.window_start = time.monotonic()
         self.latencies: list[float] = []
         self.count = self.window_count = 0
@@ -143,7 +147,7 @@ class _Stats:
         self.window_total += latency_ms
         self.max_latency = max(self.max_latency, latency_ms)
         self.window_max = max(self.window_max, latency_ms)
-        if time.monotonic() - self.window_start >= 5.0:
+        if self.progress and time.monotonic() - self.window_start >= 5.0:
             self.print_window()
 
     def print_window(self) -> None:
@@ -160,7 +164,8 @@ class _Stats:
         self.window_count = 0
         self.window_total = self.window_max = 0.0
 
-    def summary(self) -> str:
+    def totals(self) -> dict[str, Any]:
+        """The summary's figures (``--output json``)."""
         elapsed = max(time.monotonic() - self.start, 1e-9)
         rate = self.count / elapsed
         ordered = sorted(self.latencies) or [0.0]
@@ -168,13 +173,26 @@ class _Stats:
         def percentile(p: float) -> int:
             return int(ordered[min(int(p * len(ordered)), len(ordered) - 1)])
 
+        return {
+            "records": self.count,
+            "records_per_sec": rate,
+            "mb_per_sec": rate * self.record_size / MB,
+            "avg_latency_ms": sum(ordered) / len(ordered),
+            "max_latency_ms": self.max_latency,
+            "p50_ms": percentile(0.5),
+            "p95_ms": percentile(0.95),
+            "p99_ms": percentile(0.99),
+            "p999_ms": percentile(0.999),
+        }
+
+    def summary(self) -> str:
+        """Kafka's summary line, from :meth:`totals`."""
+        t = self.totals()
         return (
-            f"{self.count} records sent, {rate:f} records/sec "
-            f"({rate * self.record_size / MB:.2f} MB/sec), "
-            f"{sum(ordered) / len(ordered):.2f} ms avg latency, "
-            f"{self.max_latency:.2f} ms max latency, {percentile(0.5)} ms 50th, "
-            f"{percentile(0.95)} ms 95th, {percentile(0.99)} ms 99th, "
-            f"{percentile(0.999)} ms 99.9th."
+            f"{t['records']} records sent, {t['records_per_sec']:f} records/sec "
+            f"({t['mb_per_sec']:.2f} MB/sec), {t['avg_latency_ms']:.2f} ms avg latency, "
+            f"{t['max_latency_ms']:.2f} ms max latency, {t['p50_ms']} ms 50th, "
+            f"{t['p95_ms']} ms 95th, {t['p99_ms']} ms 99th, {t['p999_ms']} ms 99.9th."
         )
 
 
@@ -194,7 +212,7 @@ def _produce(args: argparse.Namespace) -> int:
         producer = Producer(client_config(args.bootstrap_server, **settings))
     except KafkaException as error:
         raise ToolError(f"--producer-props: {error.args[0].str()}", exit_code=2) from error
-    stats = _Stats(args.record_size)
+    stats = _Stats(args.record_size, progress=args.output == "table")
     failures: list[str] = []
     # Kafka's tool sends random printable bytes; their content does not matter to a broker.
     payload = os.urandom(args.record_size)
@@ -226,7 +244,10 @@ def _produce(args: argparse.Namespace) -> int:
         if len(failures) > 100:
             break
     remaining = producer.flush(60)
-    print(stats.summary(), flush=True)
+    if args.output == "json":
+        print(json.dumps(stats.totals(), indent=2), flush=True)
+    else:
+        print(stats.summary(), flush=True)
     if args.print_metrics and statistics:
         print(json.dumps(json.loads(statistics[-1]), indent=2))
     if failures or remaining:
@@ -252,14 +273,29 @@ def _stamp(moment: float) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S:") + f"{value.microsecond // 1000:03d}"
 
 
-def _line(start: float, end: float, nbytes: int, count: int, join_ms: float) -> str:
+def _figures(start: float, end: float, nbytes: int, count: int, join_ms: float) -> dict:
+    """The columns of Kafka's CSV line, named as in its header."""
     elapsed = max(end - start, 1e-9)
     fetch_s = max(elapsed - join_ms / 1000, 1e-9)
     mb = nbytes / MB
-    return (
-        f"{_stamp(start)}, {_stamp(end)}, {mb:.4f}, {mb / elapsed:.4f}, {count}, "
-        f"{count / elapsed:.4f}, {join_ms:.0f}, {fetch_s * 1000:.0f}, "
-        f"{mb / fetch_s:.4f}, {count / fetch_s:.4f}"
+    return {
+        "start.time": _stamp(start),
+        "end.time": _stamp(end),
+        "data.consumed.in.MB": round(mb, 4),
+        "MB.sec": round(mb / elapsed, 4),
+        "data.consumed.in.nMsg": count,
+        "nMsg.sec": round(count / elapsed, 4),
+        "rebalance.time.ms": round(join_ms),
+        "fetch.time.ms": round(fetch_s * 1000),
+        "fetch.MB.sec": round(mb / fetch_s, 4),
+        "fetch.nMsg.sec": round(count / fetch_s, 4),
+    }
+
+
+def _line(start: float, end: float, nbytes: int, count: int, join_ms: float) -> str:
+    figures = _figures(start, end, nbytes, count, join_ms)
+    return ", ".join(
+        f"{value:.4f}" if isinstance(value, float) else str(value) for value in figures.values()
     )
 
 
@@ -281,7 +317,7 @@ def _consume(args: argparse.Namespace) -> int:
         consumer = Consumer(client_config(args.bootstrap_server, **settings))
     except KafkaException as error:
         raise ToolError(f"--consumer-props: {error.args[0].str()}", exit_code=2) from error
-    if not args.hide_header:
+    if not args.hide_header and args.output == "table":
         print(HEADER, flush=True)
     start = time.time()
     count = nbytes = 0
@@ -311,14 +347,21 @@ def _consume(args: argparse.Namespace) -> int:
             elif (time.monotonic() - last_record) * 1000 > args.timeout:
                 break
             now = time.time()
-            if args.show_detailed_stats and (now - window[0]) * 1000 >= args.reporting_interval:
+            if (
+                args.output == "table"
+                and args.show_detailed_stats
+                and (now - window[0]) * 1000 >= args.reporting_interval
+            ):
                 print(_line(window[0], now, nbytes - window[1], count - window[2], 0), flush=True)
                 window = (now, nbytes, count)
     finally:
         consumer.close()
     end = time.time()
     join_ms = (joined[0] - start) * 1000 if joined else 0.0
-    print(_line(start, end, nbytes, count, join_ms), flush=True)
+    if args.output == "json":
+        print(json.dumps(_figures(start, end, nbytes, count, join_ms), indent=2), flush=True)
+    else:
+        print(_line(start, end, nbytes, count, join_ms), flush=True)
     if count < args.messages:
         raise ToolError(
             f"topic {args.topic}: only {count} of {args.messages} records within "
