@@ -25,6 +25,8 @@ import sys
 import time
 from typing import Any
 
+from gregor_broker.cli.kafka_api import client_config
+
 _STAMP = struct.Struct(">q")
 # The stamp of the latency producer's warm-up message (no clock reads below zero).
 WARM_UP_STAMP = -1
@@ -32,7 +34,8 @@ WARM_UP_STAMP = -1
 
 def producer_config(spec: dict[str, Any]) -> dict[str, Any]:
     config: dict[str, Any] = {
-        "bootstrap.servers": spec["bootstrap"],
+        # client_config: librdkafka's log lines go to a silent logger, not the terminal.
+        **client_config(spec["bootstrap"]),
         "acks": str(spec.get("acks", 1)),
         "queue.buffering.max.messages": 100000,
         "queue.buffering.max.kbytes": 512 * 1024,
@@ -50,7 +53,7 @@ def producer_config(spec: dict[str, Any]) -> dict[str, Any]:
 
 def consumer_config(bootstrap: str) -> dict[str, Any]:
     return {
-        "bootstrap.servers": bootstrap,
+        **client_config(bootstrap),
         # Required by librdkafka, unused: assign() without commits needs no coordinator.
         "group.id": "gregor-bench",
         "enable.auto.commit": False,

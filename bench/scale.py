@@ -195,9 +195,9 @@ def produce_one_record_each(bootstrap: str, topics: list[str]) -> None:
     """One record into every partition, so every partition has used its segment file."""
     import confluent_kafka
 
-    producer = confluent_kafka.Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 50, "acks": 1}
-    )
+    from gregor_broker.cli.kafka_api import client_config
+
+    producer = confluent_kafka.Producer(client_config(bootstrap, **{"linger.ms": 50, "acks": 1}))
     errors: list[str] = []
     for topic in topics:
         for partition in range(PARTITIONS_PER_TOPIC):

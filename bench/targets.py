@@ -72,7 +72,10 @@ class Target:
         from confluent_kafka.admin import AdminClient
 
         if self._admin is None:
-            self._admin = AdminClient({"bootstrap.servers": self.bootstrap})
+            from gregor_broker.cli.kafka_api import client_config
+
+            # Its librdkafka logs (a PARTCNT line per topic change) stay off the terminal.
+            self._admin = AdminClient(client_config(self.bootstrap))
         return self._admin
 
     def create_topic(self, topic: str, partitions: int) -> None:

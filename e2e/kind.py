@@ -19,7 +19,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from deploy.images import ROOT
-from tests.chart.render import BIN, CHART, ensure_helm
+from tests.chart.render import BIN, CHART, ensure_helm, render
 
 from .load import Isrs, IsrWatcher, all_in_sync
 from .values import BROKER_VALUES, merge_values
@@ -163,7 +163,8 @@ class KindPlatform:
         for key, value in values.items():
             args += ["--set-json", f"{key}={json.dumps(value)}"]
         _run(*args)
-        return []
+        # What helm applied: the same objects `helm template` renders with these values.
+        return render(values, release=self.release, namespace=self.namespace)
 
     def install(self, values: dict[str, Any]) -> list[dict[str, Any]]:
         return self._helm("install", values)
@@ -264,8 +265,8 @@ class KindPlatform:
     def producer(self, topic: str) -> KcatProducer:
         return KcatProducer(self, topic)
 
-    def consume_all(self, topic: str, expected: int, timeout: float = 120) -> set[str]:
-        del expected, timeout  # kcat -e reads to the end of every partition and exits
+    def consume_all(self, topic: str, wanted: set[str], timeout: float = 120) -> set[str]:
+        del wanted, timeout  # kcat -e reads to the end of every partition and exits
         out = self.kcat("-C", "-t", topic, "-o", "beginning", "-e", "-q")
         return {line for line in out.splitlines() if line}
 

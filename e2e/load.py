@@ -68,8 +68,9 @@ class AcksAllProducer(threading.Thread):
         self.producer = None
 
 
-def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 120) -> set[str]:
-    """Every value in ``topic`` from the beginning, until ``expected`` are read or timeout."""
+def consume_all(bootstrap: str, topic: str, wanted: set[str], timeout: float = 120) -> set[str]:
+    """Every value in ``topic`` from the beginning, until all of ``wanted`` were read (the
+    topic may hold other values: an earlier scenario's) or ``timeout``."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -82,7 +83,7 @@ def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 120)
     values: set[str] = set()
     deadline = time.monotonic() + timeout
     try:
-        while len(values) < expected and time.monotonic() < deadline:
+        while not wanted <= values and time.monotonic() < deadline:
             for message in consumer.consume(500, 1.0):
                 if message.error() is None:
                     values.add(message.value().decode())

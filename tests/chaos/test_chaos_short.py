@@ -13,8 +13,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 from .campaign import Settings, run_campaign, summary
 
 SEED = int(os.environ.get("GREGOR_CHAOS_SEED", "20261123"))
@@ -28,15 +26,6 @@ KINDS = [
 ]
 
 
-@pytest.mark.xfail(
-    reason="one open finding of the chaos campaign: committed offsets go back during a "
-    "zombie_leader fault (a SIGSTOPped group coordinator answers OffsetFetch from its stale "
-    "cache when it wakes; e.g. 1064 read after a commit of 1433 was acknowledged). A fix is on "
-    "branch offsets (396ea8e, coordinator leadership lease), not yet in main: remove this "
-    "mark once it is merged. The ISR/reassignment finding (watches lost on a ZooKeeper "
-    "reconnect) is fixed; replay with the command in the failure message",
-    strict=False,
-)
 def test_nothing_acknowledged_is_lost_under_a_short_fault_campaign(tmp_path: Path) -> None:
     result = run_campaign(
         Settings(

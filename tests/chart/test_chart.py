@@ -258,14 +258,6 @@ def _match_labels(obj: Any) -> list[dict[str, str]]:
     return found
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the operator labels broker pods with app.kubernetes.io/name and /instance only, "
-    "which the release's ZooKeeper and operator pods carry too (release = cluster name): "
-    "the brokers' PodDisruptionBudget, StatefulSet selector and spread constraints count "
-    "those pods. Fix in operator/gregor_operator/planners/cluster_objects.labels() "
-    "(app.kubernetes.io/component: broker), the operator's code",
-)
 def test_every_selector_picks_the_pods_of_one_workload_only() -> None:
     """The brokers, ZooKeeper and the operator run side by side with the release's labels.
     A Service, PodDisruptionBudget, workload selector, spread constraint or affinity term

@@ -10,6 +10,7 @@ names the batch's input range: ``--first``/``--inputs`` replay it with the same 
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import statistics
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import batches
+from . import batches, loop_delay
 from .inputs import API_VERSIONS, make_input
 from .requests import frame, header
 from .target import CONTROL_TOPIC, HEALTH_TOPIC, FuzzTarget, Prober, RssWatchdog, Sender, read_frame
@@ -84,6 +85,9 @@ def run_fuzz(settings: Settings, log: Callable[[str], None] = print) -> dict[str
     stored_invalid: list[str] = []
     generator_errors: list[str] = []
     all_latencies: list[float] = []
+    # The broker's event-loop delay samples, per histogram bucket, over every batch.
+    loop_delays: Counter[float] = Counter()
+    loop_delay_worst = 0.0
     rss_max = 0.0
     skip = {CONTROL_TOPIC, HEALTH_TOPIC}
     prober.start()
@@ -94,6 +98,7 @@ def run_fuzz(settings: Settings, log: Callable[[str], None] = print) -> dict[str
             stop = min(start + settings.batch, end)
             span = f"inputs {start}..{stop - 1}"
             batch_began = time.monotonic()
+            delay_before = loop_delay.read_histogram(target.metrics_url)
             lock = threading.Lock()
             next_index = start
 
@@ -164,6 +169,11 @@ def run_fuzz(settings: Settings, log: Callable[[str], None] = print) -> dict[str
             latencies, failures = prober.take()
             all_latencies += latencies
             worst = max(latencies, default=0.0)
+            delays = loop_delay.delta(delay_before, loop_delay.read_histogram(target.metrics_url))
+            for bound, count in delays.items():
+                loop_delays[bound] += count
+            worst_delay = loop_delay.worst_bound(delays)
+            loop_delay_worst = max(loop_delay_worst, worst_delay)
             health = target.health()
             rss_max = max(rss_max, health.rss_mb)
             if not health.alive:
@@ -181,7 +191,8 @@ def run_fuzz(settings: Settings, log: Callable[[str], None] = print) -> dict[str
                 hangs.append(
                     f"{span}: another client's ApiVersions took up to {worst:.2f} s "
                     f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs) "
-                    f"({failures} failed); round trip "
+                    f"({failures} failed); broker's own loop delay "
+                    f"{loop_delay.describe(worst_delay)}; round trip "
                     + (f"{health.round_trip_s:.2f} s" if health.round_trip_s else "FAILED")
                     + (f"; {health.problem}" if health.problem else "")
                 )
@@ -238,6 +249,12 @@ def run_fuzz(settings: Settings, log: Callable[[str], None] = print) -> dict[str
             "max": round(latencies_sorted[-1] * 1000, 1) if latencies_sorted else None,
             "samples": len(latencies_sorted),
         },
+        "broker_loop_delay": {
+            "samples_per_bucket_s": {
+                ("+Inf" if math.isinf(b) else f"{b:g}"): c for b, c in sorted(loop_delays.items())
+            },
+            "worst_bucket_s": "+Inf" if math.isinf(loop_delay_worst) else loop_delay_worst,
+        },
         "broker_restarts": target.restarts,
         "details": {
             "crashes": crashes[:10],
@@ -285,6 +302,11 @@ def summary(result: dict[str, Any]) -> str:
         f"ApiVersions median {latency['median']} ms, p99 {latency['p99']} ms, "
         f"max {latency['max']} ms over {latency['samples']} samples",
     ]
+    delay = result["broker_loop_delay"]
+    lines.append(
+        f"broker's event-loop delay samples per bucket (s): {delay['samples_per_bucket_s']}; "
+        f"worst bucket {delay['worst_bucket_s']}"
+    )
     for name, examples in result["details"].items():
         for example in examples[:5]:
             lines.append(f"  {name}: {example.splitlines()[0]}")

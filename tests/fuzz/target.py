@@ -151,6 +151,7 @@ class FuzzTarget:
             broker_id=1,
             directory=self.directory / "broker",
             zookeeper_connect=f"{self.zookeeper.connect_string}/fuzz",
+            metrics_port=0,  # /metrics: the event-loop delay histogram (loop_delay.py)
             properties={
                 "offsets.topic.replication.factor": "1",
                 "transaction.state.log.replication.factor": "1",
@@ -163,6 +164,10 @@ class FuzzTarget:
         self.restarts = 0
         self.control: dict[int, bytes] = {}
         self._setup_topics()
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.broker.host}:{self.broker.metrics_port}/metrics"
 
     @property
     def bootstrap(self) -> str:

@@ -7,12 +7,14 @@ the effect with kcat or confluent-kafka, never with Gregor's own code.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from ..compat.expectations import unique_topic
@@ -233,8 +235,131 @@ def test_offsets_get_and_records_delete_match_the_clients_watermarks(broker, tmp
         ["configs", "alter"],
         ["offsets", "get"],
         ["records", "delete"],
+        ["groups", "describe"],
+        ["groups", "delete-offsets"],
+        ["groups", "reset-offsets"],
+        ["log-dirs", "describe"],
+        ["perf", "produce"],
+        ["perf", "consume"],
+        ["completion"],
     ],
 )
 def test_every_new_command_has_help_with_an_example(command):
     shown = gregor(*command, "--help")
     assert "example" in shown.stdout
+
+
+def test_log_dirs_describe_matches_the_segment_files_on_disk(broker):
+    """Partition sizes equal the bytes of the partition's segment files (stat, not Gregor),
+    after a client produced to it; --topic-list filters; JSON is kafka-log-dirs.sh's."""
+    topic, other = unique_topic("cli-logdirs"), unique_topic("cli-logdirs-other")
+    gregor("topics", "create", "-b", broker.bootstrap, "--topic", topic, "--partitions", "2")
+    gregor("topics", "create", "-b", broker.bootstrap, "--topic", other)
+    produce(broker.bootstrap, topic, 50, partition=1)
+
+    shown = gregor(
+        "log-dirs", "describe", "-b", broker.bootstrap, "--topic-list", topic, "-o", "json"
+    )
+    document = json.loads(shown.stdout)
+    assert document["version"] == 1
+    (entry,) = document["brokers"]
+    assert entry["broker"] == broker.broker_id
+    (log_dir,) = entry["logDirs"]
+    assert log_dir["error"] is None and log_dir["usableBytes"] > 0
+    sizes = {p["partition"]: p["size"] for p in log_dir["partitions"]}
+    assert set(sizes) == {f"{topic}-0", f"{topic}-1"}  # the other topic is filtered out
+    on_disk = {
+        name: sum(f.stat().st_size for f in (Path(log_dir["logDir"]) / name).glob("*.log"))
+        for name in sizes
+    }
+    assert sizes == on_disk and sizes[f"{topic}-1"] > 50 and sizes[f"{topic}-0"] == 0
+
+    table = gregor("log-dirs", "describe", "-b", broker.bootstrap).stdout
+    assert f"{other}-0" in table and "(total)" in table
+    missing = gregor(
+        "log-dirs", "describe", "-b", broker.bootstrap, "--broker-list", "99", check=False
+    )
+    assert missing.returncode == 1 and "[99] are not in the cluster" in missing.stderr
+
+
+def test_perf_produce_then_consume_prints_kafkas_lines(broker):
+    """The producer's records reach the topic (the clients' watermark says so) and both
+    tools print the summary lines of Kafka's perf tools."""
+    topic = unique_topic("cli-perf")
+    gregor("topics", "create", "-b", broker.bootstrap, "--topic", topic)
+    produced = gregor(
+        "perf", "produce", "-b", broker.bootstrap, "--topic", topic, "--num-records", "2000",
+        "--record-size", "64", "--throughput", "-1", "--acks", "all",
+        "--producer-props", "linger.ms=5",
+    )  # fmt: skip
+    summary = produced.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"2000 records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, "
+        r"[\d.]+ ms max latency, \d+ ms 50th, \d+ ms 95th, \d+ ms 99th, \d+ ms 99.9th\.",
+        summary,
+    ), summary
+    assert produced.stderr == ""  # no librdkafka log lines
+    client = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "perf-check"})
+    try:
+        assert client.get_watermark_offsets(TopicPartition(topic, 0), TIMEOUT) == (0, 2000)
+    finally:
+        client.close()
+
+    consumed = gregor(
+        "perf", "consume", "-b", broker.bootstrap, "--topic", topic, "--messages", "2000"
+    )
+    header, line = consumed.stdout.strip().splitlines()
+    assert header.startswith("start.time, end.time, data.consumed.in.MB, MB.sec")
+    fields = [field.strip() for field in line.split(",")]
+    assert len(fields) == 10 and fields[4] == "2000"
+    assert float(fields[2]) == pytest.approx(2000 * 64 / 1024 / 1024, abs=1e-4)
+    as_json = gregor(
+        "perf", "consume", "-b", broker.bootstrap, "--topic", topic, "--messages", "2000",
+        "-o", "json",
+    )  # fmt: skip
+    assert json.loads(as_json.stdout)["data.consumed.in.nMsg"] == 2000
+
+    short = gregor(
+        "perf", "consume", "-b", broker.bootstrap, "--topic", topic, "--messages", "3000",
+        "--timeout", "2000", check=False,
+    )  # fmt: skip
+    assert short.returncode == 1 and "only 2000 of 3000" in short.stderr
+    more = gregor(
+        "perf", "produce", "-b", broker.bootstrap, "--topic", topic, "--num-records", "100",
+        "--record-size", "10", "--throughput", "200", "-o", "json",
+    )  # fmt: skip
+    totals = json.loads(more.stdout)
+    assert totals["records"] == 100 and totals["records_per_sec"] <= 200 * 1.1
+    assert totals["p50_ms"] <= totals["p99_ms"] <= totals["max_latency_ms"] + 1
+    client = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "perf-check"})
+    try:
+        assert client.get_watermark_offsets(TopicPartition(topic, 0), TIMEOUT) == (0, 2100)
+    finally:
+        client.close()
+    refused = gregor(
+        "perf", "produce", "-b", broker.bootstrap, "--topic", topic, "--num-records", "1",
+        "--producer-props", "no.such.setting=1", check=False,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "no.such.setting" in refused.stderr
+
+
+@pytest.mark.parametrize("shell", ["bash"])
+def test_completion_script_completes_commands_and_options(shell):
+    """Run by a real bash: the generated function completes subcommands and options."""
+    script = gregor("completion", shell).stdout
+
+    def complete(*words: str) -> list[str]:
+        line = " ".join(["gregor", *words])
+        driver = (
+            f"{script}\nCOMP_WORDS=({line}); COMP_CWORD={len(words)}; "
+            '_gregor_complete; printf "%s\\n" "${COMPREPLY[@]}"'
+        )
+        done = subprocess.run(
+            ["bash", "-c", driver], capture_output=True, text=True, timeout=30, check=True
+        )
+        return done.stdout.split()
+
+    assert "log-dirs" in complete("lo") and "local" in complete("lo")
+    assert complete("groups", "delete-") == ["delete-offsets"]
+    assert complete("groups", "reset-offsets", "billing", "--to-e") == ["--to-earliest"]
+    assert set(complete("perf", "")) == {"--help", "produce", "consume"}

@@ -4,6 +4,7 @@ list, reset-offsets (dry run by default) and delete."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import confluent_kafka
@@ -136,3 +137,123 @@ def test_reset_offsets_is_a_dry_run_until_execute_and_delete_removes_the_group(
         "the deleted group's offsets to be gone",
     )
     assert main(["groups", "delete", GROUP, "-b", bootstrap]) == 1
+
+
+def _starts_at(bootstrap: str, partition: int) -> int:
+    """The offset of the first message a fresh member of GROUP reads from ``partition``:
+    where the group's committed offset (or auto.offset.reset) puts it, as a client sees it."""
+    consumer = _consumer(bootstrap)
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(TOPIC, partition)])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                return message.offset()
+        raise AssertionError(f"no message from {TOPIC}-{partition} within 20 s")
+    finally:
+        consumer.close()
+
+
+def test_reset_modes_shift_duration_current_file_and_delete_offsets(
+    broker_factory, capsys, tmp_path
+) -> None:
+    """Each of Kafka's reset modes, seen by a consumer that then starts at the new offset;
+    --dry-run and --output json change nothing; delete-offsets leaves the partition to
+    auto.offset.reset."""
+    broker = broker_factory(**GROUP_BROKER_PROPERTIES)
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, TOPIC, PARTITIONS)
+    produce(bootstrap, TOPIC, [f"i{n}" for n in range(30)], PARTITIONS)  # 10 per partition
+    consumer = _consumer(bootstrap)
+    consumer.commit(
+        offsets=[confluent_kafka.TopicPartition(TOPIC, p, 6) for p in range(PARTITIONS)],
+        asynchronous=False,
+    )
+    consumer.close()
+    args = ["groups", "reset-offsets", GROUP, "-b", bootstrap]
+
+    assert main([*args, "--all-topics", "--shift-by", "-4", "--dry-run", "-o", "json"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert [(r["partition"], r["current_offset"], r["new_offset"]) for r in planned] == [
+        (0, 6, 2),
+        (1, 6, 2),
+        (2, 6, 2),
+    ]
+    assert committed_offsets(bootstrap, GROUP, TOPIC, PARTITIONS) == {0: 6, 1: 6, 2: 6}
+
+    assert main([*args, "--topic", f"{TOPIC}:0", "--shift-by", "-4", "--execute"]) == 0
+    assert main([*args, "--topic", f"{TOPIC}:1", "--shift-by", "100", "--execute"]) == 0
+    assert committed_offsets(bootstrap, GROUP, TOPIC, PARTITIONS) == {0: 2, 1: 10, 2: 6}
+    assert _starts_at(bootstrap, 0) == 2
+
+    # Every message is younger than an hour: by-duration PT1H goes to the first one.
+    assert main([*args, "--topic", f"{TOPIC}:2", "--by-duration", "PT1H", "--execute"]) == 0
+    assert committed_offsets(bootstrap, GROUP, TOPIC, PARTITIONS)[2] == 0
+    # ... and a zero duration finds no message at or after now: the end of the log.
+    assert main([*args, "--topic", f"{TOPIC}:2", "--by-duration", "PT0S", "--execute"]) == 0
+    assert committed_offsets(bootstrap, GROUP, TOPIC, PARTITIONS)[2] == 10
+
+    assert main([*args, "--all-topics", "--to-current", "--execute"]) == 0
+    assert committed_offsets(bootstrap, GROUP, TOPIC, PARTITIONS) == {0: 2, 1: 10, 2: 10}
+
+    plan = tmp_path / "plan.csv"
+    plan.write_text(f"{TOPIC},0,7\n{TOPIC},2,3\n")
+    assert main([*args, "--from-file", str(plan), "--execute"]) == 0
+    assert committed_offsets(bootstrap, GROUP, TOPIC, PARTITIONS) == {0: 7, 1: 10, 2: 3}
+    assert _starts_at(bootstrap, 2) == 3
+    capsys.readouterr()
+
+    assert main([*args, "--all-topics", "--by-duration", "soon"]) == 2
+    assert "--by-duration" in capsys.readouterr().err
+
+    assert main(["groups", "delete-offsets", GROUP, "--topic", f"{TOPIC}:0", "-b", bootstrap]) == 0
+    assert "Successful" in capsys.readouterr().out
+    assert committed_offsets(bootstrap, GROUP, TOPIC, PARTITIONS) == {0: -1001, 1: 10, 2: 3}
+    assert _starts_at(bootstrap, 0) == 0  # auto.offset.reset=earliest
+    assert (
+        main(["groups", "delete-offsets", GROUP, "--topic", "no-such-topic", "-b", bootstrap]) == 1
+    )
+    assert "no-such-topic does not exist" in capsys.readouterr().err
+
+
+def test_describe_members_verbose_and_state(broker_factory, capsys) -> None:
+    broker = broker_factory(**GROUP_BROKER_PROPERTIES)
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, TOPIC, PARTITIONS)
+    produce(bootstrap, TOPIC, [f"i{n}" for n in range(6)], PARTITIONS)
+    consumer = _consumer(bootstrap)
+    consumer.subscribe([TOPIC])
+    try:
+        wait_until(
+            lambda: consumer.poll(0.2) is not None and len(consumer.assignment()) == PARTITIONS,
+            30,
+            "the consumer to be assigned every partition",
+        )
+        describe = ["groups", "describe", GROUP, "-b", bootstrap]
+        assert main([*describe, "--state", "-o", "json"]) == 0
+        (state,) = json.loads(capsys.readouterr().out)
+        assert state["state"] == "Stable" and state["#members"] == 1
+        assert state["assignment_strategy"] == "range"
+
+        assert main([*describe, "--members", "--verbose", "-o", "json"]) == 0
+        (member,) = json.loads(capsys.readouterr().out)
+        assert member["consumer_id"] == consumer.memberid()
+        assert member["client_id"] == "billing-worker"
+        assert member["#partitions"] == PARTITIONS
+        assert sorted(member["assignment"]) == [f"{TOPIC}-{p}" for p in range(PARTITIONS)]
+
+        assert main([*describe, "--members"]) == 0
+        out = capsys.readouterr().out
+        assert "#PARTITIONS" in out and "ASSIGNMENT" not in out and consumer.memberid() in out
+
+        # Subscribed topics keep their offsets while the group is active, as in Kafka.
+        consumer.commit(asynchronous=False)
+        assert main(["groups", "delete-offsets", GROUP, "--topic", TOPIC, "-b", bootstrap]) == 1
+        captured = capsys.readouterr()
+        assert "GROUP_SUBSCRIBED_TO_TOPIC" in captured.out, captured
+        assert "stop its consumers first" in captured.err
+    finally:
+        consumer.close()
+    assert main(["groups", "describe", "nobody", "-b", bootstrap]) == 1
+    assert "group nobody does not exist" in capsys.readouterr().err

@@ -38,7 +38,9 @@ def test_scale_3_to_5_to_3_under_acks_all_load_and_refuse_going_below_rf(
         assert client.find("v1", plural, "default", name) is not None
     assert client.find("policy/v1", "poddisruptionbudgets", "default", "gregor") is not None
     assert (
-        status["labelSelector"] == "app.kubernetes.io/name=gregor,app.kubernetes.io/instance=gregor"
+        status["labelSelector"]
+        == "app.kubernetes.io/name=gregor,app.kubernetes.io/instance=gregor,"
+        "app.kubernetes.io/component=broker"
     )
     zk = zookeeper_client(zk_connect)
     admin = ZkAdmin(zk)

@@ -1,5 +1,5 @@
-"""Preferred-leader rebalancing by the operator: after a broker stops (its leadership moves
-away) and comes back, the operator's periodic check elects the preferred replicas again
+"""Preferred-leader rebalancing by the operator: after a broker is killed (its leadership
+moves away) and comes back, the operator's periodic check elects the preferred replicas again
 within one check interval. The brokers' own auto leader rebalance is off, so only the
 operator can do it."""
 
@@ -62,9 +62,10 @@ def test_leadership_returns_to_the_preferred_replicas_within_one_check_interval(
         preferred_here = [k for k, (_, r, _) in leaders(admin).items() if r[0] == victim]
         assert preferred_here, leaders(admin)
 
-        # Stop broker 0 (SIGTERM: its controlled shutdown hands leadership over); the
-        # kubelet stand-in starts it again (restartPolicy: Always).
-        kubelet.runtime.stop(kubelet.pod("default", f"gregor-{victim}"))
+        # Kill broker 0 (SIGKILL: no controlled shutdown; the controller moves its
+        # leadership once its ZooKeeper session expires); the kubelet stand-in starts it
+        # again (restartPolicy: Always).
+        kubelet.runtime.kill(kubelet.pod("default", f"gregor-{victim}"))
         client.wait_for(
             "leadership to move off broker 0",
             lambda: all(leaders(admin)[k][0] != victim for k in preferred_here),

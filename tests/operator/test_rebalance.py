@@ -18,6 +18,7 @@ from gregor_broker.devtools.local_cluster import zookeeper_client
 from gregor_operator.cli import main as operator_cli
 
 API = "gregor.dev/v1alpha1"
+THROTTLE = 100_000  # bytes/s of the stopped rebalance
 
 
 def test_rebalance_plan_waits_for_approval_then_balances(kube, run_operator, cluster, capsys):
@@ -120,33 +121,44 @@ def test_a_stopped_rebalance_goes_back_to_the_original_replicas(kube, run_operat
     admin = ZkAdmin(zk)
     try:
         admin.create_topic("heavy", {p: [1] for p in range(3)}, {})
-        fill(cluster.bootstrap_servers, "heavy", 3, 400)  # about 400 KB per partition
+        fill(cluster.bootstrap_servers, "heavy", 3, 2000, 1500)  # about 3 MB per partition
         before = dict(admin.get_topic("heavy").partitions)
         run_operator()
         client = kube.client
         create_cluster(client, cluster.zookeeper_connect)
-        # Add-brokers onto 2 and 3 at 20 KB/s: each new replica needs about 20 s.
+        # Two partitions move onto brokers 2 and 3 at 100 KB/s: about a minute in all.
         client.create(
             {"apiVersion": API, "kind": "GregorRebalance",
              "metadata": {"name": "slow", "namespace": "default",
                           "annotations": {"gregor.dev/approve": "true"}},
-             "spec": {"cluster": "gregor", "mode": "full", "throttleBytesPerSecond": 20000}},
+             "spec": {"cluster": "gregor", "mode": "full", "throttleBytesPerSecond": THROTTLE}},
             "gregorrebalances",
         )  # fmt: skip
 
         def status():
             return client.get(API, "gregorrebalances", "default", "slow").get("status") or {}
 
-        client.wait_for("the plan", lambda: status().get("phase"), 120)
+        # When the moves started: the reassignment node's creation (ZooKeeper's clock).
+        node = client.wait_for(
+            "the reassignment", lambda: zk.exists("/admin/reassign_partitions"), 120, 0.02
+        )
+        started = node.ctime / 1000
         partial = client.wait_for(
-            "some bytes moved",
+            "2.5 MB moved",
             lambda: (
-                (p := status().get("progress") or {}).get("bytesMoved", 0) > 0
+                (p := status().get("progress") or {}).get("bytesMoved", 0) > 2_500_000
                 and p["bytesMoved"] < p["bytesTotal"]
                 and status()
             ),
             120,
         )
+        # The throttle holds: beyond a first fetch per moving partition (Kafka's quota
+        # lets one replica.fetch.max.bytes through before it measures), no faster than
+        # 1.5 times the rate.
+        elapsed = time.time() - started
+        moved = partial["progress"]["bytesMoved"]
+        print(f"moved {moved} B in {elapsed:.1f} s, throttle {THROTTLE} B/s")
+        assert moved <= 2 * 1048576 + 1.5 * THROTTLE * elapsed, (moved, elapsed)
         assert partial["phase"] == "Executing"
         moving = {k for k, r in admin.get_topic("heavy").adding_replicas.items() if r}
         assert moving, "nothing is moving"

@@ -23,6 +23,9 @@ log = logging.getLogger("gregor.cli")
 # librdkafka's own log lines ("PARTCNT", connection refusals, ...) land here: silent unless
 # the user asks for -v.
 librdkafka_log = logging.getLogger("gregor.librdkafka")
+# Silent by default in every process that imports this (the CLI, the bench and its client
+# processes); ``gregor -v`` lowers the level again.
+librdkafka_log.setLevel(logging.CRITICAL)
 
 
 class ToolError(Exception):

@@ -16,11 +16,14 @@ from collections.abc import Callable, Sequence
 
 from gregor_broker.cli import (
     bench,
+    completion,
     configs,
     groups,
     leaders,
     local,
+    log_dirs,
     offsets,
+    perf,
     quotas,
     reassign,
     records,
@@ -35,11 +38,14 @@ COMMAND_GROUPS: list[Register] = [
     configs.register,
     offsets.register,
     records.register,
+    log_dirs.register,
     reassign.register,
     leaders.register,
     groups.register,
     quotas.register,
+    perf.register,
     bench.register,
+    completion.register,
 ]
 
 DESCRIPTION = """\
@@ -74,11 +80,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # librdkafka's own log lines (kafka_api.client_config routes them to this logger,
+    # silent unless asked for).
+    logging.getLogger("gregor.librdkafka").setLevel(
+        logging.DEBUG if args.verbose else logging.CRITICAL
+    )
     if not args.verbose:
         # kazoo logs every refused connection attempt; the commands report failures themselves.
         logging.getLogger("kazoo").setLevel(logging.CRITICAL)
-        # librdkafka's own log lines (kafka_api.client_config routes them here).
-        logging.getLogger("gregor.librdkafka").setLevel(logging.CRITICAL)
     return args.func(args)
 
 

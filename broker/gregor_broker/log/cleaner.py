@@ -36,8 +36,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..protocol.record_batch import (
     COMPRESSION_MASK,
@@ -49,6 +51,7 @@ from ..protocol.record_batch import (
     read_header,
 )
 from ..protocol.records import compress, decompress, iter_record_spans
+from .log_config import LogConfig
 from .partition_log import PartitionLog
 from .segment import LogSegment, iter_headers
 
@@ -64,6 +67,7 @@ class OffsetMap:
     """Key hash -> latest offset, bounded like Kafka's ``SkimpyOffsetMap``."""
 
     def __init__(self, buffer_bytes: int) -> None:
+        self.buffer_bytes = buffer_bytes
         self.slots = max(int(buffer_bytes // BYTES_PER_ENTRY * LOAD_FACTOR), 1)
         self._offsets: dict[bytes, int] = {}
 
@@ -326,7 +330,8 @@ def filter_batch(
 
 
 def clean_group(
-    log: PartitionLog,
+    directory: Path,
+    config: LogConfig,
     group: list[LogSegment],
     *,
     offset_map: OffsetMap,
@@ -335,17 +340,16 @@ def clean_group(
     producer_last: dict[int, int],
     stats: CleanerStats,
 ) -> Generator[int, None, LogSegment]:
-    """Write the cleaned copy of ``group`` as ``<base>.log.cleaned`` (step 3), fsynced."""
-    config = log.config
+    """Write the cleaned copy of ``group`` as ``<base>.log.cleaned`` (step 3), fsynced,
+    with its indexes (``.index.cleaned``, ``.timeindex.cleaned``)."""
     cleaned = LogSegment.create(
-        log.directory,
+        directory,
         group[0].base_offset,
         index_interval_bytes=config.index_interval_bytes,
         max_index_bytes=config.segment_index_bytes,
-        created_ms=group[-1].created_ms,
+        created_ms=0,
         file_suffix=CLEANED_SUFFIX,
     )
-    pin = cleaned.pin()
     try:
         for segment in group:
             retain_tombstones = segment.last_modified_ms() > delete_horizon_ms
@@ -371,8 +375,9 @@ def clean_group(
         cleaned.close_fd()
         cleaned.unlink_files()
         raise
-    finally:
-        del pin
+    cleaned.close_fd()
+    # The copy is as old as what it replaces (Kafka: the group's last modification time),
+    # which the delete horizon of later passes reads.
     modified = max(segment.last_modified_ms() for segment in group)
     os.utime(cleaned.log_path, ns=(modified * 1_000_000, modified * 1_000_000))
     return cleaned
@@ -392,6 +397,144 @@ def delete_horizon_ms(log: PartitionLog, first_dirty: int) -> int:
     return last_clean.last_modified_ms() - log.config.delete_retention_ms
 
 
+@dataclass(frozen=True, slots=True)
+class PassPlan:
+    """What a pass copies, taken from the live log on the event loop (step 1). Plain
+    data, so a worker process can do the copy (steps 2-3) while the broker serves."""
+
+    directory: Path
+    config: LogConfig
+    segments: tuple[tuple[int, int, int], ...]  # (base offset, size, serial), active last
+    first_dirty: int
+    first_uncleanable: int
+    delete_horizon_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class CleanedGroup:
+    """A ``<first base>.log.cleaned`` copy written for these segments."""
+
+    segments: tuple[tuple[int, int, int], ...]  # as in PassPlan
+    size: int
+
+
+@dataclass(slots=True)
+class PassCopy:
+    end: int
+    groups: list[CleanedGroup]
+    stats: CleanerStats
+
+
+def plan_pass(log: PartitionLog, checkpoint: int | None, now_ms: int) -> PassPlan | None:
+    """Step 1 for ``log``; None when nothing is cleanable."""
+    dirty = cleanable_range(log, checkpoint, now_ms)
+    if dirty.first_dirty >= dirty.first_uncleanable:
+        return None
+    return PassPlan(
+        log.directory,
+        log.config,
+        tuple((s.base_offset, s.size, s.serial) for s in log.segments),
+        dirty.first_dirty,
+        dirty.first_uncleanable,
+        delete_horizon_ms(log, dirty.first_dirty),
+    )
+
+
+def copy_pass(plan: PassPlan, offset_map: OffsetMap) -> Generator[int, None, PassCopy | None]:
+    """Steps 2-3 on the files alone: map the dirty range, write a ``.cleaned`` copy of
+    each group. Reads segments through descriptors of its own, up to the sizes planned
+    (the active segment may grow meanwhile); whatever changes on disk meanwhile, the
+    swap notices. None when the map could not take a single new key."""
+    config = plan.config
+    segments = [
+        LogSegment(
+            plan.directory,
+            base,
+            size=size,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_bytes=config.segment_index_bytes,
+            created_ms=0,
+        )
+        for base, size, _ in plan.segments
+    ]
+    serial_of = {base: (base, size, serial) for base, size, serial in plan.segments}
+    stats = CleanerStats()
+    offset_map.clear()
+    written: list[CleanedGroup] = []
+    try:
+        # Open (and pin) every file before the first piece: retention or truncation may
+        # unlink them meanwhile, and an open descriptor still reads the planned bytes.
+        pins = [segment.pin() for segment in segments]
+        for segment in segments:
+            segment.fd  # noqa: B018 - opens it
+    except FileNotFoundError:
+        for segment in segments:
+            segment.close_fd()
+        return None  # a segment went between the plan and the copy: try again later
+    try:
+        rolled = segments[:-1]
+        end = yield from build_offset_map(
+            rolled, plan.first_dirty, plan.first_uncleanable, offset_map, stats
+        )
+        if end <= plan.first_dirty:
+            return None  # the map cannot hold even one new key
+        producer_last = producer_last_offsets(segments)
+        for group in group_segments(rolled, end, config.segment_bytes):
+            cleaned = yield from clean_group(
+                plan.directory,
+                config,
+                group,
+                offset_map=offset_map,
+                end=end,
+                delete_horizon_ms=plan.delete_horizon_ms,
+                producer_last=producer_last,
+                stats=stats,
+            )
+            written.append(
+                CleanedGroup(tuple(serial_of[s.base_offset] for s in group), cleaned.size)
+            )
+        return PassCopy(end, written, stats)
+    except BaseException:
+        for group in written:
+            discard_cleaned(plan.directory, group)
+        raise
+    finally:
+        del pins
+        for segment in segments:
+            segment.close_fd()
+
+
+def discard_cleaned(directory: Path, group: CleanedGroup) -> None:
+    stem = f"{group.segments[0][0]:020d}"
+    for kind in ("log", "index", "timeindex"):
+        (directory / f"{stem}.{kind}{CLEANED_SUFFIX}").unlink(missing_ok=True)
+
+
+def swap_pass(log: PartitionLog, plan: PassPlan, copy: PassCopy) -> PassResult:
+    """Step 4: swap each group's copy in, oldest first; at the first group whose
+    segments changed meanwhile, stop and discard the rest (a later group's copy may
+    drop a tombstone whose older values only an earlier group's copy removes)."""
+    stats = copy.stats
+    for i, group in enumerate(copy.groups):
+        cleaned = LogSegment(
+            plan.directory,
+            group.segments[0][0],
+            size=group.size,
+            index_interval_bytes=plan.config.index_interval_bytes,
+            max_index_bytes=plan.config.segment_index_bytes,
+            created_ms=0,
+            file_suffix=CLEANED_SUFFIX,
+        )
+        if log.replace_segments(group.segments, cleaned, CLEANED_SUFFIX, SWAP_SUFFIX):
+            stats.segments_cleaned += len(group.segments)
+            continue
+        stats.swaps_refused += 1
+        for rest in copy.groups[i:]:
+            discard_cleaned(plan.directory, rest)
+        return PassResult(plan.first_dirty, stats)
+    return PassResult(copy.end, stats)
+
+
 def clean(
     log: PartitionLog,
     checkpoint: int | None,
@@ -399,42 +542,29 @@ def clean(
     offset_map: OffsetMap,
     now_ms: int,
 ) -> Generator[int, None, PassResult | None]:
-    """One cleaning pass over ``log`` (steps 1-4); None when there is nothing to clean.
-    Yields bytes read after each piece of work."""
-    dirty = cleanable_range(log, checkpoint, now_ms)
-    if dirty.first_dirty >= dirty.first_uncleanable:
+    """One cleaning pass over ``log`` in this process (steps 1-4); None when there is
+    nothing to clean. Yields bytes read after each piece of work."""
+    plan = plan_pass(log, checkpoint, now_ms)
+    if plan is None:
         return None
-    stats = CleanerStats()
-    offset_map.clear()
-    segments = log.segments
-    rolled = segments[:-1]
-    pins = [segment.pin() for segment in segments]
+    copy = yield from copy_pass(plan, offset_map)
+    if copy is None:
+        return None
+    return swap_pass(log, plan, copy)
+
+
+def copy_in_worker(plan: PassPlan, map_bytes: int, max_bytes_per_second: float) -> PassCopy | None:
+    """Steps 2-3 in a worker process (the broker's cleaner workers run here so that
+    cleaning uses another core, as Kafka's cleaner threads do), throttled by sleeping."""
+    started = time.monotonic()
+    done = 0
+    gen = copy_pass(plan, OffsetMap(map_bytes))
     try:
-        end = yield from build_offset_map(
-            rolled, dirty.first_dirty, dirty.first_uncleanable, offset_map, stats
-        )
-        if end <= dirty.first_dirty:
-            return None  # the map cannot hold even one new key
-        horizon = delete_horizon_ms(log, dirty.first_dirty)
-        producer_last = producer_last_offsets(segments)
-        for group in group_segments(rolled, end, log.config.segment_bytes):
-            sizes = [segment.size for segment in group]
-            cleaned = yield from clean_group(
-                log,
-                group,
-                offset_map=offset_map,
-                end=end,
-                delete_horizon_ms=horizon,
-                producer_last=producer_last,
-                stats=stats,
-            )
-            if log.replace_segments(group, sizes, cleaned, CLEANED_SUFFIX, SWAP_SUFFIX):
-                stats.segments_cleaned += len(group)
-            else:
-                stats.swaps_refused += 1
-                cleaned.close_fd()
-                cleaned.unlink_files()
-                return PassResult(dirty.first_dirty, stats)
-        return PassResult(end, stats)
-    finally:
-        del pins
+        while True:
+            done += next(gen)
+            if max_bytes_per_second != float("inf"):
+                ahead = done / max_bytes_per_second - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+    except StopIteration as stop:
+        return stop.value

@@ -336,15 +336,15 @@ class PartitionLog:
 
     def replace_segments(
         self,
-        old: list[LogSegment],
-        sizes: list[int],
+        old: tuple[tuple[int, int, int], ...],
         cleaned: LogSegment,
         cleaned_suffix: str,
         swap_suffix: str,
     ) -> bool:
-        """Swap the cleaner's copy of ``old`` in (Kafka's ``replaceSegments``); False,
-        changing nothing, when ``old`` is no longer a run of rolled segments of these
-        ``sizes`` (retention, truncation or deletion got there first).
+        """Swap the cleaner's copy of the segments ``old`` ((base offset, size, serial)
+        each) in (Kafka's ``replaceSegments``); False, changing nothing, when they are no
+        longer a run of rolled segments of this log with those sizes (retention,
+        truncation or deletion got there first).
 
         Crash safety: renaming ``.cleaned`` to ``.swap`` is the commit point (the copy
         is fsynced before); then the old segments are unlinked (readers keep their
@@ -352,19 +352,16 @@ class PartitionLog:
         completes a swap found on disk (``_complete_swaps``)."""
         if self._closed or not old:
             return False
-        try:
-            first = next(i for i, segment in enumerate(self._segments) if segment is old[0])
-        except StopIteration:
-            return False
+        first = bisect.bisect_left(self._base_offsets, old[0][0])
         stop = first + len(old)
         if stop >= len(self._segments) or any(
-            self._segments[first + k] is not segment or segment.size != sizes[k]
-            for k, segment in enumerate(old)
+            (segment.base_offset, segment.size, segment.serial) != expected
+            for segment, expected in zip(self._segments[first:stop], old, strict=True)
         ):
             return False
         cleaned.change_file_suffixes(cleaned_suffix, swap_suffix)
         _fsync_directory(self.directory)
-        for segment in old:
+        for segment in self._segments[first:stop]:
             self._delete_segment(segment)
         cleaned.change_file_suffixes(swap_suffix, "")
         _fsync_directory(self.directory)

@@ -13,6 +13,7 @@ record.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,6 +32,9 @@ from .index import OffsetIndex, TimeIndex
 from .open_files import OPEN_FILES
 
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+# Every LogSegment object of the process gets a serial: the cleaner's swap checks that the
+# segments it copied are still the very ones in the log (not new ones at the same base).
+_SERIALS = itertools.count(1)
 # Recovery reads the log in chunks of this size (or one batch, if larger).
 _RECOVERY_CHUNK = 4 * 1024 * 1024
 
@@ -153,6 +157,7 @@ class LogSegment:
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
+        self.serial = next(_SERIALS)
         stem = f"{base_offset:020d}"
         # A suffix (".cleaned", ".swap") marks a segment the log cleaner is writing or
         # swapping in (Kafka's file suffixes; ``change_file_suffixes`` renames).

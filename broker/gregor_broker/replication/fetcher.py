@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -58,6 +59,9 @@ class FollowedPartition:
     partition: Partition
     leader_epoch: int
     needs_truncation: bool = True
+    # time.monotonic() before which its OffsetForLeaderEpoch is not asked again (after an
+    # error): the other partitions of the leader are fetched meanwhile.
+    truncation_retry_at: float = 0.0
 
 
 def complete_batches(records: bytes) -> bytes:
@@ -132,11 +136,25 @@ class ReplicaFetcher:
                 if client is None:
                     await asyncio.sleep(RETRY_BACKOFF_S)
                     continue
-                truncating = [f for f in self.partitions.values() if f.needs_truncation]
+                # Matches Kafka's fetcher threads: partitions waiting for their truncation
+                # point do not hold up the others. Before, one partition whose leader kept
+                # answering OffsetForLeaderEpoch with an error (a leader that had not yet
+                # seen its own election) stopped replication of every partition from that
+                # leader: their ISRs shrank to the leader, acks=all writes stalled for
+                # minutes, and idempotent producers bumped their epochs hundreds of times,
+                # re-sending what was stored (chaos seed 202's duplicate storm).
+                now = time.monotonic()
+                truncating = [
+                    f
+                    for f in self.partitions.values()
+                    if f.needs_truncation and f.truncation_retry_at <= now
+                ]
                 if truncating:
                     await self._truncate(client, truncating)
-                    continue
-                await self._fetch(client)
+                if any(not f.needs_truncation for f in self.partitions.values()):
+                    await self._fetch(client)
+                elif not truncating:
+                    await asyncio.sleep(RETRY_BACKOFF_S)
             except asyncio.CancelledError:
                 raise
             except BrokerConnectionError as error:
@@ -201,10 +219,9 @@ class ReplicaFetcher:
                         self.leader_id,
                         answer.error_code.name,
                     )
+                    item.truncation_retry_at = time.monotonic() + RETRY_BACKOFF_S
                     continue
                 self._apply_epoch_end(item, answer.leader_epoch, answer.end_offset)
-        if any(item.needs_truncation for item in followed):
-            await asyncio.sleep(RETRY_BACKOFF_S)
 
     def _apply_epoch_end(self, item: FollowedPartition, epoch: int, end_offset: int) -> None:
         partition_log = item.partition.log
@@ -250,7 +267,11 @@ class ReplicaFetcher:
         if rate is None:
             return set(), None
         throttled = set()
-        for key in self.partitions:
+        for key, item in self.partitions.items():
+            if manager.broker_id in item.partition.isr:
+                # Kafka's shouldFollowerThrottle: a replica in the ISR is never held back;
+                # the high watermark, and with it every acks=all write, waits for it.
+                continue
             topic = manager.metadata.topics.get(key[0])
             config = topic.config if topic is not None else {}
             if is_throttled(config, FOLLOWER_REPLICAS, key[1], manager.broker_id):
@@ -269,8 +290,11 @@ class ReplicaFetcher:
                 return
         by_topic: dict[str, list[FollowedPartition]] = {}
         for key, item in self.partitions.items():
-            if key not in skip:
+            if key not in skip and not item.needs_truncation:
                 by_topic.setdefault(item.partition.topic, []).append(item)
+        if not by_topic:  # every fetchable partition is throttled this round
+            await asyncio.sleep(max(self.throttle_budget.wait_time(rate or 0.0), 0.01))
+            return
         throttled_max_bytes = max(int(rate / 10), 1) if rate is not None else config.fetch_max_bytes
         response = await client.request(
             1,

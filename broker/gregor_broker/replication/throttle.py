@@ -7,7 +7,8 @@ topic config and a dynamic rate (bytes/s) in ``/config/brokers/<id>`` or ``<defa
   copying is limited, and ``follower.replication.throttled.rate`` caps the bytes the
   fetchers of the replica's broker copy for them (``ByteBudget``, used by the fetcher).
   A fetcher over its budget leaves the throttled partitions out of its next fetches
-  until the budget recovers; other partitions keep flowing.
+  until the budget recovers; other partitions keep flowing, and so do replicas already
+  in the ISR (Kafka's ``shouldFollowerThrottle``).
 - leader side: ``leader.replication.throttled.replicas`` names partitions on their
   leader, and ``leader.replication.throttled.rate`` caps the bytes the leader sends to
   followers for them (``LeaderReplicationQuota``, used by the Fetch handler). Like

@@ -165,6 +165,7 @@ class Broker:
                 dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
                 io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
                 backoff_ms=config.log_cleaner_backoff_ms,
+                processes=True,
             ),
         )
         self.log_cleaner.start()

@@ -108,7 +108,8 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
         )
         decided = plan_step(observed)
         replicas = decided.statefulset if decided.statefulset is not None else current
-        apply_owned(body, render(name, namespace, spec, replicas), uid)
+        kept = ((statefulset or {}).get("spec") or {}).get("selector", {}).get("matchLabels")
+        apply_owned(body, render(name, namespace, spec, replicas, kept), uid)
         if plan is not None and done == total and decided.plan is None:
             finish_moves(admin, plan)
         phase, message = decided.phase, decided.message

@@ -26,7 +26,13 @@ CONFIG_HASH_ANNOTATION = "gregor.dev/config-hash"
 
 
 def labels(name: str) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "gregor", "app.kubernetes.io/instance": name}
+    """The broker pods' labels and every selector of them. ``component`` keeps them apart
+    from the release's ZooKeeper and operator pods, which share name and instance."""
+    return {
+        "app.kubernetes.io/name": "gregor",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/component": "broker",
+    }
 
 
 def label_selector(name: str) -> str:
@@ -118,9 +124,17 @@ def placement(spec: Mapping[str, Any], rack_key: str, selector: Mapping[str, str
     return fields
 
 
-def render(name: str, namespace: str, spec: Mapping[str, Any], replicas: int) -> list[dict]:
+def render(
+    name: str,
+    namespace: str,
+    spec: Mapping[str, Any],
+    replicas: int,
+    statefulset_selector: Mapping[str, str] | None = None,
+) -> list[dict]:
     """Every owned object; ``replicas`` is the StatefulSet's (the operator's decision, which
-    lags ``spec.replicas`` while replicas move)."""
+    lags ``spec.replicas`` while replicas move). ``statefulset_selector``: an existing
+    StatefulSet's selector, kept (it is immutable; an earlier version's lacked
+    ``component``, and the pods' labels still include it)."""
     selector = labels(name)
     headless = headless_service_name(name)
     rack_key = spec.get("rackTopologyKey") or DEFAULT_RACK_KEY
@@ -211,7 +225,7 @@ def render(name: str, namespace: str, spec: Mapping[str, Any], replicas: int) ->
             "podManagementPolicy": "Parallel",
             # The operator restarts brokers itself, one at a time and min-ISR gated.
             "updateStrategy": {"type": "OnDelete"},
-            "selector": {"matchLabels": selector},
+            "selector": {"matchLabels": dict(statefulset_selector or selector)},
             "template": {
                 "metadata": {
                     "labels": selector,

@@ -318,7 +318,8 @@ def _cleaned_copy(log: PartitionLog):
                 offset_map.put(record.key, header.base_offset + record.offset_delta)
     end = log.active_segment.base_offset
     gen = clean_group(
-        log,
+        log.directory,
+        log.config,
         rolled,
         offset_map=offset_map,
         end=end,

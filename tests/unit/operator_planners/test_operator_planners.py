@@ -202,3 +202,15 @@ def test_metrics_port_is_optional_and_probes_follow_it():
     base = {"replicas": 3, "zookeeper": {"connect": "zk:2181"}, "image": "gregor-broker:1"}
     assert config_hash(base) == config_hash({**base, "zones": None})
     assert config_hash(base) != config_hash({**base, "zones": ["a"]})
+
+
+def test_an_existing_statefulsets_selector_is_kept_as_it_is_immutable():
+    from gregor_operator.planners.cluster_objects import labels, render
+
+    spec = {"replicas": 3, "zookeeper": {"connect": "zk:2181"}}
+    old = {"app.kubernetes.io/name": "gregor", "app.kubernetes.io/instance": "gregor"}
+    (sts,) = [o for o in render("gregor", "kafka", spec, 3, old) if o["kind"] == "StatefulSet"]
+    assert sts["spec"]["selector"]["matchLabels"] == old
+    assert sts["spec"]["template"]["metadata"]["labels"] == labels("gregor")  # a superset
+    (new,) = [o for o in render("gregor", "kafka", spec, 3) if o["kind"] == "StatefulSet"]
+    assert new["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "broker"

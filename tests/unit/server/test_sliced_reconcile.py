@@ -42,8 +42,10 @@ def test_a_large_change_is_applied_in_slices_with_the_loop_running_between() -> 
 
     calls, ticks, applied = asyncio.run(scenario())
     assert applied == {f"t{i}" for i in range(400)}
-    # 25 batches of 16 at 2 ms each, 10 ms per slice: the loop ran between slices.
-    assert ticks >= 5, ticks
+    # 25 batches of 16 at 2 ms or more each, a slice ends after 10 ms: at least 5 batches
+    # per slice at most, so several slices, and the loop ran between them (how many turns
+    # depends on how long the sleeps really take on a busy machine).
+    assert ticks >= 2, ticks
     assert all(len(batch) <= 16 for batch in calls)
 
 

@@ -1,11 +1,10 @@
-"""DescribeLogDirs (API 35): this broker's log dirs and the size of every partition replica
-in them, what ``kafka-log-dirs.sh`` and rebalancers (gregor-operator's bytes to move and
-bytes moved) read.
+"""DescribeLogDirs: each log directory of this broker with the size of every partition in
+it, and the disk's total and usable bytes (v4), for ``gregor log-dirs describe`` (Kafka's
+kafka-log-dirs.sh) and any admin client.
 
-Matches Kafka's ``ReplicaManager.describeLogDirs``: every log dir is listed, an offline one
-with KAFKA_STORAGE_ERROR and no partitions; ``topics: null`` asks for every partition;
-``offset_lag`` is 0 (no future replicas: Gregor has no AlterReplicaLogDirs); v4 adds the
-dir's total and usable bytes.
+Sizes are the bytes of the partition's segments. Gregor moves no replica between
+directories (no AlterReplicaLogDirs), so ``offset_lag`` is 0 and ``is_future_key`` false.
+An offline directory answers KAFKA_STORAGE_ERROR with no topics, as Kafka's does.
 """
 
 from __future__ import annotations
@@ -20,18 +19,22 @@ from ...protocol.requests import DescribeLogDirsRequest
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
+UNKNOWN_SPACE = -1  # Kafka's "not known" for total_bytes / usable_bytes
+
 
 def handle_describe_log_dirs(
     broker: BrokerServices, context: RequestContext, request: DescribeLogDirsRequest
 ) -> Any:
-    logs = broker.logs
+    # A null topics list asks for every partition; otherwise only the named ones.
     wanted = (
         None
         if request.topics is None
-        else {(t.topic, int(p)) for t in request.topics for p in t.partitions}
+        else {(t.topic, p) for t in request.topics for p in t.partitions}
     )
-    by_dir: dict[Path, dict[str, list[dict[str, Any]]]] = {d: {} for d in logs.log_dirs}
-    for (topic, partition), log in sorted(logs.logs().items()):
+    by_dir: dict[Path, dict[str, list[dict[str, Any]]]] = {
+        log_dir: {} for log_dir in broker.logs.live_dirs
+    }
+    for (topic, partition), log in sorted(broker.logs.logs().items()):
         if wanted is not None and (topic, partition) not in wanted:
             continue
         topics = by_dir.setdefault(Path(log.directory).parent, {})
@@ -45,21 +48,28 @@ def handle_describe_log_dirs(
         )
     results = []
     for log_dir, topics in by_dir.items():
-        offline = log_dir in logs.offline_dirs
         try:
             usage = shutil.disk_usage(log_dir)
             total, usable = usage.total, usage.free
         except OSError:
-            total = usable = -1
+            total = usable = UNKNOWN_SPACE
         results.append(
             {
-                "error_code": ErrorCode.kafka_storage_error if offline else ErrorCode.none,
+                "error_code": ErrorCode.none,
                 "log_dir": str(log_dir),
-                "topics": []
-                if offline
-                else [{"name": t, "partitions": p} for t, p in sorted(topics.items())],
+                "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
                 "total_bytes": total,
                 "usable_bytes": usable,
+            }
+        )
+    for log_dir in broker.logs.offline_dirs:
+        results.append(
+            {
+                "error_code": ErrorCode.kafka_storage_error,
+                "log_dir": str(log_dir),
+                "topics": [],
+                "total_bytes": UNKNOWN_SPACE,
+                "usable_bytes": UNKNOWN_SPACE,
             }
         )
     return {"throttle_time": 0, "error_code": ErrorCode.none, "results": results}
