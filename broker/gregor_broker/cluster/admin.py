@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 
@@ -37,15 +36,14 @@ from gregor_broker.cluster.models import (
     encode_controller_epoch,
     new_uuid,
 )
+from gregor_broker.cluster.topic_names import topic_name_error
 from gregor_broker.config import InvalidConfig, validate_topic_configs
 
 log = logging.getLogger(__name__)
 
-MAX_TOPIC_NAME_LENGTH = 249
 # Znode deletions per ZooKeeper multi when a topic is deleted (a multi is one request,
 # and requests must stay below ZooKeeper's jute.maxbuffer of 1 MiB).
 _DELETES_PER_MULTI = 1000
-_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 class ZkAdminError(Exception):
@@ -88,21 +86,9 @@ class BrokerIdInUse(ZkAdminError):
 
 
 def validate_topic_name(name: str) -> None:
-    """Kafka's ``Topic.validate``: 1..249 chars of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``."""
-    if not name:
-        raise InvalidTopic("Topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise InvalidTopic(f"Topic name cannot be {name!r}")
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopic(
-            f"Topic name {name[:40]}... is illegal, it can't be longer than "
-            f"{MAX_TOPIC_NAME_LENGTH} characters, length: {len(name)}"
-        )
-    if not _LEGAL_TOPIC.fullmatch(name):
-        raise InvalidTopic(
-            f"Topic name {name!r} is illegal, it contains a character other than "
-            "ASCII alphanumerics, '.', '_' and '-'"
-        )
+    """Kafka's ``Topic.validate`` (``topic_names.py``): raises ``InvalidTopic``."""
+    if (error := topic_name_error(name)) is not None:
+        raise InvalidTopic(error)
 
 
 def _collision_key(name: str) -> str:
