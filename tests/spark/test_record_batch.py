@@ -12,7 +12,7 @@ from confluent_kafka import Message
 
 from gregor_spark.schema import arrow_schema, binary_column, record_batch
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 @pytest.mark.parametrize(
