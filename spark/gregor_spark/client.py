@@ -37,8 +37,15 @@ def client_config(options: SourceOptions, **overrides: Any) -> dict[str, Any]:
 def consumer_config(options: SourceOptions) -> dict[str, Any]:
     """A consumer that reads what it is told: no group membership, no commits, no resets."""
     # librdkafka's default fetch.queue.backoff.ms (1000) stalls a fast reader for a second
-    # whenever its queue fills; a task reads as fast as it can.
-    tuned = {"fetch.queue.backoff.ms": 1, **options.kafka}
+    # whenever its queue fills; a task reads as fast as it can. A task reads one partition,
+    # so the per-partition fetch size is the whole fetch: 8 MiB per Fetch instead of 1 MiB
+    # makes a task's fetches as large as a consumer's of several partitions (fewer round
+    # trips, less per-request work on the broker). ``kafka.*`` options override both.
+    tuned = {
+        "fetch.queue.backoff.ms": 1,
+        "max.partition.fetch.bytes": 8 * 1024 * 1024,
+        **options.kafka,
+    }
     return {
         **tuned,
         **{

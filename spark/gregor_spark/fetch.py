@@ -10,12 +10,13 @@ past ``end``, or when the consumer reports the end of the partition.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 from collections.abc import Iterator
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from gregor_spark.client import consumer_config
 from gregor_spark.options import SourceOptions
@@ -90,28 +91,18 @@ def _read(
     position = start
     while position < offsets.end:
         messages = consumer.consume(CONSUME_BATCH, timeout=CONSUME_WAIT_S)
-        records = []
-        at_end = False
-        for message in messages:
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    # The log holds nothing more: offsets up to ``end`` were gaps.
-                    at_end = message.offset() >= min(offsets.end, high)
-                    continue
-                if error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
-                    raise DataLossError(
-                        f"{offsets.topic}-{offsets.partition}: offset {position} is out of "
-                        f"range. {DATA_LOSS_HINT}"
-                    )
-                raise KafkaException(error)
-            offset = message.offset()
-            if offset >= offsets.end:
-                at_end = True
-                break
-            records.append(message)
-            position = offset + 1
+        if not messages:
+            records, at_end = messages, False
+        elif any(map(Message.error, messages)):
+            records, at_end = _split_events(messages, offsets, position, high)
+        else:
+            # The usual case: records only, in offset order; cut at the range's end.
+            records, at_end = messages, False
+            if messages[-1].offset() >= offsets.end:
+                cut = bisect.bisect_left(messages, offsets.end, key=Message.offset)
+                records, at_end = messages[:cut], True
         if records:
+            position = records[-1].offset() + 1
             deadline = time.monotonic() + options.poll_timeout_ms / 1000
             yield record_batch(records, options.include_headers)
         if at_end:
@@ -122,3 +113,28 @@ def _read(
                 f"{options.poll_timeout_ms} ms while reading offset {position} of "
                 f"[{offsets.start}, {offsets.end}) (kafkaConsumer.pollTimeoutMs)"
             )
+
+
+def _split_events(
+    messages: list[Message], offsets: OffsetRange, position: int, high: int
+) -> tuple[list[Message], bool]:
+    """The records of a ``consume()`` list that also holds events: end of partition (the
+    log holds nothing more, so offsets up to ``end`` were gaps) or errors, which fail."""
+    records = []
+    at_end = False
+    for message in messages:
+        error = message.error()
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF:
+                at_end = message.offset() >= min(offsets.end, high)
+                continue
+            if error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                raise DataLossError(
+                    f"{offsets.topic}-{offsets.partition}: offset {position} is out of "
+                    f"range. {DATA_LOSS_HINT}"
+                )
+            raise KafkaException(error)
+        if message.offset() >= offsets.end:
+            return records, True
+        records.append(message)
+    return records, at_end

@@ -48,7 +48,7 @@ AUTO_OFFSET_RESET_ERROR = (
 
 EXACTLY_ONCE_REFUSED = (
     "Option 'exactlyOnce' needs Kafka transactions, which Gregor does not implement yet "
-    "(see the transactions issue): a replayed micro-batch could not be committed only once. "
+    "(issue 15, transactions): a replayed micro-batch could not be committed only once. "
     "Remove the option to write with the idempotent producer (at-least-once delivery)."
 )
 

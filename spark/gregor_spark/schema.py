@@ -8,10 +8,13 @@ by row, which is what makes the Python source fast.
 
 from __future__ import annotations
 
+import array
+import itertools
 from collections.abc import Sequence
-from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+from confluent_kafka import Message
 
 BASE_DDL = (
     "key binary, value binary, topic string, partition int, offset long, "
@@ -19,6 +22,7 @@ BASE_DDL = (
 )
 HEADERS_DDL = "headers array<struct<key: string, value: binary>>"
 
+TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 BASE_FIELDS = [
     ("key", pa.binary()),
@@ -26,7 +30,7 @@ BASE_FIELDS = [
     ("topic", pa.string()),
     ("partition", pa.int32()),
     ("offset", pa.int64()),
-    ("timestamp", pa.timestamp("us", tz="UTC")),
+    ("timestamp", TIMESTAMP_TYPE),
     ("timestampType", pa.int32()),
 ]
 
@@ -40,31 +44,49 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-def record_batch(messages: Sequence[Any], include_headers: bool) -> pa.RecordBatch:
+def binary_column(items: list[bytes | None]) -> pa.Array:
+    """An Arrow ``binary`` column from Python bytes. Without nulls it is one join of the
+    values plus their running lengths, several times faster than ``pa.array`` converting
+    object by object; nulls (no key, tombstones) take ``pa.array``."""
+    if None in items:
+        return (
+            pa.nulls(len(items), pa.binary())
+            if items.count(None) == len(items)
+            else (pa.array(items, pa.binary()))
+        )
+    data = b"".join(items)
+    if len(data) >= 2**31:
+        return pa.array(items, pa.binary())
+    ends = array.array("i", itertools.accumulate(map(len, items), initial=0))
+    return pa.Array.from_buffers(
+        pa.binary(), len(items), [None, pa.py_buffer(ends), pa.py_buffer(data)]
+    )
+
+
+def record_batch(messages: Sequence[Message], include_headers: bool) -> pa.RecordBatch:
     """One Arrow batch from confluent-kafka ``Message`` objects of one partition."""
     count = len(messages)
-    keys = [m.key() for m in messages]
-    values = [m.value() for m in messages]
-    offsets = [m.offset() for m in messages]
-    stamps = [m.timestamp() for m in messages]
     first = messages[0]
-    # Kafka's timestamp type: librdkafka says 1 for CreateTime and 2 for LogAppendTime; Spark
-    # (the Java client's TimestampType.id) says 0 and 1.
+    # ``map`` over the unbound C methods calls into confluent-kafka without a Python frame per
+    # record; everything after that is whole-column Arrow work.
+    kinds, millis = zip(*map(Message.timestamp, messages), strict=True)
     columns = [
-        pa.array(keys, pa.binary()),
-        pa.array(values, pa.binary()),
-        pa.array([first.topic()] * count, pa.string()),
-        pa.array([first.partition()] * count, pa.int32()),
-        pa.array(offsets, pa.int64()),
-        pa.array([ms * 1000 for _, ms in stamps], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-        pa.array([kind - 1 if kind > 0 else -1 for kind, _ in stamps], pa.int32()),
+        binary_column(list(map(Message.key, messages))),
+        binary_column(list(map(Message.value, messages))),
+        pa.repeat(pa.scalar(first.topic(), pa.string()), count),
+        pa.repeat(pa.scalar(first.partition(), pa.int32()), count),
+        pa.array(list(map(Message.offset, messages)), pa.int64()),
+        pc.multiply(pa.array(millis, pa.int64()), 1000).cast(TIMESTAMP_TYPE),
+        # Kafka's timestamp type: librdkafka says 0 (none), 1 (CreateTime), 2 (LogAppendTime);
+        # Spark (the Java client's TimestampType.id) says -1, 0 and 1.
+        pc.subtract(pa.array(kinds, pa.int32()), pa.scalar(1, pa.int32())),
     ]
     if include_headers:
         columns.append(
             pa.array(
                 [
-                    [{"key": k, "value": v} for k, v in m.headers()] if m.headers() else None
-                    for m in messages
+                    [{"key": k, "value": v} for k, v in headers] if headers else None
+                    for headers in map(Message.headers, messages)
                 ],
                 HEADERS_TYPE,
             )
