@@ -208,6 +208,9 @@ class PartitionLog:
                 if replaced and suffix in ("log", "index", "timeindex", "txnindex"):
                     os.unlink(entry.path)
             os.replace(swap_path, self.directory / f"{base:020d}.log")
+            txn_swap = self.directory / f"{base:020d}.txnindex.swap"
+            if txn_swap.exists():
+                os.replace(txn_swap, self.directory / f"{base:020d}.txnindex")
 
     def _load(self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool) -> None:
         base_offsets: list[int] = []
