@@ -541,6 +541,24 @@ class PartitionLog:
     def first_unstable_offset(self) -> int | None:
         return self.producer_state.first_unstable_offset(self._high_watermark)
 
+    def active_producers(self) -> list[tuple[int, int, int, int, int, int]]:
+        """Kafka's ``activeProducers`` (DescribeProducers): (producer id, epoch, last
+        sequence, last timestamp, coordinator epoch, open transaction's first offset or
+        -1) for every producer this partition knows."""
+        state = self.producer_state.state()
+        open_txns = state.transactions.first_offsets
+        return [
+            (
+                producer_id,
+                entry.producer_epoch,
+                entry.last_sequence,
+                entry.last_timestamp,
+                entry.coordinator_epoch,
+                open_txns.get(producer_id, -1),
+            )
+            for producer_id, entry in state.entries.items()
+        ]
+
     def open_transactions(self) -> dict[int, int]:
         """Producer id -> first offset of its open transaction in this partition."""
         return dict(self.producer_state.state().transactions.first_offsets)

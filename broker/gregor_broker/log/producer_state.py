@@ -117,6 +117,8 @@ class ProducerEntry:
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
     # The epoch of the transaction coordinator that wrote this producer's last marker.
     coordinator_epoch: int = -1
+    # The max timestamp of its last batch or marker (Kafka's lastTimestamp).
+    last_timestamp: int = -1
 
     @property
     def last_sequence(self) -> int:
@@ -256,6 +258,7 @@ class ProducerState:
             elif header.producer_epoch != entry.producer_epoch:
                 entry.producer_epoch = header.producer_epoch
                 entry.batches.clear()
+            entry.last_timestamp = header.max_timestamp
             if header.is_control:
                 if marker is None:
                     continue  # an emptied control batch (compaction) or not a marker
@@ -378,10 +381,10 @@ def encode_snapshot(state: ProducerState) -> bytes:
                 last.last_sequence,
                 last.last_offset,
                 last.last_offset - last.first_offset,
-                last.max_timestamp,
+                entry.last_timestamp,
             )
         else:
-            fields = (-1, -1, 0, -1)
+            fields = (-1, -1, 0, entry.last_timestamp)
         body += _SNAPSHOT_ENTRY.pack(
             producer_id,
             entry.producer_epoch,
@@ -417,7 +420,9 @@ def decode_snapshot(data: bytes, next_offset: int) -> ProducerState:
             coordinator_epoch,
             txn_first_offset,
         ) = _SNAPSHOT_ENTRY.unpack_from(data, _SNAPSHOT_HEAD.size + i * _SNAPSHOT_ENTRY.size)
-        entry = ProducerEntry(producer_id, epoch, coordinator_epoch=coordinator_epoch)
+        entry = ProducerEntry(
+            producer_id, epoch, coordinator_epoch=coordinator_epoch, last_timestamp=timestamp
+        )
         if last_offset >= 0:
             first_sequence = last_sequence - offset_delta
             if first_sequence < 0:  # Kafka's decrementSequence: sequences wrap
