@@ -191,10 +191,10 @@ def test_a_follower_copies_markers_and_the_txn_index(broker_factory) -> None:
             (follower.log_dir / name).exists()
             and (follower.log_dir / name).read_bytes() == leader_index
         ),
-        30,
+        90,
     )
     # The follower's producer state has c's transaction open too: once it leads, the
     # LSO it answers is the same.
     leader.kill()
-    assert wait_for(lambda: latest_offset(follower.bootstrap, topic, read_committed=True) == 9, 60)
+    assert wait_for(lambda: latest_offset(follower.bootstrap, topic, read_committed=True) == 9, 180)
     assert confluent_values(follower.bootstrap, topic, read_committed=True, expect=4) == COMMITTED
