@@ -198,3 +198,39 @@ def test_a_follower_copies_markers_and_the_txn_index(broker_factory) -> None:
     leader.kill()
     assert wait_for(lambda: latest_offset(follower.bootstrap, topic, read_committed=True) == 9, 180)
     assert confluent_values(follower.bootstrap, topic, read_committed=True, expect=4) == COMMITTED
+
+
+def test_producer_ids_expire_after_producer_id_expiration_ms(broker_factory) -> None:
+    import time
+
+    from gregor_broker.protocol.records import Record, make_batch
+
+    from .produce_crafting import produce
+
+    broker = broker_factory(
+        **{
+            "producer.id.expiration.ms": "2000",
+            "producer.id.expiration.check.interval.ms": "500",
+        }
+    )
+    topic = _topic("expiry")
+    create_topic(broker.bootstrap, topic)
+    producer = TxnProducer(broker.bootstrap, "unused")
+
+    def idempotent(sequence: int) -> bytes:
+        return make_batch(
+            [Record(0, 0, None, b"v")],
+            producer_id=producer.producer_id,
+            producer_epoch=0,
+            base_sequence=sequence,
+            base_timestamp=int(time.time() * 1000),
+        )
+
+    assert produce(broker.bootstrap, topic, idempotent(0)).error_code == NONE
+    # Known: a gap in its sequences is refused.
+    assert (
+        produce(broker.bootstrap, topic, idempotent(40)).error_code
+        == ErrorCode.out_of_order_sequence_number
+    )
+    # Expired: unknown again, so it may start anywhere.
+    assert wait_for(lambda: produce(broker.bootstrap, topic, idempotent(40)).error_code == NONE, 60)

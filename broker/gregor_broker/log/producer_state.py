@@ -47,8 +47,10 @@ segment holding its marker, written through ``ProducerStateLog.index_aborted_tra
 Writes of the broker itself (the group coordinator's transactional offset commits, no
 sequence numbers) are Kafka's origin COORDINATOR: epoch checked, sequence not.
 
-Not handled here: the expiry of idle producer ids (``producer.id.expiration.ms``);
-entries live as long as the broker runs.
+Expiry (``producer.id.expiration.ms``, Kafka's ``removeExpiredProducers``): a producer
+with no open transaction whose last batch or marker is older than the expiration (by its
+timestamp) is forgotten; its next batch is then accepted at any sequence, as an unknown
+producer's. The log manager runs it every ``producer.id.expiration.check.interval.ms``.
 """
 
 from __future__ import annotations
@@ -223,6 +225,19 @@ class ProducerState:
                 )
             pending[producer_id] = (epoch, last_sequence_of(header))
         return None
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers idle for ``expiration_ms`` (by their last batch's timestamp)
+        with no open transaction (Kafka's ``removeExpiredProducers``); how many went."""
+        open_txns = self.transactions.first_offsets
+        expired = [
+            producer_id
+            for producer_id, entry in self.entries.items()
+            if producer_id not in open_txns and now_ms - entry.last_timestamp >= expiration_ms
+        ]
+        for producer_id in expired:
+            del self.entries[producer_id]
+        return len(expired)
 
     def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
         """Before a leader appends a transaction marker (Kafka's ``appendEndTxnMarker``):
@@ -561,6 +576,12 @@ class ProducerStateManager:
 
     def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
         self.state().check_marker(producer_id, producer_epoch, coordinator_epoch)
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """``producer.id.expiration.ms``: drop idle producers (only once state exists)."""
+        if self._state is None:
+            return 0
+        return self.state().remove_expired(now_ms, expiration_ms)
 
     def epoch_bumps(self, headers: list[BatchHeader]) -> list[tuple[int, int, int]]:
         """(producer id, current epoch, new epoch) for each batch about to be appended

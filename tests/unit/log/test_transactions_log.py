@@ -339,3 +339,20 @@ def test_truncation_deletes_snapshots_past_it_and_reloads_from_an_older_one(tmp_
         assert log.producer_state.state().entries[7].last_sequence == log.log_end_offset - 1
     finally:
         log.close()
+
+
+def test_idle_producers_expire_but_not_with_an_open_transaction(tmp_path) -> None:
+    clock = FakeClock()
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig(), now_ms=clock)
+    try:
+        append(log, txn_batch(7, 0))  # batch timestamp 0
+        marker(log, 7, commit=True)  # the marker's timestamp: the clock's now
+        append(log, txn_batch(8, 0))  # open, timestamp 0
+        day = 86_400_000
+        assert log.producer_state.remove_expired_producers(clock.now + 1000, day) == 0
+        assert log.producer_state.remove_expired_producers(clock.now + day, day) == 1
+        assert sorted(log.producer_state.state().entries) == [8]  # its transaction is open
+        # An expired producer is unknown again: any sequence is accepted.
+        assert append(log, plain_idempotent(7, 50)) == (5, 5)
+    finally:
+        log.close()
