@@ -430,6 +430,9 @@ class PartitionLog:
             budget=budget,
             compacted=config.compacted,
             topic_partition=f"{self.topic}-{self.partition}",
+            # Kafka's origin COORDINATOR: the broker's own writes skip the client checks
+            # (TxnOffsetCommit's transactional batches carry no sequence number).
+            from_client=api_version is not None,
         )
         return headers
 

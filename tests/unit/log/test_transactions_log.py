@@ -356,3 +356,19 @@ def test_idle_producers_expire_but_not_with_an_open_transaction(tmp_path) -> Non
         assert append(log, plain_idempotent(7, 50)) == (5, 5)
     finally:
         log.close()
+
+
+def test_the_broker_own_transactional_write_passes_validation_without_a_sequence(log) -> None:
+    """TxnOffsetCommit through the PartitionWriter: validate_append without an API
+    version is Kafka's origin COORDINATOR (no client checks); a client may not do it."""
+    from gregor_broker.log.inflate import DecompressionBudget
+    from gregor_broker.protocol.record_batch import InvalidBatch
+
+    batch = rewrite_header(
+        make_batch([Record(0, 0, b"k", b"v")], producer_id=7, producer_epoch=0, base_sequence=-1),
+        attributes=TRANSACTIONAL_FLAG,
+    )
+    headers = log.validate_append(batch, budget=DecompressionBudget(1 << 20))
+    assert headers[0].producer_id == 7
+    with pytest.raises(InvalidBatch):
+        log.validate_append(batch, budget=DecompressionBudget(1 << 20), api_version=9)
