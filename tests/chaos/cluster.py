@@ -13,13 +13,19 @@ import contextlib
 import os
 import random
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gregor_broker.cluster.admin import ZkAdmin
-from gregor_broker.devtools.local_cluster import BrokerProcess, log_tail, zookeeper_client
+from gregor_broker.devtools.local_cluster import (
+    BrokerProcess,
+    BrokerStartError,
+    log_tail,
+    zookeeper_client,
+)
 from gregor_broker.devtools.zookeeper_server import ZooKeeperServer
 
 from ..integration import netns
@@ -52,6 +58,7 @@ class ChaosCluster:
     network: netns.Network | None = None
     network_unavailable: str | None = None
     _zk: Any = None
+    _admin_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # life cycle ------------------------------------------------------------------------
     @classmethod
@@ -138,9 +145,10 @@ class ChaosCluster:
 
     # ZooKeeper reads (the nemesis's view of leaders and the controller) ---------------
     def admin(self) -> ZkAdmin:
-        if self._zk is None:
-            self._zk = zookeeper_client(self.zookeeper_connect, timeout=15)
-        return ZkAdmin(self._zk)
+        with self._admin_lock:  # nemesis workers share one client
+            if self._zk is None:
+                self._zk = zookeeper_client(self.zookeeper_connect, timeout=15)
+            return ZkAdmin(self._zk)
 
     def close_admin(self) -> None:
         if self._zk is not None:
@@ -164,12 +172,37 @@ class ChaosCluster:
     def kill(self, broker_id: int) -> None:
         self.brokers[broker_id].kill()
 
-    def restart(self, broker_id: int, timeout: float = 60) -> None:
+    def restart(self, broker_id: int, timeout: float = 90) -> None:
         broker = self.brokers[broker_id]
         if broker.is_running():
             broker.kill()
         broker.start()
-        broker.wait_registered(timeout)
+        self.wait_registered(broker_id, timeout)
+
+    def wait_registered(self, broker_id: int, timeout: float = 90) -> None:
+        """Until this run of the broker has registered (its ``/brokers/ids`` znode is newer
+        than its start); ZooKeeper being down meanwhile (another fault) only delays it."""
+        broker = self.brokers[broker_id]
+        started_ms = int(broker.started_at * 1000)
+        path = f"/brokers/ids/{broker_id}"
+
+        def registered() -> bool:
+            if not broker.is_running():
+                raise broker.failure("exited")
+            stat = self.admin().client.exists(path)
+            return stat is not None and stat.ctime >= started_ms
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if registered():
+                    return
+            except BrokerStartError:
+                raise
+            except Exception:  # ZooKeeper unreachable for now
+                pass
+            time.sleep(0.1)
+        raise broker.failure(f"did not register {path} within {timeout:.0f} s")
 
     def pause(self, broker_id: int) -> None:
         self.brokers[broker_id].pause()

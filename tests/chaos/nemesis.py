@@ -1,39 +1,215 @@
 """The nemesis: a seeded schedule of faults, each applied, undone, and waited out.
 
-Every fault kind is one function ``(Nemesis) -> str`` (the string describes what it did)
-that leaves the cluster whole again when it returns: killed processes restarted, paused
-ones resumed, partitions healed, reassignments finished. Between faults the nemesis
-waits for every broker to be registered and every partition to have a leader and its
-full ISR (bounded), then a random pause under load. All randomness comes from one
-``random.Random(seed)``, so a seed replays the same choices (timings under load still
-differ: the seed reproduces the schedule, not the interleaving).
+Every fault kind is one function ``(Fault) -> str`` (the string describes what it did)
+that leaves what it touched whole again when it returns: killed processes restarted and
+registered, paused ones resumed, partitions healed, reassignments finished.
+
+**One at a time** (``concurrency=1``): between faults the nemesis waits for every broker
+to be registered and every partition to have a leader and its full ISR (bounded), then
+pauses under load.
+
+**Overlapping** (``concurrency=N``): N workers draw kinds from one shared shuffled deck
+and run their faults at the same time. A fault first takes *claims* on what it will
+touch, so two faults never fight over one process: a broker for kill, zombie, torn-tail
+and network faults; ZooKeeper for the ZooKeeper faults; every broker for ``crash_all``;
+its partition for ``reassign``. Claims are granted in the
+order they were asked for, so ``crash_all`` is not starved by single-broker faults. A
+worker waits only a short pause between its faults (no cluster-wide settle); the
+campaign settles once at the end, before the checker.
+
+All randomness comes from one ``random.Random(seed)``: each drawn fault gets its kind,
+its pause and a seed for its own choices (victim, durations, bytes cut) from it, in deck
+order. A seed therefore replays the same schedule of choices; timings under load still
+differ, and with overlapping faults so does which worker runs which fault and which
+faults overlap (the seed reproduces the schedule, not the interleaving).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import random
 import signal
+import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-
-from gregor_broker.cluster.models import PartitionReassignment
 
 from .cluster import SESSION_TIMEOUT_MS, ChaosCluster
 
 SESSION_S = SESSION_TIMEOUT_MS / 1000
 SETTLE_TIMEOUT_S = 45.0
+CLAIM_TIMEOUT_S = 180.0
+ZOOKEEPER = "zookeeper"
+
+
+def broker_claim(broker_id: int) -> str:
+    return f"broker {broker_id}"
+
+
+def partition_claim(partition: int) -> str:
+    return f"partition {partition}"
 
 
 @dataclass
 class FaultRecord:
     kind: str
-    started: float  # time.monotonic()
-    ended: float = 0.0  # the fault undone
-    settled: float = 0.0  # the cluster whole again (or the settle timeout passed)
+    drawn: float  # time.monotonic() when a worker took it from the deck
+    started: float = 0.0  # its claims granted, the fault applied from here
+    ended: float = 0.0  # the fault undone, its claims released
+    settled: float = 0.0  # one at a time: the cluster whole again (or the settle timed out)
     settled_ok: bool = True
     what: str = ""
+    worker: int = 0
+    number: int = 0  # position in the schedule (1-based)
+    claims: tuple[str, ...] = ()
+
+
+class Claims:
+    """Named resources a fault holds while it runs; granted first come, first served.
+
+    ``acquire`` waits until every named resource is free and no earlier waiter wants any
+    of them, then takes them all at once (no fault ever holds some while waiting for
+    others, so there is no deadlock). ``try_acquire`` takes them only if that is possible
+    right now; faults whose victim moves (the controller, a partition's leader) retry it.
+    """
+
+    def __init__(self) -> None:
+        self._held: set[str] = set()
+        self._waiting: list[tuple[int, frozenset[str]]] = []
+        self._tickets = itertools.count()
+        self._condition = threading.Condition()
+
+    def _free(self, wanted: frozenset[str], ticket: int | None) -> bool:
+        if wanted & self._held:
+            return False
+        return not any(
+            earlier < (ticket if ticket is not None else 1 << 62) and wanted & resources
+            for earlier, resources in self._waiting
+        )
+
+    def try_acquire(self, resources: Iterable[str]) -> bool:
+        wanted = frozenset(resources)
+        with self._condition:
+            if not self._free(wanted, None):
+                return False
+            self._held |= wanted
+            return True
+
+    def acquire(self, resources: Iterable[str], timeout: float = CLAIM_TIMEOUT_S) -> None:
+        wanted = frozenset(resources)
+        deadline = time.monotonic() + timeout
+        with self._condition:
+            ticket = next(self._tickets)
+            entry = (ticket, wanted)
+            self._waiting.append(entry)
+            try:
+                while not self._free(wanted, ticket):
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise TimeoutError(f"claims {sorted(wanted)} not free in {timeout:.0f} s")
+                    self._condition.wait(min(remaining, 1.0))
+                self._held |= wanted
+            finally:
+                self._waiting.remove(entry)
+                self._condition.notify_all()
+
+    def release(self, resources: Iterable[str]) -> None:
+        with self._condition:
+            self._held -= set(resources)
+            self._condition.notify_all()
+
+    def wait_for_change(self, timeout: float) -> None:
+        with self._condition:
+            self._condition.wait(timeout)
+
+
+@dataclass
+class Fault:
+    """One fault being applied: its own random choices, its claims, its record."""
+
+    nemesis: Nemesis
+    rng: random.Random
+    record: FaultRecord
+    held: list[str] = field(default_factory=list)
+
+    @property
+    def cluster(self) -> ChaosCluster:
+        return self.nemesis.cluster
+
+    # claims ----------------------------------------------------------------------------
+    def claim(self, *resources: str) -> None:
+        self.nemesis.claims.acquire(resources)
+        self._granted(resources)
+
+    def claim_broker_of(self, victim: Callable[[], int], timeout: float = CLAIM_TIMEOUT_S) -> int:
+        """Claim the broker ``victim()`` names now (asked again while it is claimed, since
+        the controller or a leader moves meanwhile); returns it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                broker_id = victim()
+            except Exception:  # ZooKeeper down: ask again
+                broker_id = None
+            if broker_id is not None and self.nemesis.claims.try_acquire([broker_claim(broker_id)]):
+                self._granted([broker_claim(broker_id)])
+                return broker_id
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no broker to claim within {timeout:.0f} s")
+            self.nemesis.claims.wait_for_change(0.2)
+
+    def _granted(self, resources: Iterable[str]) -> None:
+        self.held.extend(resources)
+        self.record.claims = tuple(self.held)
+        self.record.started = time.monotonic()
+
+    def release(self) -> None:
+        self.nemesis.claims.release(self.held)
+        self.held = []
+
+    def restore(self) -> None:
+        """Undo whatever a fault that failed left of what it claimed."""
+        cluster = self.cluster
+        if ZOOKEEPER in self.held:
+            cluster.signal_zookeeper(signal.SIGCONT)
+            with contextlib.suppress(Exception):
+                cluster.start_zookeeper()
+        for broker_id, broker in cluster.brokers.items():
+            if broker_claim(broker_id) not in self.held:
+                continue
+            if cluster.network is not None:
+                with contextlib.suppress(Exception):
+                    cluster.heal(broker_id)
+            broker.resume()
+            if not broker.is_running():
+                with contextlib.suppress(Exception):
+                    cluster.restart(broker_id)
+
+    # helpers for faults ----------------------------------------------------------------
+    def random_broker(self) -> int:
+        return self.rng.choice(sorted(self.cluster.brokers))
+
+    def claim_random_broker(self) -> int:
+        victim = self.random_broker()
+        self.claim(broker_claim(victim))
+        return victim
+
+    def claim_leader_of_random_partition(self) -> tuple[int, int]:
+        """A random partition and its leader (a random broker while it has none), claimed."""
+        partition = self.rng.randrange(self.nemesis.partitions)
+        fallback = self.random_broker()
+
+        def leader() -> int:
+            state = self.cluster.partition_state(self.nemesis.topic, partition)
+            return fallback if state is None or state.leader < 0 else state.leader
+
+        return partition, self.claim_broker_of(leader)
+
+    def down_for(self, low: float, high: float) -> float:
+        seconds = self.rng.uniform(low, high)
+        time.sleep(seconds)
+        return seconds
 
 
 @dataclass
@@ -44,14 +220,19 @@ class Nemesis:
     rng: random.Random
     log: Callable[[str], None] = print
     kinds: list[str] = field(default_factory=list)
+    concurrency: int = 1
+    pause_s: tuple[float, float] = (0.5, 2.0)  # between one worker's faults
     history: list[FaultRecord] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    claims: Claims = field(default_factory=Claims)
 
     def __post_init__(self) -> None:
         wanted = self.kinds or list(FAULTS)
         unknown = [kind for kind in wanted if kind not in FAULTS]
         if unknown:
             raise ValueError(f"unknown fault kinds {unknown}; known: {sorted(FAULTS)}")
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
         self.kinds = []
         for kind in wanted:
             if kind in NETWORK_FAULTS and self.cluster.network is None:
@@ -62,57 +243,76 @@ class Nemesis:
                 self.kinds.append(kind)
         for kind, reason in self.skipped.items():
             self.log(f"skipping fault kind {kind}: {reason}")
+        self._deck: list[str] = []
+        self._draw_lock = threading.Lock()
 
     # the schedule ----------------------------------------------------------------------
-    def run(self, duration: float) -> None:
-        """Apply faults until ``duration`` seconds have passed (the last one completes).
-
-        Kinds are drawn from a shuffled deck, so every kind comes up about equally often.
-        """
-        deadline = time.monotonic() + duration
-        deck: list[str] = []
-        while time.monotonic() < deadline:
-            if not deck:
-                deck = list(self.kinds)
-                self.rng.shuffle(deck)
-            kind = deck.pop()
-            pause = self.rng.uniform(0.5, 2.0)
-            time.sleep(pause)
-            record = FaultRecord(kind, time.monotonic())
+    def draw(self, worker: int) -> tuple[FaultRecord, random.Random, float]:
+        """The next fault of the schedule: its kind (from a shuffled deck, so every kind
+        comes up about equally often), the pause before it and its own random source."""
+        with self._draw_lock:
+            if not self._deck:
+                self._deck = list(self.kinds)
+                self.rng.shuffle(self._deck)
+            kind = self._deck.pop()
+            pause = self.rng.uniform(*self.pause_s)
+            fault_rng = random.Random(self.rng.getrandbits(64))
+            record = FaultRecord(kind, time.monotonic(), worker=worker)
             self.history.append(record)
-            try:
-                record.what = FAULTS[kind](self)
-            except Exception as error:  # a fault that could not be applied is reported
-                record.what = f"failed to apply: {error!r}"
-                self.restore()
-            record.ended = time.monotonic()
-            record.settled_ok = self.settle()
-            record.settled = time.monotonic()
+            record.number = len(self.history)
+        return record, fault_rng, pause
+
+    def run(self, duration: float) -> None:
+        """Apply faults until ``duration`` seconds have passed (faults under way finish)."""
+        deadline = time.monotonic() + duration
+        if self.concurrency == 1:
+            self._work(0, deadline, settle=True)
+            return
+        workers = [
+            threading.Thread(
+                target=self._work, args=(n, deadline, False), name=f"nemesis-{n}", daemon=True
+            )
+            for n in range(self.concurrency)
+        ]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+
+    def _work(self, worker: int, deadline: float, settle: bool) -> None:
+        while time.monotonic() < deadline:
+            record, fault_rng, pause = self.draw(worker)
+            time.sleep(pause)
+            self.apply(record, fault_rng)
+            if settle:
+                record.settled_ok = self.settle()
+                record.settled = time.monotonic()
+            started = record.started or record.drawn
             self.log(
-                f"fault {len(self.history):3d} {kind:18s} {record.what} "
-                f"(undone after {record.ended - record.started:.1f} s, "
-                f"{'settled' if record.settled_ok else 'NOT settled'} after "
-                f"{record.settled - record.ended:.1f} s)"
+                f"fault {record.number:3d} [w{worker}] {record.kind:25s} {record.what} "
+                f"(claims waited {started - record.drawn - pause:.1f} s, "
+                f"undone after {record.ended - started:.1f} s"
+                + (
+                    f", {'settled' if record.settled_ok else 'NOT settled'} after "
+                    f"{record.settled - record.ended:.1f} s)"
+                    if settle
+                    else ")"
+                )
             )
 
-    # helpers for faults ----------------------------------------------------------------
-    def leader_of_random_partition(self) -> tuple[int, int]:
-        partition = self.rng.randrange(self.partitions)
-        state = self.cluster.partition_state(self.topic, partition)
-        if state is None or state.leader < 0:
-            return partition, self.rng.choice(sorted(self.cluster.brokers))
-        return partition, state.leader
-
-    def random_broker(self) -> int:
-        return self.rng.choice(sorted(self.cluster.brokers))
-
-    def down_for(self, low: float, high: float) -> float:
-        seconds = self.rng.uniform(low, high)
-        time.sleep(seconds)
-        return seconds
+    def apply(self, record: FaultRecord, fault_rng: random.Random) -> None:
+        fault = Fault(self, fault_rng, record)
+        try:
+            record.what = FAULTS[record.kind](fault)
+        except Exception as error:  # a fault that could not be applied is reported
+            record.what = f"failed to apply: {error!r}"
+            fault.restore()
+        finally:
+            record.ended = time.monotonic()
+            fault.release()
 
     def restore(self) -> None:
-        """Whatever a failed fault left: every process running, network healed."""
+        """Whatever the faults left: every process running, network healed."""
         cluster = self.cluster
         cluster.signal_zookeeper(signal.SIGCONT)
         with contextlib.suppress(Exception):
@@ -142,123 +342,191 @@ class Nemesis:
 
         return cluster.wait(whole, SETTLE_TIMEOUT_S)
 
+    # the report ------------------------------------------------------------------------
+    def overlaps(self) -> dict[int, list[int]]:
+        """For each fault (by number), the faults that were applied while it was."""
+        spans = [(r.number, r.started, r.ended) for r in self.history if r.started and r.ended]
+        result: dict[int, list[int]] = {number: [] for number, _, _ in spans}
+        for (a, a_start, a_end), (b, b_start, b_end) in itertools.combinations(spans, 2):
+            if a_start < b_end and b_start < a_end:
+                result[a].append(b)
+                result[b].append(a)
+        return result
+
+    def overlap_summary(self) -> dict[str, object]:
+        """How many faults of each kind overlapped another, which kinds overlapped which,
+        and the most faults applied at once."""
+        overlaps = self.overlaps()
+        by_number = {r.number: r for r in self.history}
+        overlapped: Counter[str] = Counter()
+        pairs: Counter[str] = Counter()
+        for number, others in overlaps.items():
+            if others:
+                overlapped[by_number[number].kind] += 1
+            for other in others:
+                if other > number:
+                    pair = sorted((by_number[number].kind, by_number[other].kind))
+                    pairs[" + ".join(pair)] += 1
+        events = sorted(
+            [(r.started, 1) for r in self.history if r.started and r.ended]
+            + [(r.ended, -1) for r in self.history if r.started and r.ended]
+        )
+        most = current = 0
+        for _, step in events:
+            current += step
+            most = max(most, current)
+        return {
+            "overlapped_by_kind": dict(sorted(overlapped.items())),
+            "overlapping_pairs": dict(pairs.most_common()),
+            "most_at_once": most,
+        }
+
 
 # fault kinds ---------------------------------------------------------------------------
-def kill_broker(nemesis: Nemesis) -> str:
-    victim = nemesis.random_broker()
-    return _kill_and_restart(nemesis, victim, f"broker {victim}")
+def kill_broker(fault: Fault) -> str:
+    victim = fault.claim_random_broker()
+    return _kill_and_restart(fault, victim, f"broker {victim}")
 
 
-def kill_controller(nemesis: Nemesis) -> str:
-    victim = nemesis.cluster.controller() or nemesis.random_broker()
-    return _kill_and_restart(nemesis, victim, f"controller {victim}")
+def kill_controller(fault: Fault) -> str:
+    fallback = fault.random_broker()
+    victim = fault.claim_broker_of(lambda: fault.cluster.controller() or fallback)
+    return _kill_and_restart(fault, victim, f"controller {victim}")
 
 
-def kill_leader(nemesis: Nemesis) -> str:
-    partition, victim = nemesis.leader_of_random_partition()
-    return _kill_and_restart(nemesis, victim, f"leader {victim} of partition {partition}")
+def kill_leader(fault: Fault) -> str:
+    partition, victim = fault.claim_leader_of_random_partition()
+    return _kill_and_restart(fault, victim, f"leader {victim} of partition {partition}")
 
 
-def _kill_and_restart(nemesis: Nemesis, victim: int, who: str) -> str:
-    nemesis.cluster.kill(victim)
-    down = nemesis.down_for(0.2, 3.0)
-    nemesis.cluster.restart(victim)
+def _kill_and_restart(fault: Fault, victim: int, who: str) -> str:
+    fault.cluster.kill(victim)
+    down = fault.down_for(0.2, 3.0)
+    fault.cluster.restart(victim)
     return f"kill -9 {who}, down {down:.1f} s"
 
 
-def zombie_leader(nemesis: Nemesis) -> str:
-    partition, victim = nemesis.leader_of_random_partition()
-    nemesis.cluster.pause(victim)
-    stopped = nemesis.down_for(SESSION_S + 1.0, SESSION_S + 4.0)
-    nemesis.cluster.resume(victim)
+def zombie_leader(fault: Fault) -> str:
+    partition, victim = fault.claim_leader_of_random_partition()
+    fault.cluster.pause(victim)
+    # Past the session timeout, so the leader's registration expires while it is stopped.
+    stopped = fault.down_for(SESSION_S + 1.0, SESSION_S + 4.0)
+    fault.cluster.resume(victim)
     return f"SIGSTOP leader {victim} of partition {partition} for {stopped:.1f} s"
 
 
-def crash_all(nemesis: Nemesis) -> str:
-    cluster = nemesis.cluster
+def crash_all(fault: Fault) -> str:
+    cluster = fault.cluster
+    fault.claim(*(broker_claim(broker_id) for broker_id in cluster.brokers))
     for broker_id in cluster.brokers:
         cluster.kill(broker_id)
-    down = nemesis.down_for(0.2, 2.0)
+    down = fault.down_for(0.2, 2.0)
     for broker in cluster.brokers.values():
         broker.start()
-    for broker in cluster.brokers.values():
-        broker.wait_registered(90)
+    for broker_id in cluster.brokers:
+        cluster.wait_registered(broker_id, 90)
     return f"kill -9 every broker, down {down:.1f} s"
 
 
-def zookeeper_kill(nemesis: Nemesis) -> str:
-    nemesis.cluster.kill_zookeeper()
+def zookeeper_kill(fault: Fault) -> str:
+    fault.claim(ZOOKEEPER)
+    fault.cluster.kill_zookeeper()
     # Sometimes shorter, sometimes longer than the brokers' session timeout.
-    down = nemesis.down_for(0.5, SESSION_S + 3.0)
-    nemesis.cluster.start_zookeeper()
+    down = fault.down_for(0.5, SESSION_S + 3.0)
+    fault.cluster.start_zookeeper()
     return f"kill -9 ZooKeeper, down {down:.1f} s"
 
 
-def zookeeper_pause(nemesis: Nemesis) -> str:
-    nemesis.cluster.signal_zookeeper(signal.SIGSTOP)
-    stopped = nemesis.down_for(1.0, SESSION_S + 3.0)
-    nemesis.cluster.signal_zookeeper(signal.SIGCONT)
+def zookeeper_pause(fault: Fault) -> str:
+    fault.claim(ZOOKEEPER)
+    fault.cluster.signal_zookeeper(signal.SIGSTOP)
+    stopped = fault.down_for(1.0, SESSION_S + 3.0)
+    fault.cluster.signal_zookeeper(signal.SIGCONT)
     return f"SIGSTOP ZooKeeper for {stopped:.1f} s"
 
 
-def zookeeper_flap(nemesis: Nemesis) -> str:
-    flaps = nemesis.rng.randint(3, 5)
+def zookeeper_flap(fault: Fault) -> str:
+    fault.claim(ZOOKEEPER)
+    flaps = fault.rng.randint(3, 5)
     for _ in range(flaps):
-        nemesis.cluster.kill_zookeeper()
-        nemesis.down_for(0.1, 1.0)
-        nemesis.cluster.start_zookeeper()
-        nemesis.down_for(0.3, 1.5)
+        fault.cluster.kill_zookeeper()
+        fault.down_for(0.1, 1.0)
+        fault.cluster.start_zookeeper()
+        fault.down_for(0.3, 1.5)
     return f"ZooKeeper killed and restarted {flaps} times"
 
 
-def torn_tail(nemesis: Nemesis) -> str:
-    victim = nemesis.random_broker()
-    nemesis.cluster.kill(victim)
-    what = nemesis.cluster.tear_tail(victim, nemesis.rng, nemesis.topic)
-    nemesis.cluster.restart(victim)
+def torn_tail(fault: Fault) -> str:
+    victim = fault.claim_random_broker()
+    fault.cluster.kill(victim)
+    what = fault.cluster.tear_tail(victim, fault.rng, fault.nemesis.topic)
+    fault.cluster.restart(victim)
     return f"kill -9 broker {victim}, {what}"
 
 
-def network_partition(nemesis: Nemesis) -> str:
-    return _cut_off(nemesis, inbound_only=False)
+def network_partition(fault: Fault) -> str:
+    return _cut_off(fault, inbound_only=False)
 
 
-def network_partition_inbound(nemesis: Nemesis) -> str:
-    return _cut_off(nemesis, inbound_only=True)
+def network_partition_inbound(fault: Fault) -> str:
+    return _cut_off(fault, inbound_only=True)
 
 
-def _cut_off(nemesis: Nemesis, *, inbound_only: bool) -> str:
-    partition, victim = nemesis.leader_of_random_partition()
-    nemesis.cluster.cut_off(victim, inbound_only=inbound_only)
+def _cut_off(fault: Fault, *, inbound_only: bool) -> str:
+    partition, victim = fault.claim_leader_of_random_partition()
+    fault.cluster.cut_off(victim, inbound_only=inbound_only)
     try:
-        cut = nemesis.down_for(1.0, SESSION_S + 4.0)
+        cut = fault.down_for(1.0, SESSION_S + 4.0)
     finally:
-        nemesis.cluster.heal(victim)
+        fault.cluster.heal(victim)
     way = "inbound traffic of" if inbound_only else "both ways"
     return f"cut off {way} leader {victim} of partition {partition} for {cut:.1f} s"
 
 
-def reassign(nemesis: Nemesis) -> str:
+def reassign(fault: Fault) -> str:
     """Move a partition to two replicas, then back to three in a new order: the replica
     that left copies the log again from scratch, and leadership may move."""
-    cluster = nemesis.cluster
-    partition = nemesis.rng.randrange(nemesis.partitions)
+    cluster = fault.cluster
+    nemesis = fault.nemesis
+    partition = fault.rng.randrange(nemesis.partitions)
+    smaller_picks = fault.rng.sample(range(3), 2)
+    larger = fault.rng.sample(sorted(cluster.brokers), len(cluster.brokers))
+    fault.claim(partition_claim(partition))
     admin = cluster.admin()
-    current = admin.get_topic(nemesis.topic)
+    key = (nemesis.topic, partition)
+    current = _with_zookeeper(cluster, lambda: admin.get_topic(nemesis.topic))
     assert current is not None
     replicas = list(current.partitions[partition])
-    smaller = nemesis.rng.sample(replicas, 2)
-    larger = nemesis.rng.sample(sorted(cluster.brokers), len(cluster.brokers))
+    smaller = [replicas[i] for i in smaller_picks]
+
+    def done() -> bool:
+        pending = admin.get_reassignment()
+        return pending is None or key not in pending.partitions
+
     for target in (smaller, larger):
-        admin.request_reassignment(
-            PartitionReassignment({(nemesis.topic, partition): tuple(target)})
+        # Merged into /admin/reassign_partitions: other partitions may be moving too.
+        _with_zookeeper(
+            cluster, lambda target=target: admin.merge_reassignment({key: tuple(target)})
         )
-        if not cluster.wait(lambda: admin.get_reassignment() is None, 60):
+        if not cluster.wait(done, 120):
             raise TimeoutError(f"reassignment of partition {partition} to {target} not done")
     return f"partition {partition}: {replicas} -> {smaller} -> {larger}"
 
 
-FAULTS: dict[str, Callable[[Nemesis], str]] = {
+def _with_zookeeper(cluster: ChaosCluster, action: Callable[[], object], timeout: float = 60):
+    """``action()``, tried again while ZooKeeper is down (another fault may have it)."""
+    result: list[object] = []
+
+    def attempt() -> bool:
+        result.append(action())
+        return True
+
+    if not cluster.wait(attempt, timeout):
+        raise TimeoutError(f"ZooKeeper unreachable for {timeout:.0f} s")
+    return result[-1]
+
+
+FAULTS: dict[str, Callable[[Fault], str]] = {
     "kill_broker": kill_broker,
     "kill_controller": kill_controller,
     "kill_leader": kill_leader,
@@ -273,3 +541,12 @@ FAULTS: dict[str, Callable[[Nemesis], str]] = {
     "reassign": reassign,
 }
 NETWORK_FAULTS = {"network_partition", "network_partition_inbound"}
+SINGLE_BROKER_FAULTS = {
+    "kill_broker",
+    "kill_controller",
+    "kill_leader",
+    "zombie_leader",
+    "torn_tail",
+    "network_partition",
+    "network_partition_inbound",
+}
