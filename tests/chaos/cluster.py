@@ -210,17 +210,26 @@ class ChaosCluster:
     def resume(self, broker_id: int) -> None:
         self.brokers[broker_id].resume()
 
-    def tear_tail(self, broker_id: int, rng: random.Random, topic: str) -> str:
-        """Cut the last bytes of a (stopped) broker's active segment of a random partition
-        of ``topic``; what a crash mid-write leaves. Returns what was done."""
+    def tear_tail(
+        self, broker_id: int, rng: random.Random, topic: str, partition: int | None = None
+    ) -> str:
+        """Cut the last bytes of a (stopped) broker's active segment of ``partition`` of
+        ``topic`` (a random one when None); what a crash mid-write leaves. Returns what
+        was done."""
         broker = self.brokers[broker_id]
         assert not broker.is_running(), "tear a tail only while the broker is down"
-        directories = sorted(broker.log_dir.glob(f"{topic}-*"))
-        candidates = [d for d in directories if any(d.glob("*.log"))]
-        if not candidates:
-            return "no segment to tear"
-        directory = rng.choice(candidates)
-        active = max(directory.glob("*.log"))
+        if partition is None:
+            directories = sorted(broker.log_dir.glob(f"{topic}-*"))
+            candidates = [d for d in directories if any(d.glob("*.log"))]
+            if not candidates:
+                return "no segment to tear"
+            directory = rng.choice(candidates)
+        else:
+            directory = broker.log_dir / f"{topic}-{partition}"
+        segments = list(directory.glob("*.log"))
+        if not segments:
+            return f"no segment to tear in {directory.name}"
+        active = max(segments)
         size = active.stat().st_size
         if size == 0:
             return f"{active.name} of {directory.name} is empty"
