@@ -151,6 +151,7 @@ def _campaign(
         "concurrency": settings.concurrency,
         "overlaps": nemesis.overlap_summary(),
         "faults_failed": failed_faults,
+        "broker_startup_exits": list(cluster.startup_exits),
         "faults_not_settled": sum(1 for r in nemesis.history if not r.settled_ok),
         "skipped_kinds": nemesis.skipped,
         "settled_at_end": settled,
@@ -344,6 +345,10 @@ def summary(result: dict[str, Any]) -> str:
     for name, value in counts.items():
         lines.append(f"{name:28s} {value!s:>8s}")
     lines.append(f"{'faults not settled':28s} {result.get('faults_not_settled', 0)!s:>8s}")
+    exits = result.get("broker_startup_exits", [])
+    lines.append(f"{'brokers exited starting':28s} {len(exits):>8d}")
+    for line in exits[:3]:
+        lines.append(f"  startup exit: {line[:200]}")
     for name, examples in result.get("details", {}).items():
         for example in examples[:5]:
             lines.append(f"  {name}: {example}")

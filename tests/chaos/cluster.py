@@ -22,7 +22,6 @@ from typing import Any
 from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.devtools.local_cluster import (
     BrokerProcess,
-    BrokerStartError,
     log_tail,
     zookeeper_client,
 )
@@ -58,6 +57,7 @@ class ChaosCluster:
     network: netns.Network | None = None
     network_unavailable: str | None = None
     _zk: Any = None
+    startup_exits: list[str] = field(default_factory=list)
     _admin_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # life cycle ------------------------------------------------------------------------
@@ -181,24 +181,23 @@ class ChaosCluster:
 
     def wait_registered(self, broker_id: int, timeout: float = 90) -> None:
         """Until this run of the broker has registered (its ``/brokers/ids`` znode is newer
-        than its start); ZooKeeper being down meanwhile (another fault) only delays it."""
+        than its start); ZooKeeper being down meanwhile (another fault) only delays it.
+
+        A broker that exits while starting (ZooKeeper dropped it mid-start-up) is started
+        again, as a supervisor would, and counted in ``startup_exits`` with its last log
+        line."""
         broker = self.brokers[broker_id]
-        started_ms = int(broker.started_at * 1000)
         path = f"/brokers/ids/{broker_id}"
-
-        def registered() -> bool:
-            if not broker.is_running():
-                raise broker.failure("exited")
-            stat = self.admin().client.exists(path)
-            return stat is not None and stat.ctime >= started_ms
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if not broker.is_running():
+                self.startup_exits.append(f"broker {broker_id}: {log_tail(broker.log_path, 1)}")
+                broker.start()
+            started_ms = int(broker.started_at * 1000)
             try:
-                if registered():
+                stat = self.admin().client.exists(path)
+                if stat is not None and stat.ctime >= started_ms:
                     return
-            except BrokerStartError:
-                raise
             except Exception:  # ZooKeeper unreachable for now
                 pass
             time.sleep(0.1)

@@ -306,7 +306,8 @@ class Nemesis:
         try:
             record.what = FAULTS[record.kind](fault)
         except Exception as error:  # a fault that could not be applied is reported
-            record.what = f"failed to apply: {error!r}"
+            first_line = (str(error).splitlines() or [""])[0]
+            record.what = f"failed to apply: {type(error).__name__}: {first_line}"
             fault.restore()
         finally:
             record.ended = time.monotonic()
