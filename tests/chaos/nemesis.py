@@ -525,7 +525,7 @@ def reassign(fault: Fault) -> str:
     cluster = fault.cluster
     nemesis = fault.nemesis
     partition = fault.rng.randrange(nemesis.partitions)
-    smaller_picks = fault.rng.sample(range(3), 2)
+    smaller_picks = fault.rng.sample(range(len(fault.cluster.brokers)), 2)
     larger = fault.rng.sample(sorted(cluster.brokers), len(cluster.brokers))
     fault.claim(partition_claim(partition))
     admin = cluster.admin()
@@ -533,7 +533,10 @@ def reassign(fault: Fault) -> str:
     current = _with_zookeeper(cluster, lambda: admin.get_topic(nemesis.topic))
     assert current is not None
     replicas = list(current.partitions[partition])
-    smaller = [replicas[i] for i in smaller_picks]
+    # A reassignment that timed out (brokers kept failing) may have left two replicas.
+    smaller = [replicas[i % len(replicas)] for i in smaller_picks]
+    if smaller[0] == smaller[1]:
+        smaller = replicas[:2]
 
     def done() -> bool:
         pending = admin.get_reassignment()
