@@ -179,29 +179,35 @@ class ChaosCluster:
         broker.start()
         self.wait_registered(broker_id, timeout)
 
-    def wait_registered(self, broker_id: int, timeout: float = 90) -> None:
-        """Until this run of the broker has registered (its ``/brokers/ids`` znode is newer
-        than its start); ZooKeeper being down meanwhile (another fault) only delays it.
+    def wait_registered(self, broker_ids: int | list[int], timeout: float = 90) -> None:
+        """Until this run of each broker has registered (its ``/brokers/ids`` znode is
+        newer than its start); ZooKeeper being down meanwhile (another fault) only delays it.
 
         A broker that exits while starting (ZooKeeper dropped it mid-start-up) is started
-        again, as a supervisor would, and counted in ``startup_exits`` with its last log
-        line."""
-        broker = self.brokers[broker_id]
-        path = f"/brokers/ids/{broker_id}"
+        again at once, as a supervisor would, and counted in ``startup_exits`` with its
+        last log line. Several brokers are watched together, so one slow start does not
+        leave another exited broker down."""
+        waiting = [broker_ids] if isinstance(broker_ids, int) else list(broker_ids)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not broker.is_running():
-                self.startup_exits.append(f"broker {broker_id}: {log_tail(broker.log_path, 1)}")
-                broker.start()
-            started_ms = int(broker.started_at * 1000)
-            try:
-                stat = self.admin().client.exists(path)
+        while waiting and time.monotonic() < deadline:
+            for broker_id in list(waiting):
+                broker = self.brokers[broker_id]
+                if not broker.is_running():
+                    self.startup_exits.append(f"broker {broker_id}: {log_tail(broker.log_path, 1)}")
+                    broker.start()
+                started_ms = int(broker.started_at * 1000)
+                try:
+                    stat = self.admin().client.exists(f"/brokers/ids/{broker_id}")
+                except Exception:  # ZooKeeper unreachable for now
+                    continue
                 if stat is not None and stat.ctime >= started_ms:
-                    return
-            except Exception:  # ZooKeeper unreachable for now
-                pass
-            time.sleep(0.1)
-        raise broker.failure(f"did not register {path} within {timeout:.0f} s")
+                    waiting.remove(broker_id)
+            if waiting:
+                time.sleep(0.1)
+        if waiting:
+            raise self.brokers[waiting[0]].failure(
+                f"did not register /brokers/ids/{waiting[0]} within {timeout:.0f} s"
+            )
 
     def pause(self, broker_id: int) -> None:
         self.brokers[broker_id].pause()

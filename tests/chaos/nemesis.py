@@ -426,8 +426,7 @@ def crash_all(fault: Fault) -> str:
     down = fault.down_for(0.2, 2.0)
     for broker in cluster.brokers.values():
         broker.start()
-    for broker_id in cluster.brokers:
-        cluster.wait_registered(broker_id, 90)
+    cluster.wait_registered(list(cluster.brokers), 90)
     return f"kill -9 every broker, down {down:.1f} s"
 
 
