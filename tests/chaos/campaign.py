@@ -303,7 +303,10 @@ def _faults_during(nemesis: Nemesis, acks: list, partition: int, gap: float) -> 
     if start is None:
         return []
     end = start + gap
-    return [f"{r.kind}: {r.what}" for r in _during(nemesis, start, end)]
+    origin = nemesis.history[0].drawn if nemesis.history else start
+    return [f"from {start - origin:.1f} s to {end - origin:.1f} s (since the first fault)"] + [
+        f"{r.kind}: {r.what}" for r in _during(nemesis, start, end)
+    ]
 
 
 def _faults_at(nemesis: Nemesis, moment: float, origin: float) -> list[str]:
