@@ -304,6 +304,7 @@ class Nemesis:
 
     def apply(self, record: FaultRecord, fault_rng: random.Random) -> None:
         fault = Fault(self, fault_rng, record)
+        record.started = time.monotonic()  # moved on when its claims are granted
         try:
             record.what = FAULTS[record.kind](fault)
         except Exception as error:  # a fault that could not be applied is reported
@@ -348,7 +349,7 @@ class Nemesis:
     # the report ------------------------------------------------------------------------
     def overlaps(self) -> dict[int, list[int]]:
         """For each fault (by number), the faults that were applied while it was."""
-        spans = [(r.number, r.started, r.ended) for r in self.history if r.started and r.ended]
+        spans = [(r.number, r.started, r.ended) for r in self.history if r.ended]
         result: dict[int, list[int]] = {number: [] for number, _, _ in spans}
         for (a, a_start, a_end), (b, b_start, b_end) in itertools.combinations(spans, 2):
             if a_start < b_end and b_start < a_end:
@@ -370,10 +371,8 @@ class Nemesis:
                 if other > number:
                     pair = sorted((by_number[number].kind, by_number[other].kind))
                     pairs[" + ".join(pair)] += 1
-        events = sorted(
-            [(r.started, 1) for r in self.history if r.started and r.ended]
-            + [(r.ended, -1) for r in self.history if r.started and r.ended]
-        )
+        applied = [r for r in self.history if r.ended]
+        events = sorted([(r.ended, -1) for r in applied] + [(r.started, 1) for r in applied])
         most = current = 0
         for _, step in events:
             current += step
