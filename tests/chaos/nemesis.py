@@ -54,6 +54,10 @@ def partition_claim(partition: int) -> str:
     return f"partition {partition}"
 
 
+class CampaignOver(Exception):
+    """The campaign's time ran out while a fault waited for its claims."""
+
+
 @dataclass
 class FaultRecord:
     kind: str
@@ -142,12 +146,18 @@ class Fault:
 
     # claims ----------------------------------------------------------------------------
     def claim(self, *resources: str) -> None:
-        self.nemesis.claims.acquire(resources)
+        timeout = self.nemesis.claim_timeout()
+        try:
+            self.nemesis.claims.acquire(resources, timeout)
+        except TimeoutError:
+            self.nemesis.check_campaign_over()
+            raise
         self._granted(resources)
 
-    def claim_broker_of(self, victim: Callable[[], int], timeout: float = CLAIM_TIMEOUT_S) -> int:
+    def claim_broker_of(self, victim: Callable[[], int]) -> int:
         """Claim the broker ``victim()`` names now (asked again while it is claimed, since
         the controller or a leader moves meanwhile); returns it."""
+        timeout = self.nemesis.claim_timeout()
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -158,6 +168,7 @@ class Fault:
                 self._granted([broker_claim(broker_id)])
                 return broker_id
             if time.monotonic() > deadline:
+                self.nemesis.check_campaign_over()
                 raise TimeoutError(f"no broker to claim within {timeout:.0f} s")
             self.nemesis.claims.wait_for_change(0.2)
 
@@ -246,6 +257,7 @@ class Nemesis:
         for kind, reason in self.skipped.items():
             self.log(f"skipping fault kind {kind}: {reason}")
         self._deck: list[str] = []
+        self._deadline: float | None = None
         self._draw_lock = threading.Lock()
 
     # the schedule ----------------------------------------------------------------------
@@ -264,9 +276,21 @@ class Nemesis:
             record.number = len(self.history)
         return record, fault_rng, pause
 
+    def claim_timeout(self) -> float:
+        """How long a fault may wait for its claims: not past the end of the campaign (a
+        fault still waiting then is dropped, see ``check_campaign_over``)."""
+        if self._deadline is None:
+            return CLAIM_TIMEOUT_S
+        return min(CLAIM_TIMEOUT_S, max(self._deadline - time.monotonic(), 0.0))
+
+    def check_campaign_over(self) -> None:
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            raise CampaignOver
+
     def run(self, duration: float) -> None:
-        """Apply faults until ``duration`` seconds have passed (faults under way finish)."""
-        deadline = time.monotonic() + duration
+        """Apply faults until ``duration`` seconds have passed: faults under way finish,
+        faults still waiting for their claims then are dropped (not counted)."""
+        deadline = self._deadline = time.monotonic() + duration
         if self.concurrency == 1:
             self._work(0, deadline, settle=True)
             return
@@ -285,7 +309,11 @@ class Nemesis:
         while time.monotonic() < deadline:
             record, fault_rng, pause = self.draw(worker)
             time.sleep(pause)
-            self.apply(record, fault_rng)
+            if not self.apply(record, fault_rng):
+                self.log(
+                    f"fault {record.number:3d} [w{worker}] {record.kind} dropped: {record.what}"
+                )
+                continue
             if settle:
                 record.settled_ok = self.settle()
                 record.settled = time.monotonic()
@@ -302,11 +330,17 @@ class Nemesis:
                 )
             )
 
-    def apply(self, record: FaultRecord, fault_rng: random.Random) -> None:
+    def apply(self, record: FaultRecord, fault_rng: random.Random) -> bool:
+        """Apply one fault; False when it was dropped (the campaign ended first)."""
         fault = Fault(self, fault_rng, record)
         record.started = time.monotonic()  # moved on when its claims are granted
         try:
             record.what = FAULTS[record.kind](fault)
+        except CampaignOver:
+            record.what = "the campaign ended while it waited for its claims"
+            with self._draw_lock:
+                self.history.remove(record)
+            return False
         except Exception as error:  # a fault that could not be applied is reported
             first_line = (str(error).splitlines() or [""])[0]
             record.what = f"failed to apply: {type(error).__name__}: {first_line}"
@@ -314,6 +348,7 @@ class Nemesis:
         finally:
             record.ended = time.monotonic()
             fault.release()
+        return True
 
     def restore(self) -> None:
         """Whatever the faults left: every process running, network healed."""
