@@ -256,7 +256,7 @@ async def handle_offset_commit(
         errors.update(dict.fromkeys(offsets, ErrorCode.invalid_group_id))
     elif offsets:
         service = broker.coordinator
-        results = service.groups.commit_offsets(
+        outcome = service.groups.commit_offsets(
             request.group_id,
             request.generation_id_or_member_epoch,
             request.member_id,
@@ -264,8 +264,15 @@ async def handle_offset_commit(
             offsets,
             now,
         )
-        if any(code is ErrorCode.none for code in results.values()):
-            replicated = await service.wait_for_replication(request.group_id)
+        results = outcome.errors
+        if outcome.pending is not None:
+            replicated = ErrorCode.unknown_server_error
+            try:
+                replicated = await service.wait_for_replication(request.group_id)
+            finally:
+                # Visible to OffsetFetch only once replicated; dropped otherwise, also
+                # when this wait is cancelled (the connection closed).
+                service.groups.complete_offset_commit(outcome.pending, replicated)
             if replicated is not ErrorCode.none:
                 results = {
                     k: (replicated if v is ErrorCode.none else v) for k, v in results.items()
@@ -284,36 +291,51 @@ def handle_offset_fetch(
     broker: BrokerServices, context: RequestContext, request: OffsetFetchRequest
 ) -> Any:
     version = context.version
+    # KIP-447 (v7+): a client reading with isolation.level=read_committed asks for stable
+    # offsets only.
+    require_stable = bool(getattr(request, "require_stable", False))
     if version >= 8:
         groups = [
-            _fetch_group(broker, version, group.group_id, group.topics) for group in request.groups
+            _fetch_group(broker, version, group.group_id, group.topics, require_stable)
+            for group in request.groups
         ]
         return {"throttle_time": 0, "groups": groups}
-    result = _fetch_group(broker, version, request.group_id, request.topics)
+    result = _fetch_group(broker, version, request.group_id, request.topics, require_stable)
     return {"throttle_time": 0, "error_code": result["error_code"], "topics": result["topics"]}
 
 
 def _fetch_group(
-    broker: BrokerServices, version: int, group_id: str, topics: Any
+    broker: BrokerServices, version: int, group_id: str, topics: Any, require_stable: bool
 ) -> dict[str, Any]:
     requested = (
         None
         if topics is None
         else [(t.name, index) for t in topics for index in t.partition_indexes]
     )
-    error, offsets = broker.coordinator.groups.fetch_offsets(group_id, requested)
+    groups = broker.coordinator.groups
+    error, offsets = groups.fetch_offsets(group_id, requested)
     if error is not ErrorCode.none and version < 2:
         # v1 has no top-level error: every partition carries it.
         offsets = dict.fromkeys(requested or [], None)
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    for (name, index), value in offsets.items():
+    for key, value in offsets.items():
+        partition_error = error if version < 2 else ErrorCode.none
+        if (
+            require_stable
+            and requested is not None
+            and error is ErrorCode.none
+            and groups.has_pending_offset_commit(group_id, key)
+        ):
+            # Matches Kafka's GroupMetadataManager.getOffsets: the client retries.
+            partition_error, value = ErrorCode.unstable_offset_commit, None
+        name, index = key
         by_topic.setdefault(name, []).append(
             {
                 "partition_index": index,
                 "committed_offset": value.offset if value is not None else -1,
                 "committed_leader_epoch": value.leader_epoch if value is not None else -1,
                 "metadata": value.metadata if value is not None else "",
-                "error_code": error if version < 2 else ErrorCode.none,
+                "error_code": partition_error,
             }
         )
     return {
