@@ -7,13 +7,17 @@ interpreter (and its lock) with the flood it measures. Scenarios (the fault camp
 - ``describe-burst``: 5,000 DescribeConfigs frames in one write, then read the answers;
 - ``api-versions-burst``: 100,000 pipelined ApiVersions in one write, then read them;
 - ``never-reads``: DescribeConfigs frames sent without end, no answer ever read;
-- ``flood``: 8 connections sending Metadata and DescribeConfigs as fast as answered.
+- ``flood``: 8 connections sending Metadata and DescribeConfigs as fast as answered;
+- ``every-version``: every advertised API version once (a minimal request each) over 4
+  connections, as a fuzzer starts: each version's first use.
 
 Prints one line of JSON: what was sent and answered.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import json
 import os
 import socket
@@ -21,6 +25,9 @@ import struct
 import sys
 import threading
 import time
+import typing
+import uuid
+from typing import Any
 
 from gregor_broker.protocol import entities
 
@@ -129,6 +136,95 @@ def _flood(bootstrap: str, seconds: float, clients: int = 8) -> dict[str, int]:
     return {"answered": sum(answered)}
 
 
+def _minimal(cls: type) -> Any:
+    """The smallest request of ``cls``: empty arrays, null or empty strings, ones."""
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        if "tag" in field.metadata:
+            continue
+        nested, sequence = entities.nested_entity_class(hints[field.name])
+        kind = field.metadata.get("kafka_type")
+        if sequence:
+            values[field.name] = ()
+        elif nested is not None:
+            values[field.name] = _minimal(nested)
+        elif kind == "string":
+            values[field.name] = ""
+        elif kind in ("bytes", "records"):
+            values[field.name] = None if type(None) in typing.get_args(hints[field.name]) else b""
+        elif kind == "bool":
+            values[field.name] = False
+        elif kind == "uuid":
+            values[field.name] = uuid.UUID(int=1)
+        elif kind in ("timedelta_i32", "timedelta_i64"):
+            values[field.name] = datetime.timedelta(milliseconds=1)
+        elif kind == "datetime_i64":
+            values[field.name] = datetime.datetime.fromtimestamp(1, tz=datetime.UTC)
+        elif kind == "float64":
+            values[field.name] = 1.0
+        else:  # integers: 1 (acks=1 is answered; 0 is not)
+            values[field.name] = 1
+    return cls(**values)
+
+
+def _every_version(bootstrap: str, connections: int = 4) -> dict[str, int]:
+    """Every advertised (api, version) once, a minimal request each, over a few
+    connections at once: the first use of each version (kio classes, checkers)."""
+    with socket.create_connection(host_port(bootstrap), timeout=10) as sock:
+        sock.sendall(request_frame(18, 0, b""))
+        answer = _read_frame(sock)
+    (count,) = struct.unpack_from(">i", answer, 6)
+    pairs = []
+    for n in range(count):
+        api_key, low, high = struct.unpack_from(">hhh", answer, 10 + 6 * n)
+        pairs += [(api_key, version) for version in range(low, high + 1)]
+    frames = [
+        request_frame(
+            key, version, entities.encode(_minimal(entities.payload_class(key, version, "request")))
+        )
+        for key, version in pairs
+    ]
+    answered = [0] * connections
+
+    def one(number: int) -> None:
+        sock = None
+        for frame in frames[number::connections]:
+            if sock is None:
+                sock = socket.create_connection(host_port(bootstrap), timeout=10)
+            try:
+                sock.sendall(frame)
+                _read_frame(sock)
+                answered[number] += 1
+            except OSError:  # closed (a request it refuses so) or no answer
+                sock.close()
+                sock = None
+        if sock is not None:
+            sock.close()
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return {"sent": len(frames), "answered": sum(answered)}
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    head = _read_exactly(sock, 4)
+    return _read_exactly(sock, struct.unpack(">i", head)[0])
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionResetError("closed")
+        data += chunk
+    return bytes(data)
+
+
 def run(scenario: str, bootstrap: str, seconds: float) -> dict[str, int]:
     if scenario == "describe-burst":
         return _burst(bootstrap, _describe_configs_frame(), 5_000, seconds)
@@ -138,6 +234,8 @@ def run(scenario: str, bootstrap: str, seconds: float) -> dict[str, int]:
         return _never_reads(bootstrap, seconds)
     if scenario == "flood":
         return _flood(bootstrap, seconds)
+    if scenario == "every-version":
+        return _every_version(bootstrap)
     raise SystemExit(f"unknown scenario {scenario!r}")
 
 

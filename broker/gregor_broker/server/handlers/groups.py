@@ -9,12 +9,15 @@ coordinator calls back with the outcome of the rebalance.
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from ...coordinator.group_coordinator import JoinRequest, JoinResult, SyncResult
-from ...coordinator.records import OffsetAndMetadata
+from ...coordinator.records import OffsetAndMetadata, hash_is_cheap, java_string_hashcode
 from ...coordinator.service import CoordinatorUnavailable, now_ms
 from ...protocol.acl_operations import AclResourceType, authorized_operations
 from ...protocol.requests import (
@@ -33,8 +36,48 @@ from ...protocol.requests import (
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
+Handler = Callable[..., Any]
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+
+
+def _group_ids(request: Any) -> list[str]:
+    """The group ids (coordinator keys) a group request names."""
+    ids: list[str] = []
+    for name in ("group_id", "key"):
+        value = getattr(request, name, None)
+        if isinstance(value, str):
+            ids.append(value)
+    for name in ("coordinator_keys", "groups_names"):
+        ids.extend(getattr(request, name, None) or ())
+    for group in getattr(request, "groups", None) or ():
+        ids.append(group if isinstance(group, str) else group.group_id)
+    return ids
+
+
+def hashes_group_ids_off_loop(handler: Handler) -> Handler:
+    """Run ``handler`` once the ``__consumer_offsets`` partitions of its group ids are
+    known. A flexible request may carry a group id of megabytes, whose Java hashCode
+    would take seconds of the event loop: such ids are hashed on the preparation thread
+    first (one at a time, the hash kept), every other connection keeps being served."""
+
+    @functools.wraps(handler)
+    def wrapped(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+        if all(hash_is_cheap(group_id) for group_id in _group_ids(request)):
+            return handler(broker, context, request)
+        return _after_hashing(handler, broker, context, request)
+
+    return wrapped
+
+
+async def _after_hashing(
+    handler: Handler, broker: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    for group_id in _group_ids(request):
+        if not hash_is_cheap(group_id):
+            await broker.router.preparer.run_off_loop(java_string_hashcode, group_id)
+    result = handler(broker, context, request)
+    return await result if inspect.isawaitable(result) else result
 
 
 def _ms(value: Any) -> int:
@@ -50,6 +93,7 @@ def _client_host(context: RequestContext) -> str:
 # -- FindCoordinator -------------------------------------------------------------------
 
 
+@hashes_group_ids_off_loop
 async def handle_find_coordinator(
     broker: BrokerServices, context: RequestContext, request: FindCoordinatorRequest
 ) -> Any:
@@ -98,6 +142,7 @@ async def _find_one(broker: BrokerServices, key_type: int, key: str) -> dict[str
 # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup --------------------------------------------
 
 
+@hashes_group_ids_off_loop
 async def handle_join_group(
     broker: BrokerServices, context: RequestContext, request: JoinGroupRequest
 ) -> Any:
@@ -153,6 +198,7 @@ async def handle_join_group(
     }
 
 
+@hashes_group_ids_off_loop
 async def handle_sync_group(
     broker: BrokerServices, context: RequestContext, request: SyncGroupRequest
 ) -> Any:
@@ -187,6 +233,7 @@ async def handle_sync_group(
     }
 
 
+@hashes_group_ids_off_loop
 def handle_heartbeat(
     broker: BrokerServices, context: RequestContext, request: HeartbeatRequest
 ) -> Any:
@@ -203,6 +250,7 @@ def handle_heartbeat(
     return {"throttle_time": 0, "error_code": error}
 
 
+@hashes_group_ids_off_loop
 def handle_leave_group(
     broker: BrokerServices, context: RequestContext, request: LeaveGroupRequest
 ) -> Any:
@@ -229,6 +277,7 @@ def handle_leave_group(
 # -- offsets ---------------------------------------------------------------------------
 
 
+@hashes_group_ids_off_loop
 async def handle_offset_commit(
     broker: BrokerServices, context: RequestContext, request: OffsetCommitRequest
 ) -> Any:
@@ -287,6 +336,7 @@ async def handle_offset_commit(
     }
 
 
+@hashes_group_ids_off_loop
 def handle_offset_fetch(
     broker: BrokerServices, context: RequestContext, request: OffsetFetchRequest
 ) -> Any:
@@ -345,6 +395,7 @@ def _fetch_group(
     }
 
 
+@hashes_group_ids_off_loop
 def handle_offset_delete(
     broker: BrokerServices, context: RequestContext, request: OffsetDeleteRequest
 ) -> Any:
@@ -395,6 +446,7 @@ def handle_list_groups(
     return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}
 
 
+@hashes_group_ids_off_loop
 def handle_describe_groups(
     broker: BrokerServices, context: RequestContext, request: DescribeGroupsRequest
 ) -> Any:
@@ -436,6 +488,7 @@ def handle_describe_groups(
     return {"throttle_time": 0, "groups": described}
 
 
+@hashes_group_ids_off_loop
 def handle_delete_groups(
     broker: BrokerServices, context: RequestContext, request: DeleteGroupsRequest
 ) -> Any:
