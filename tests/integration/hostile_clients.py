@@ -9,7 +9,8 @@ interpreter (and its lock) with the flood it measures. Scenarios (the fault camp
 - ``never-reads``: DescribeConfigs frames sent without end, no answer ever read;
 - ``flood``: 8 connections sending Metadata and DescribeConfigs as fast as answered;
 - ``every-version``: every advertised API version once (a minimal request each) over 4
-  connections, as a fuzzer starts: each version's first use.
+  connections, as a fuzzer starts: each version's first use;
+- ``huge-group-ids``: Heartbeats naming a new group id of 2 million characters each.
 
 Prints one line of JSON: what was sent and answered.
 """
@@ -225,6 +226,25 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
     return bytes(data)
 
 
+def _huge_group_ids(bootstrap: str, seconds: float, units: int = 2_000_000) -> dict[str, int]:
+    """Heartbeats (v4, flexible: a compact string of any length) naming a new group id
+    of ``units`` characters each, one after another: each id's Java hashCode (which
+    picks its __consumer_offsets partition) is computed once."""
+    deadline = time.monotonic() + seconds
+    sent = 0
+    with socket.create_connection(host_port(bootstrap), timeout=60) as sock:
+        while time.monotonic() < deadline:
+            group_id = f"{sent}-" + "g" * units
+            request = entities.build(
+                entities.payload_class(12, 4, "request"),
+                {"group_id": group_id, "generation_id": 1, "member_id": "m"},
+            )
+            sock.sendall(request_frame(12, 4, entities.encode(request)))
+            _read_frame(sock)
+            sent += 1
+    return {"sent": sent}
+
+
 def run(scenario: str, bootstrap: str, seconds: float) -> dict[str, int]:
     if scenario == "describe-burst":
         return _burst(bootstrap, _describe_configs_frame(), 5_000, seconds)
@@ -236,6 +256,8 @@ def run(scenario: str, bootstrap: str, seconds: float) -> dict[str, int]:
         return _flood(bootstrap, seconds)
     if scenario == "every-version":
         return _every_version(bootstrap)
+    if scenario == "huge-group-ids":
+        return _huge_group_ids(bootstrap, seconds)
     raise SystemExit(f"unknown scenario {scenario!r}")
 
 

@@ -30,7 +30,7 @@ from .broker_helpers import api_versions_request, host_port, read_response, scra
 ROOT = Path(__file__).resolve().parents[2]
 ATTACK_SECONDS = 5.0
 P99_LIMIT_S = 0.100
-SCENARIOS = ["describe-burst", "api-versions-burst", "never-reads", "flood"]
+SCENARIOS = ["describe-burst", "api-versions-burst", "never-reads", "flood", "huge-group-ids"]
 
 
 def _p99(samples: list[float]) -> float:
