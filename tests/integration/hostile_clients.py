@@ -8,8 +8,8 @@ interpreter (and its lock) with the flood it measures. Scenarios (the fault camp
 - ``api-versions-burst``: 100,000 pipelined ApiVersions in one write, then read them;
 - ``never-reads``: DescribeConfigs frames sent without end, no answer ever read;
 - ``flood``: 8 connections sending Metadata and DescribeConfigs as fast as answered;
-- ``every-version``: every advertised API version once (a minimal request each) over 4
-  connections, as a fuzzer starts: each version's first use;
+- ``every-version``: every advertised API version once (a minimal request each), each
+  on its own connection, all at once: each version's first use;
 - ``huge-group-ids``: Heartbeats naming a new group id of 2 million characters each.
 
 Prints one line of JSON: what was sent and answered.
@@ -169,9 +169,10 @@ def _minimal(cls: type) -> Any:
     return cls(**values)
 
 
-def _every_version(bootstrap: str, connections: int = 4) -> dict[str, int]:
-    """Every advertised (api, version) once, a minimal request each, over a few
-    connections at once: the first use of each version (kio classes, checkers)."""
+def _every_version(bootstrap: str) -> dict[str, int]:
+    """Every advertised (api, version) once, a minimal request each, each on its own
+    connection and all sent at once: every version's first use (kio classes, checkers)
+    arrives in the same turn of the broker's event loop."""
     with socket.create_connection(host_port(bootstrap), timeout=10) as sock:
         sock.sendall(request_frame(18, 0, b""))
         answer = _read_frame(sock)
@@ -186,29 +187,18 @@ def _every_version(bootstrap: str, connections: int = 4) -> dict[str, int]:
         )
         for key, version in pairs
     ]
-    answered = [0] * connections
-
-    def one(number: int) -> None:
-        sock = None
-        for frame in frames[number::connections]:
-            if sock is None:
-                sock = socket.create_connection(host_port(bootstrap), timeout=10)
-            try:
-                sock.sendall(frame)
-                _read_frame(sock)
-                answered[number] += 1
-            except OSError:  # closed (a request it refuses so) or no answer
-                sock.close()
-                sock = None
-        if sock is not None:
-            sock.close()
-
-    threads = [threading.Thread(target=one, args=(n,)) for n in range(connections)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return {"sent": len(frames), "answered": sum(answered)}
+    sockets = [socket.create_connection(host_port(bootstrap), timeout=30) for _ in frames]
+    for sock, frame in zip(sockets, frames, strict=True):
+        sock.sendall(frame)
+    answered = 0
+    for sock in sockets:
+        try:
+            _read_frame(sock)
+            answered += 1
+        except OSError:  # closed (a request it refuses so)
+            pass
+        sock.close()
+    return {"sent": len(frames), "answered": answered}
 
 
 def _read_frame(sock: socket.socket) -> bytes:
