@@ -1,6 +1,7 @@
 """GregorCluster resources: the owned objects (``planners.cluster_objects``), safe scaling
 (``planners.scaling``: replicas move before a broker goes), and preferred-leader
-rebalancing every check interval.
+rebalancing every check interval (its own fixed schedule, ``Periodic.on_schedule``: a check
+is never later than one interval after the previous one, whatever the reconcile steps do).
 
 One reconcile step runs on create/update/resume and every status interval (``periodic``:
 not a kopf timer, which would put a finalizer on the resource); each step observes
@@ -60,7 +61,6 @@ ROLL_REFUSED = "RollingRestartRefused"
 
 
 def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) -> None:
-    last_leader_check: dict[str, float] = {}
     applied: dict[str, tuple[str, float]] = {}  # uid -> (owned objects as applied, when)
     # uid -> the last step's phase, message and plan: the status in kopf's body may lag one
     # step behind (a timer and an update handler in a row), ZooKeeper state never does.
@@ -155,7 +155,6 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
                 api().delete("Pod", namespace, pod.name)
         elif status.get("phase") in (ROLLING, ROLL_REFUSED) and phase == RUNNING:
             api().post_event(body, "Normal", "RollingRestart", "every broker runs the new template")
-        maybe_elect_preferred_leaders(admin, view, uid, rebalancing, body)
         memory[uid] = {
             "phase": phase,
             "message": message,
@@ -244,24 +243,40 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
             )
         return found
 
-    def maybe_elect_preferred_leaders(
-        admin: Any, view: Any, uid: str, rebalancing: dict, body: Any
-    ) -> None:
-        interval = float(rebalancing.get("preferredLeaderCheckIntervalSeconds", 300))
-        if interval <= 0 or time.monotonic() - last_leader_check.get(uid, 0) < interval:
+    def leader_check_interval(body: Any) -> float:
+        rebalancing = (body.get("spec") or {}).get("rebalancing") or {}
+        return float(rebalancing.get("preferredLeaderCheckIntervalSeconds", 300))
+
+    def check_preferred_leaders(body: Any) -> None:
+        """Kafka's auto leader rebalance, from outside: when some broker leads fewer of
+        the partitions it is the preferred replica of than the threshold allows, elect the
+        preferred replicas that are in their ISR. Reads ZooKeeper itself, not a reconcile
+        step's view, and takes no lock: a step in progress (a scale, a rolling restart
+        waiting on an ISR) must not delay it past its interval."""
+        spec, name = body["spec"], body["metadata"]["name"]
+        try:
+            admin = ctx.sessions.admin(spec["zookeeper"]["connect"])
+            view = read_cluster(admin)
+            threshold = int((spec.get("rebalancing") or {}).get("imbalanceThresholdPercent", 10))
+            states = {k: (v, view.leaders.get(k, -1)) for k, v in view.assignment.items()}
+            if not imbalanced_brokers(states, threshold):
+                return
+            partitions = plan_preferred_leaders(
+                view.assignment, view.leaders, view.brokers, view.isr
+            )
+            if not partitions or admin.client.exists("/admin/preferred_replica_election"):
+                return
+            admin.request_preferred_replica_election(partitions)
+        except (ZooKeeperUnavailable, *CONNECTION_ERRORS) as error:
+            metrics.RECONCILE_ERRORS.labels("GregorCluster").inc()
+            log.warning("cluster %s: preferred leader check: %s", name, error)
             return
-        last_leader_check[uid] = time.monotonic()
-        threshold = int(rebalancing.get("imbalanceThresholdPercent", 10))
-        states = {k: (v, view.leaders.get(k, -1)) for k, v in view.assignment.items()}
-        if not imbalanced_brokers(states, threshold):
-            return
-        partitions = plan_preferred_leaders(view.assignment, view.leaders, view.brokers, view.isr)
-        if not partitions or admin.client.exists("/admin/preferred_replica_election"):
-            return
-        admin.request_preferred_replica_election(partitions)
         message = f"preferred leader election for {len(partitions)} partitions"
-        log.info("cluster %s: %s", body["metadata"]["name"], message)
+        log.info("cluster %s: %s", name, message)
         api().post_event(body, "Normal", "PlanApplied", message)
+        metrics.PLANS.labels("GregorCluster", "applied").inc()
+
+    periodic.on_schedule("gregorclusters", leader_check_interval, check_preferred_leaders)
 
     @kopf.on.create(GROUP, VERSION, "gregorclusters", registry=registry)
     @kopf.on.update(GROUP, VERSION, "gregorclusters", field="spec", registry=registry)
