@@ -94,6 +94,7 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
         view = read_cluster(admin)
         plan = plan_from_json(status["plan"]) if status.get("plan") else None
         done, total = moves_done(admin, plan) if plan else (0, 0)
+        in_flight = admin.get_reassignment() is not None
         observed = Observation(
             desired=int(spec["replicas"]),
             statefulset=current,
@@ -102,8 +103,10 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
             isr=view.isr,
             phase=status.get("phase") or CREATING,
             plan=plan,
-            plan_done=plan is not None and done == total,
-            reassignment_in_flight=admin.get_reassignment() is not None,
+            # Done once the controller has dropped the request too: only then can
+            # finish_moves clear the throttles (the plan is forgotten right after).
+            plan_done=plan is not None and done == total and not in_flight,
+            reassignment_in_flight=in_flight,
             auto_rebalance=rebalancing.get("autoRebalanceOnScale", True),
         )
         decided = plan_step(observed)
