@@ -56,7 +56,7 @@ class Periodic:
     def on_schedule(self, plural: str, period: Interval, step: Step) -> None:
         """``step(body)`` for each live object of ``plural`` every ``period(body)``
         seconds (0 or less: never), on a fixed schedule from the first run (when the object
-        is first seen); a run that overran its period skips the runs it missed."""
+        is first seen); a run that overran its period is followed by the next at once."""
         self.scheduled[plural] = (period, step)
         self.bodies.setdefault(plural, {})
 
@@ -112,10 +112,9 @@ class Periodic:
                         await asyncio.to_thread(step, body)
                     except Exception:  # one object's failure must not stop the others
                         log.exception("scheduled step of %s %s/%s failed", plural, *key)
-                    when += period
-                    while when <= time.monotonic():
-                        when += period
-                    due[(plural, key)] = when
+                    # Overran (a slow API server behind the run's event): due at once, so
+                    # no two runs are ever more than a period plus one run apart.
+                    due[(plural, key)] = max(when + period, time.monotonic())
             wait = min([*due.values(), time.monotonic() + SCHEDULE_TICK]) - time.monotonic()
             await asyncio.sleep(max(0.0, wait))
 
