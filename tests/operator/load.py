@@ -87,6 +87,10 @@ class Watcher(threading.Thread):
         self.leaderless: list[tuple[str, int]] = []  # samples of a partition with no leader
         self.samples = 0
         self.held_when: dict[int, set[int]] = {}
+        # The GregorCluster's status as it went: each phase once per stretch, in order, and
+        # every progress it showed (sampled every other round, about 10 times a second).
+        self.phases: list[str] = []
+        self.progress: list[dict[str, Any]] = []
 
     def run(self) -> None:
         sts = None
@@ -96,6 +100,8 @@ class Watcher(threading.Thread):
             if self.samples % 10 == 0:
                 with contextlib.suppress(TimeoutError):
                     sts = self.kube.client.find("apps/v1", "statefulsets", "default", "gregor")
+            if self.samples % 2 == 0:
+                self.sample_status()
             held: set[int] = set()
             for topic in self.admin.list_topics():
                 found = self.admin.get_topic(topic)
@@ -114,6 +120,18 @@ class Watcher(threading.Thread):
             time.sleep(0.05)
         self.zk.stop()
         self.zk.close()
+
+    def sample_status(self) -> None:
+        try:
+            found = self.kube.client.find(API, "gregorclusters", "default", "gregor")
+        except TimeoutError:
+            return
+        status = (found or {}).get("status") or {}
+        phase = status.get("phase")
+        if phase and (not self.phases or self.phases[-1] != phase):
+            self.phases.append(phase)
+        if status.get("progress"):
+            self.progress.append({"phase": phase, **status["progress"]})
 
 
 def status_of(kube: Any) -> dict[str, Any]:

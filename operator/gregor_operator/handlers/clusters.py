@@ -43,11 +43,13 @@ from gregor_operator.planners.scaling import (
     plan_step,
 )
 from gregor_operator.rebalancing import (
+    bytes_progress,
     finish_moves,
     moves_done,
     plan_from_json,
     plan_to_json,
     read_cluster,
+    replica_sizes,
     roll_observation,
     start_moves,
 )
@@ -172,8 +174,16 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
                 held[replica] = held.get(replica, 0) + 1
         metrics.CLUSTER_BROKERS.labels(f"{namespace}/{name}").set(len(view.brokers))
         sts_status = (statefulset or {}).get("status") or {}
+        progress = None
         if decided_plan is not None:
             done, total = moves_done(admin, decided_plan)
+            # Bytes as a GregorRebalance counts them: what the added replicas hold
+            # (DescribeLogDirs; a broker that does not answer within 3 s holds nothing).
+            moved, to_move = bytes_progress(decided_plan, replica_sizes(admin, timeout=3.0))
+            progress = {
+                "partitionsMoved": done, "partitionsTotal": total,
+                "bytesMoved": moved, "bytesTotal": to_move,
+            }  # fmt: skip
         patch.status.update(
             {
                 "observedGeneration": metadata.get("generation"),
@@ -183,9 +193,7 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
                 "phase": phase,
                 "message": message,
                 "plan": plan_to_json(decided_plan) if decided_plan is not None else None,
-                "progress": {"partitionsMoved": done, "partitionsTotal": total}
-                if decided_plan is not None
-                else None,
+                "progress": progress,
                 "rollingRestart": {
                     "brokersPending": list(rolling.pending),
                     "brokersUpdated": [b for b in range(current or 0) if b not in rolling.pending],
