@@ -88,11 +88,14 @@ class Watcher(threading.Thread):
         self.samples = 0
         self.held_when: dict[int, set[int]] = {}
         # The GregorCluster's status as it went: each phase once per stretch, in order, and
-        # every progress it showed (sampled every other round, about 10 times a second).
+        # every progress it showed (sampled about 10 times a second).
         self.phases: list[str] = []
         self.progress: list[dict[str, Any]] = []
 
     def run(self) -> None:
+        # Status in its own thread: an API round trip must not thin out the ISR samples.
+        statuses = threading.Thread(target=self.sample_statuses, daemon=True)
+        statuses.start()
         sts = None
         while not self.stopping.is_set():
             # ZooKeeper every 50 ms; the StatefulSet every 0.5 s, and only its replica count
@@ -100,8 +103,6 @@ class Watcher(threading.Thread):
             if self.samples % 10 == 0:
                 with contextlib.suppress(TimeoutError):
                     sts = self.kube.client.find("apps/v1", "statefulsets", "default", "gregor")
-            if self.samples % 2 == 0:
-                self.sample_status()
             held: set[int] = set()
             for topic in self.admin.list_topics():
                 found = self.admin.get_topic(topic)
@@ -121,17 +122,19 @@ class Watcher(threading.Thread):
         self.zk.stop()
         self.zk.close()
 
-    def sample_status(self) -> None:
-        try:
-            found = self.kube.client.find(API, "gregorclusters", "default", "gregor")
-        except TimeoutError:
-            return
-        status = (found or {}).get("status") or {}
-        phase = status.get("phase")
-        if phase and (not self.phases or self.phases[-1] != phase):
-            self.phases.append(phase)
-        if status.get("progress"):
-            self.progress.append({"phase": phase, **status["progress"]})
+    def sample_statuses(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                found = self.kube.client.find(API, "gregorclusters", "default", "gregor")
+            except TimeoutError:
+                continue
+            status = (found or {}).get("status") or {}
+            phase = status.get("phase")
+            if phase and (not self.phases or self.phases[-1] != phase):
+                self.phases.append(phase)
+            if status.get("progress"):
+                self.progress.append({"phase": phase, **status["progress"]})
+            time.sleep(0.1)
 
 
 def status_of(kube: Any) -> dict[str, Any]:

@@ -306,3 +306,61 @@ def test_a_completed_rebalance_is_throttled_while_it_runs_and_clears_its_throttl
     finally:
         zk.stop()
         zk.close()
+
+
+def test_an_approved_rebalance_survives_an_operator_restart(kube, run_operator, cluster):
+    """The plan lives in the GregorRebalance's status: an operator stopped while the moves
+    run (they go on without it) and started again picks the rebalance up where it was,
+    reports it Completed and clears its throttles."""
+    zk = zookeeper_client(cluster.zookeeper_connect)
+    admin = ZkAdmin(zk)
+    try:
+        admin.create_topic("resumed", {p: [1] for p in range(3)}, {})
+        fill(cluster.bootstrap_servers, "resumed", 3, 2000, 1500)  # about 3 MB per partition
+        run_operator()
+        client = kube.client
+        create_cluster(client, cluster.zookeeper_connect)
+        client.create(
+            {"apiVersion": API, "kind": "GregorRebalance",
+             "metadata": {"name": "resumed", "namespace": "default",
+                          "annotations": {"gregor.dev/approve": "true"}},
+             "spec": {"cluster": "gregor", "mode": "full", "throttleBytesPerSecond": THROTTLE}},
+            "gregorrebalances",
+        )  # fmt: skip
+
+        def status():
+            return client.get(API, "gregorrebalances", "default", "resumed").get("status") or {}
+
+        partial = client.wait_for(
+            "moves under way",
+            lambda: (
+                status().get("phase") == "Executing"
+                and (p := status().get("progress") or {}).get("bytesMoved", 0) > 0
+                and p["bytesMoved"] < p["bytesTotal"]
+                and status()
+            ),
+            120,
+        )
+        run_operator.stop()
+        assert admin.get_reassignment() is not None, "the moves finished before the restart"
+        assert status()["phase"] == "Executing"
+        run_operator()
+        done = client.wait_for(
+            "Completed", lambda: status().get("phase") == "Completed" and status(), 180
+        )
+        print(f"progress before the restart {partial['progress']}, after {done['progress']}")
+        assert done["progress"]["bytesMoved"] == done["progress"]["bytesTotal"] > 0
+        assert done["plan"] == partial["plan"]  # the same plan, not a new one
+        after = admin.get_topic("resumed").partitions
+        assert {r[0] for r in after.values()} == {1, 2, 3}, after
+        config = admin.get_topic_config("resumed")
+        assert "leader.replication.throttled.replicas" not in config, config
+        for broker in sorted(admin.list_brokers()):
+            assert "leader.replication.throttled.rate" not in admin.get_entity_config(
+                f"brokers/{broker}"
+            )
+        events = [e["message"] for e in client.list("v1", "events", "default")]
+        assert any("moved 2 partitions" in m for m in events), events
+    finally:
+        zk.stop()
+        zk.close()
