@@ -103,6 +103,9 @@ from kio.schema.describe_log_dirs.v3.request import (
 from kio.schema.describe_log_dirs.v4.request import (
     DescribeLogDirsRequest as DescribeLogDirsRequestV4,
 )
+from kio.schema.describe_producers.v0.request import (
+    DescribeProducersRequest as DescribeProducersRequestV0,
+)
 from kio.schema.elect_leaders.v0.request import ElectLeadersRequest as ElectLeadersRequestV0
 from kio.schema.elect_leaders.v1.request import ElectLeadersRequest as ElectLeadersRequestV1
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest as ElectLeadersRequestV2
@@ -464,6 +467,7 @@ DescribeClusterRequest: TypeAlias = (
     DescribeClusterRequestV0 | DescribeClusterRequestV1 | DescribeClusterRequestV2
 )
 WriteTxnMarkersRequest: TypeAlias = WriteTxnMarkersRequestV1 | WriteTxnMarkersRequestV2
+DescribeProducersRequest: TypeAlias = DescribeProducersRequestV0
 
 # API key -> {version: kio request class}, for the versions served.
 REQUEST_VERSIONS: dict[int, dict[int, type]] = {
@@ -666,4 +670,5 @@ REQUEST_VERSIONS: dict[int, dict[int, type]] = {
     48: {0: DescribeClientQuotasRequestV0, 1: DescribeClientQuotasRequestV1},
     49: {0: AlterClientQuotasRequestV0, 1: AlterClientQuotasRequestV1},
     60: {0: DescribeClusterRequestV0, 1: DescribeClusterRequestV1, 2: DescribeClusterRequestV2},
+    61: {0: DescribeProducersRequestV0},
 }
