@@ -57,8 +57,11 @@ TopicPartition = tuple[str, int]
 
 
 class Store(Protocol):
-    def append(self, group_id: str, records: Records) -> ErrorCode:
-        """Append records to the group's ``__consumer_offsets`` partition."""
+    def append(
+        self, group_id: str, records: Records, producer: tuple[int, int] | None = None
+    ) -> ErrorCode:
+        """Append records to the group's ``__consumer_offsets`` partition; with
+        ``producer`` (id, epoch) as a transactional batch of that producer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,12 +167,16 @@ class GroupCoordinator:
     def load_partition(self, partition: int, loaded: LoadedPartition, now_ms: int) -> None:
         """Adopt the groups replayed from ``partition`` (Kafka's loadGroupsAndOffsets):
         a group with members comes back Stable, its members with fresh session timers."""
-        for group_id in set(loaded.groups) | set(loaded.offsets):
+        for group_id in set(loaded.groups) | set(loaded.offsets) | set(loaded.pending_txn_offsets):
             if self.partition_for(group_id) != partition:
                 continue
             value = loaded.groups.get(group_id)
             group = Group(group_id)
             group.offsets = dict(loaded.offsets.get(group_id, {}))
+            group.pending_txn_offsets = {
+                producer_id: dict(offsets)
+                for producer_id, offsets in loaded.pending_txn_offsets.get(group_id, {}).items()
+            }
             if value is not None:
                 group.generation_id = value.generation
                 group.protocol_type = value.protocol_type or None
@@ -760,6 +767,88 @@ class GroupCoordinator:
                 if store_error is ErrorCode.none:
                     group.offsets[key] = value
         return results
+
+    def commit_transactional_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        now_ms: int,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit (Kafka's ``handleTxnCommitOffsets``): the offsets are written
+        as a transactional batch of the producer and held pending until its marker
+        reaches this partition (``complete_transactional_offsets``)."""
+
+        def all_fail(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+            return dict.fromkeys(offsets, code)
+
+        error = self.ownership_error(group_id)
+        if error is not None:
+            return all_fail(error)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return all_fail(ErrorCode.illegal_generation)
+            group = Group(group_id, state_timestamp_ms=now_ms)
+            self.groups[group_id] = group
+        if group.state is GroupState.DEAD:
+            return all_fail(ErrorCode.coordinator_not_available)
+        if group_instance_id is not None or member_id != UNKNOWN_MEMBER_ID:
+            error = self._validate_member(group, member_id, group_instance_id)
+            if error is not None:
+                return all_fail(error)
+        if generation_id >= 0 and generation_id != group.generation_id:
+            return all_fail(ErrorCode.illegal_generation)
+        results: dict[TopicPartition, ErrorCode] = {}
+        records: Records = []
+        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
+        for key, value in offsets.items():
+            if len(value.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+                results[key] = ErrorCode.offset_metadata_too_large
+                continue
+            accepted[key] = value
+            records.append(
+                (
+                    encode_offset_commit_key(OffsetCommitKey(group_id, key[0], key[1])),
+                    encode_offset_commit_value(value),
+                )
+            )
+        if records:
+            store_error = self.store.append(group_id, records, (producer_id, producer_epoch))
+            for key in accepted:
+                results[key] = store_error
+            if store_error is ErrorCode.none:
+                group.pending_txn_offsets.setdefault(producer_id, {}).update(accepted)
+        return results
+
+    def complete_transactional_offsets(
+        self, producer_id: int, partitions: Iterable[int], commit: bool
+    ) -> int:
+        """The producer's marker reached these ``__consumer_offsets`` partitions: its
+        pending offsets of their groups become the committed offsets (COMMIT) or are
+        dropped (ABORT). Returns how many groups changed."""
+        wanted = set(partitions)
+        changed = 0
+        for group in self.groups.values():
+            if producer_id not in group.pending_txn_offsets:
+                continue
+            if self.partition_for(group.group_id) not in wanted:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id)
+            if commit:
+                group.offsets.update(pending)
+            changed += 1
+        return changed
+
+    def has_pending_transactional_offset(self, group_id: str, key: TopicPartition) -> bool:
+        """OffsetFetch with require_stable: UNSTABLE_OFFSET_COMMIT while an open
+        transaction holds an offset for ``key``."""
+        group = self.groups.get(group_id)
+        return group is not None and any(key in p for p in group.pending_txn_offsets.values())
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None
