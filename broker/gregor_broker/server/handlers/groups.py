@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from ...coordinator.group_coordinator import JoinRequest, JoinResult, SyncResult
 from ...coordinator.records import OffsetAndMetadata
 from ...coordinator.service import CoordinatorUnavailable, now_ms
+from ...coordinator.transaction_coordinator import TransactionCoordinatorUnavailable
 from ...protocol.acl_operations import AclResourceType, authorized_operations
 from ...protocol.requests import (
     DeleteGroupsRequest,
@@ -68,24 +69,32 @@ async def _find_one(broker: BrokerServices, key_type: int, key: str) -> dict[str
     def failed(code: ErrorCode, message: str) -> dict[str, Any]:
         return {"error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}
 
-    if key_type == TRANSACTION_KEY_TYPE:
-        return failed(
-            ErrorCode.coordinator_not_available,
-            "transactions are not implemented by Gregor yet; no transaction coordinator",
-        )
-    if key_type != GROUP_KEY_TYPE:
-        return failed(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
-    if not key:
-        return failed(ErrorCode.invalid_group_id, "the group id is empty")
     service = broker.coordinator
-    try:
-        if not await service.ensure_offsets_topic():
-            return failed(
-                ErrorCode.coordinator_not_available, "__consumer_offsets has no leaders yet"
-            )
-        node = service.coordinator_for_group(key)
-    except CoordinatorUnavailable as error:
-        return failed(ErrorCode.coordinator_not_available, str(error))
+    if key_type == TRANSACTION_KEY_TYPE:
+        if not key:
+            return failed(ErrorCode.invalid_request, "the transactional id is empty")
+        transactions = service.transactions
+        try:
+            if not await transactions.ensure_state_topic():
+                return failed(
+                    ErrorCode.coordinator_not_available, "__transaction_state has no leaders yet"
+                )
+            node = transactions.coordinator_for(key)
+        except TransactionCoordinatorUnavailable as error:
+            return failed(ErrorCode.coordinator_not_available, str(error))
+    elif key_type != GROUP_KEY_TYPE:
+        return failed(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
+    elif not key:
+        return failed(ErrorCode.invalid_group_id, "the group id is empty")
+    else:
+        try:
+            if not await service.ensure_offsets_topic():
+                return failed(
+                    ErrorCode.coordinator_not_available, "__consumer_offsets has no leaders yet"
+                )
+            node = service.coordinator_for_group(key)
+        except CoordinatorUnavailable as error:
+            return failed(ErrorCode.coordinator_not_available, str(error))
     return {
         "error_code": ErrorCode.none,
         "error_message": None,
@@ -285,16 +294,24 @@ def handle_offset_fetch(
 ) -> Any:
     version = context.version
     if version >= 8:
+        stable = request.require_stable
         groups = [
-            _fetch_group(broker, version, group.group_id, group.topics) for group in request.groups
+            _fetch_group(broker, version, group.group_id, group.topics, stable)
+            for group in request.groups
         ]
         return {"throttle_time": 0, "groups": groups}
-    result = _fetch_group(broker, version, request.group_id, request.topics)
+    result = _fetch_group(
+        broker,
+        version,
+        request.group_id,
+        request.topics,
+        getattr(request, "require_stable", False),
+    )
     return {"throttle_time": 0, "error_code": result["error_code"], "topics": result["topics"]}
 
 
 def _fetch_group(
-    broker: BrokerServices, version: int, group_id: str, topics: Any
+    broker: BrokerServices, version: int, group_id: str, topics: Any, require_stable: bool = False
 ) -> dict[str, Any]:
     requested = (
         None
@@ -305,15 +322,20 @@ def _fetch_group(
     if error is not ErrorCode.none and version < 2:
         # v1 has no top-level error: every partition carries it.
         offsets = dict.fromkeys(requested or [], None)
+    groups = broker.coordinator.groups
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (name, index), value in offsets.items():
+        partition_error = error if version < 2 else ErrorCode.none
+        if require_stable and groups.has_pending_transactional_offset(group_id, (name, index)):
+            # KIP-447: an open transaction holds an offset here; the consumer retries.
+            value, partition_error = None, ErrorCode.unstable_offset_commit
         by_topic.setdefault(name, []).append(
             {
                 "partition_index": index,
                 "committed_offset": value.offset if value is not None else -1,
                 "committed_leader_epoch": value.leader_epoch if value is not None else -1,
                 "metadata": value.metadata if value is not None else "",
-                "error_code": error if version < 2 else ErrorCode.none,
+                "error_code": partition_error,
             }
         )
     return {
