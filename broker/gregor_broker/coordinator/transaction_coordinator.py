@@ -213,7 +213,7 @@ class TransactionCoordinator:
         self.owned: dict[int, _StatePartition] = {}
         self.loading: set[int] = set()
         self.markers = TransactionMarkerSender(
-            config.broker_id, metadata, timeout_s=config.request_timeout_ms / 1000
+            config.broker_id, metadata, timeout_s=WRITE_TIMEOUT_S
         )
         self._create_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
