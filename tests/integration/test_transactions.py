@@ -62,6 +62,9 @@ def _interleaved_commits_and_aborts(bootstrap: str, topics: list[str], transacti
         if commit:
             producer.commit_transaction(60)
         else:
+            # Aborting purges what is not sent yet: flush so that the aborted records
+            # are in the log (read_uncommitted must see them, read_committed not).
+            assert producer.flush(60) == 0
             producer.abort_transaction(60)
     return committed, written
 
