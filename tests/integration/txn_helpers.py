@@ -83,13 +83,18 @@ def read_all(
 def coordinator_address(bootstrap: str, transactional_id: str, timeout: float = 30.0) -> Any:
     """The broker FindCoordinator(TRANSACTION) names (node id, host, port)."""
     deadline = time.monotonic() + timeout
+    addresses = bootstrap.split(",")
+    attempt = 0
     while True:
-        with RawClient(bootstrap) as client:
-            response = client.call(
-                10,
-                3,
-                request(10, 3, key=transactional_id, key_type=1),
-            )
+        address = addresses[attempt % len(addresses)]
+        attempt += 1
+        try:
+            with RawClient(address) as client:
+                response = client.call(10, 3, request(10, 3, key=transactional_id, key_type=1))
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            continue  # that broker is down: ask the next one
         if response.error_code == 0 or time.monotonic() > deadline:
             assert response.error_code == 0, response
             return response.node_id, response.host, response.port
