@@ -131,7 +131,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _brokers(bootstrap: str) -> list[Any]:
-    cluster = result(admin(bootstrap).describe_cluster(), "cannot list the brokers")
+    client = admin(bootstrap)  # kept alive until the future is done
+    cluster = result(client.describe_cluster(), "cannot list the brokers")
     return sorted(cluster.nodes, key=lambda node: node.id)
 
 
