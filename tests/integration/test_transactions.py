@@ -80,7 +80,7 @@ def _check_visibility(bootstrap: str, topics: list[str], committed, written) -> 
 
 
 def test_commit_and_abort_on_one_broker(broker_factory):
-    broker = broker_factory(**SINGLE_BROKER_PROPERTIES)
+    broker = broker_factory(timeout=90, **SINGLE_BROKER_PROPERTIES)
     topics = ["txn-a", "txn-b"]
     for topic in topics:
         create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
@@ -92,7 +92,7 @@ def test_commit_and_abort_on_one_broker(broker_factory):
 
 
 def test_commit_and_abort_on_three_brokers_rf3(cluster_factory):
-    cluster = cluster_factory(**TXN_BROKER_PROPERTIES)
+    cluster = cluster_factory(timeout=180, **TXN_BROKER_PROPERTIES)
     bootstrap = cluster.bootstrap_servers
     topics = ["txn3-a", "txn3-b"]
     for topic in topics:
@@ -103,7 +103,7 @@ def test_commit_and_abort_on_three_brokers_rf3(cluster_factory):
 
 
 def test_zombie_producer_is_fenced(broker_factory):
-    broker = broker_factory(**SINGLE_BROKER_PROPERTIES)
+    broker = broker_factory(timeout=90, **SINGLE_BROKER_PROPERTIES)
     bootstrap = broker.bootstrap
     create_topic(bootstrap, "zombie", partitions=PARTITIONS)
     old = transactional_producer(bootstrap, "shared-id")
@@ -136,7 +136,7 @@ def test_zombie_producer_is_fenced(broker_factory):
 
 
 def test_offsets_sent_to_a_transaction_are_visible_on_commit_only(broker_factory):
-    broker = broker_factory(**SINGLE_BROKER_PROPERTIES)
+    broker = broker_factory(timeout=90, **SINGLE_BROKER_PROPERTIES)
     bootstrap = broker.bootstrap
     create_topic(bootstrap, "source", partitions=1)
     create_topic(bootstrap, "sink", partitions=1)
@@ -188,7 +188,7 @@ HANGING_PRODUCER = textwrap.dedent(
 
 
 def test_hanging_transaction_is_aborted_after_its_timeout(broker_factory):
-    broker = broker_factory(**SINGLE_BROKER_PROPERTIES)
+    broker = broker_factory(timeout=90, **SINGLE_BROKER_PROPERTIES)
     bootstrap = broker.bootstrap
     create_topic(bootstrap, "hang", partitions=1)
     process = subprocess.Popen(
@@ -221,7 +221,7 @@ def test_coordinator_killed_while_committing(cluster_factory):
     transaction coordinator is SIGKILLed: every transaction ends committed or aborted
     on every partition (all of its records visible to read_committed, or none), and
     every commit the producer saw succeed is visible."""
-    cluster = cluster_factory(**TXN_BROKER_PROPERTIES)
+    cluster = cluster_factory(timeout=180, **TXN_BROKER_PROPERTIES)
     bootstrap = cluster.bootstrap_servers
     create_topic(bootstrap, "kill-a", partitions=PARTITIONS, replication_factor=3)
     create_topic(bootstrap, "kill-b", partitions=PARTITIONS, replication_factor=3)

@@ -18,7 +18,7 @@ from .txn_helpers import SINGLE_BROKER_PROPERTIES, read_all, wait_for_state
 
 
 def test_kafka_python_and_aiokafka_commit_and_abort(broker_factory):
-    broker = broker_factory(**SINGLE_BROKER_PROPERTIES)
+    broker = broker_factory(timeout=90, **SINGLE_BROKER_PROPERTIES)
     bootstrap = broker.bootstrap
     create_topic(bootstrap, "clients", partitions=2)
 
@@ -76,7 +76,7 @@ HANGING = textwrap.dedent(
 
 
 def test_gregor_transactions_list_describe_and_abort(broker_factory):
-    broker = broker_factory(**SINGLE_BROKER_PROPERTIES)
+    broker = broker_factory(timeout=90, **SINGLE_BROKER_PROPERTIES)
     bootstrap = broker.bootstrap
     create_topic(bootstrap, "stuck-topic", partitions=1)
     process = subprocess.Popen(
