@@ -10,6 +10,7 @@ INVALID_PRODUCER_EPOCH for clients older than the versions that know it.
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -27,6 +28,15 @@ from ...protocol.requests import (
 )
 from ..request_router import RequestContext
 from ..services import BrokerServices
+
+_EPOCH = datetime.datetime.fromtimestamp(0, tz=datetime.UTC)
+
+
+def _start_time(start_ms: int) -> datetime.datetime:
+    """A datetime even for -1 (no transaction running), which Kafka sends as is (a plain
+    -1 would become kio's null, which this non-nullable field cannot carry)."""
+    return _EPOCH + datetime.timedelta(milliseconds=start_ms)
+
 
 # The first version of each API whose clients know PRODUCER_FENCED (KIP-588).
 FENCED_SINCE = {"add_partitions": 2, "add_offsets": 2, "end_txn": 2, "txn_offset_commit": 3}
@@ -221,7 +231,7 @@ def handle_describe_transactions(
             "transactional_id": transactional_id,
             "transaction_state": "",
             "transaction_timeout": 0,
-            "transaction_start_time": -1,
+            "transaction_start_time": _start_time(-1),
             "producer_id": -1,
             "producer_epoch": -1,
             "topics": [],
@@ -233,7 +243,7 @@ def handle_describe_transactions(
             entry.update(
                 transaction_state=STATE_NAMES[found.state],
                 transaction_timeout=found.timeout_ms,
-                transaction_start_time=found.start_ms,
+                transaction_start_time=_start_time(found.start_ms),
                 producer_id=found.producer_id,
                 producer_epoch=found.producer_epoch,
                 topics=[{"topic": t, "partitions": ids} for t, ids in by_topic.items()],
