@@ -18,9 +18,13 @@ them.
 from __future__ import annotations
 
 import argparse
+import struct
 import time
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from ..protocol.wire import read_unsigned_varint, skip_tagged_fields
 from .kafka_api import (
     ToolError,
     add_bootstrap_argument,
@@ -30,7 +34,7 @@ from .kafka_api import (
     result,
     run,
 )
-from .wire_client import request
+from .wire_client import request, request_raw
 
 PROG = "gregor transactions"
 FIND_COORDINATOR, FIND_COORDINATOR_VERSION = 10, 3
@@ -193,25 +197,71 @@ def find_coordinator(bootstrap: str, transactional_id: str) -> tuple[int, str]:
     return response.node_id, f"{response.host}:{response.port}"
 
 
+def parse_describe_transactions(frame: memoryview, position: int) -> list[dict[str, Any]]:
+    """DescribeTransactions v0's response body. Read by hand: its start time is -1 when
+    no transaction runs, which kio's reader refuses as a timestamp."""
+
+    def unpack(fmt: str) -> int:
+        nonlocal position
+        (value,) = struct.unpack_from(fmt, frame, position)
+        position += struct.calcsize(fmt)
+        return value
+
+    def varint() -> int:
+        nonlocal position
+        value, position = read_unsigned_varint(frame, position)
+        return value
+
+    def string() -> str:
+        nonlocal position
+        size = varint() - 1
+        text = bytes(frame[position : position + size]).decode("utf-8")
+        position += size
+        return text
+
+    unpack(">i")  # throttle time
+    states = []
+    for _ in range(varint() - 1):
+        state: dict[str, Any] = {
+            "error_code": unpack(">h"),
+            "transactional_id": string(),
+            "transaction_state": string(),
+            "transaction_timeout_ms": unpack(">i"),
+            "transaction_start_time_ms": unpack(">q"),
+            "producer_id": unpack(">q"),
+            "producer_epoch": unpack(">h"),
+        }
+        partitions = []
+        for _ in range(varint() - 1):
+            topic = string()
+            partitions += [f"{topic}-{unpack('>i')}" for _ in range(varint() - 1)]
+            position = skip_tagged_fields(frame, position)
+        state["topic_partitions"] = partitions
+        position = skip_tagged_fields(frame, position)
+        states.append(state)
+    return states
+
+
 def describe_transaction(bootstrap: str, transactional_id: str) -> dict[str, Any]:
     node, address = find_coordinator(bootstrap, transactional_id)
-    response = request(address, DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [transactional_id]})
-    [state] = response.transaction_states
-    if state.error_code.value != 0:
-        raise ToolError(f"cannot describe {transactional_id!r}: {state.error_code.name.upper()}")
-    start_ms = int(state.transaction_start_time.timestamp() * 1000)
+    frame, position = request_raw(
+        address, DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [transactional_id]}
+    )
+    [state] = parse_describe_transactions(frame, position)
+    if state["error_code"] != 0:
+        name = ErrorCode(state["error_code"]).name.upper()
+        raise ToolError(f"cannot describe {transactional_id!r}: {name}")
+    start_ms = state["transaction_start_time_ms"]
     return {
         "coordinator_id": node,
         "transactional_id": transactional_id,
-        "producer_id": state.producer_id,
-        "producer_epoch": state.producer_epoch,
-        "transaction_state": state.transaction_state,
-        "transaction_timeout_ms": int(state.transaction_timeout.total_seconds() * 1000),
+        "producer_id": state["producer_id"],
+        "producer_epoch": state["producer_epoch"],
+        "transaction_state": state["transaction_state"],
+        "transaction_timeout_ms": state["transaction_timeout_ms"],
         "current_transaction_start_time_ms": start_ms if start_ms >= 0 else None,
         "transaction_duration_ms": int(time.time() * 1000) - start_ms if start_ms >= 0 else None,
-        "topic_partitions": [
-            f"{topic.topic}-{partition}" for topic in state.topics for partition in topic.partitions
-        ],
+        "topic_partitions": state["topic_partitions"],
     }
 
 
