@@ -28,7 +28,7 @@ import pytest
 
 from .broker_helpers import create_topic
 from .group_helpers import wait_until
-from .txn_helpers import (
+from .txn_client_helpers import (
     SINGLE_BROKER_PROPERTIES,
     TXN_BROKER_PROPERTIES,
     coordinator_address,

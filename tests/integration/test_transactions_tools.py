@@ -14,7 +14,7 @@ import kafka
 
 from .broker_helpers import create_topic
 from .test_cli_tools import gregor
-from .txn_helpers import SINGLE_BROKER_PROPERTIES, read_all, wait_for_state
+from .txn_client_helpers import SINGLE_BROKER_PROPERTIES, read_all, wait_for_state
 
 
 def test_kafka_python_and_aiokafka_commit_and_abort(broker_factory):

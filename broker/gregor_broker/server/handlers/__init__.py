@@ -49,6 +49,7 @@ from .transactions import (
     handle_list_transactions,
     handle_txn_offset_commit,
 )
+from .txn_markers import handle_write_txn_markers
 
 API_TABLE: dict[int, ApiSpec] = {
     spec.key: spec
@@ -76,6 +77,7 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(25, "AddOffsetsToTxn", 0, 3, handle_add_offsets_to_txn),
         ApiSpec(26, "EndTxn", 0, 3, handle_end_txn),
         ApiSpec(28, "TxnOffsetCommit", 0, 3, handle_txn_offset_commit),
+        ApiSpec(27, "WriteTxnMarkers", 1, 2, handle_write_txn_markers),
         ApiSpec(32, "DescribeConfigs", 1, 4, handle_describe_configs),
         ApiSpec(33, "AlterConfigs", 0, 2, handle_alter_configs),
         ApiSpec(35, "DescribeLogDirs", 1, 4, handle_describe_log_dirs),
