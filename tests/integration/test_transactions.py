@@ -280,3 +280,37 @@ def test_coordinator_killed_while_committing(cluster_factory):
     assert {n: c for n, c in visible.items() if c != 2 * PARTITIONS} == {}
     assert set(committed_ok) <= set(visible)
     assert set(visible) <= set(attempted)
+
+
+def test_idle_transactional_ids_expire(broker_factory):
+    broker = broker_factory(
+        timeout=90,
+        **{
+            **SINGLE_BROKER_PROPERTIES,
+            "transactional.id.expiration.ms": "2000",
+            "transaction.remove.expired.transaction.cleanup.interval.ms": "500",
+        },
+    )
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, "expiring", partitions=1)
+    producer = transactional_producer(bootstrap, "short-lived")
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    producer.produce("expiring", b"x", partition=0)
+    producer.commit_transaction(60)
+    first = wait_for_state(bootstrap, "short-lived", {"CompleteCommit"})
+
+    def gone() -> bool:
+        try:
+            describe_transaction(bootstrap, "short-lived", timeout=1)
+        except AssertionError as error:
+            return "TRANSACTIONAL_ID_NOT_FOUND" in str(error).upper()
+        return False
+
+    wait_until(gone, 60, "the idle transactional id to expire")
+    # A producer with the id afterwards starts over: a new producer id at epoch 0.
+    again = transactional_producer(bootstrap, "short-lived")
+    again.init_transactions(60)
+    state = wait_for_state(bootstrap, "short-lived", {"Empty"})
+    assert state.producer_epoch == 0
+    assert state.producer_id != first.producer_id

@@ -666,6 +666,9 @@ class TransactionCoordinator:
             ]
             if not expired:
                 continue
+            # What each looked like when chosen: one changed meanwhile (a new producer's
+            # InitProducerId, written after the tombstone) stays.
+            chosen = {m.transactional_id: m.last_update_ms for m in expired}
             batch = make_batch(
                 [Record(i, 0, encode_key(m.transactional_id), None) for i, m in enumerate(expired)],
                 base_timestamp=now,
@@ -681,7 +684,11 @@ class TransactionCoordinator:
                 continue
             for metadata in expired:
                 current = owner.ids.get(metadata.transactional_id)
-                if current is metadata and metadata.state in TERMINAL and metadata.pending is None:
+                if (
+                    current is metadata
+                    and metadata.pending is None
+                    and metadata.last_update_ms == chosen[metadata.transactional_id]
+                ):
                     del owner.ids[metadata.transactional_id]
                     removed += 1
             log.info(
