@@ -314,3 +314,31 @@ def test_idle_transactional_ids_expire(broker_factory):
     state = wait_for_state(bootstrap, "short-lived", {"Empty"})
     assert state.producer_epoch == 0
     assert state.producer_id != first.producer_id
+
+
+def test_producer_recovers_after_the_coordinator_aborted_its_timed_out_transaction(
+    broker_factory,
+):
+    """KIP-360: the coordinator aborts a transaction past its timeout (bumping the epoch);
+    the producer's commit then fails as abortable, it aborts, bumps its own epoch with
+    InitProducerId(producer id, epoch) and its next transaction commits."""
+    broker = broker_factory(timeout=90, **SINGLE_BROKER_PROPERTIES)
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, "slow", partitions=1)
+    producer = transactional_producer(
+        bootstrap, "slow-producer", **{"transaction.timeout.ms": 2000}
+    )
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    producer.produce("slow", b"too-late", partition=0)
+    assert producer.flush(30) == 0
+    wait_for_state(bootstrap, "slow-producer", {"CompleteAbort"}, timeout=60)
+    with pytest.raises(confluent_kafka.KafkaException) as raised:
+        producer.produce("slow", b"after-abort", partition=0)
+        producer.commit_transaction(30)
+    assert raised.value.args[0].txn_requires_abort(), raised.value.args[0]
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    producer.produce("slow", b"next", partition=0)
+    producer.commit_transaction(60)
+    assert read_all(bootstrap, "slow", 1) == {0: [b"next"]}
