@@ -88,7 +88,7 @@ def test_commit_and_abort_on_one_broker(broker_factory):
     _check_visibility(broker.bootstrap, topics, committed, written)
     state = wait_for_state(broker.bootstrap, "one-broker", {"CompleteAbort"})
     assert state.producer_epoch == 0
-    assert state.topics == ()
+    assert state.topic_partitions == []
 
 
 def test_commit_and_abort_on_three_brokers_rf3(cluster_factory):
@@ -201,7 +201,7 @@ def test_hanging_transaction_is_aborted_after_its_timeout(broker_factory):
         assert process.stdout.readline().strip() == "open"
         state = describe_transaction(bootstrap, "hanging")
         assert state.transaction_state == "Ongoing"
-        assert [t.topic for t in state.topics] == ["hang"]
+        assert state.topic_partitions == ["hang-0"]
         process.send_signal(signal.SIGKILL)
     finally:
         process.kill()

@@ -4,11 +4,19 @@ requests, as ``kafka-transactions.sh`` sees it."""
 
 from __future__ import annotations
 
+import struct
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import confluent_kafka
+from kio.schema.errors import ErrorCode
 
+from gregor_broker.cli.transactions import parse_describe_transactions
+from gregor_broker.protocol import entities
+from gregor_broker.protocol.wire import skip_tagged_fields
+
+from .broker_helpers import read_response
 from .raw_requests import RawClient, request
 
 # Small internal topics so a test broker creates them fast; short intervals so timers
@@ -108,11 +116,17 @@ def describe_transaction(bootstrap: str, transactional_id: str, timeout: float =
         try:
             _node, host, port = coordinator_address(bootstrap, transactional_id)
             with RawClient(f"{host}:{port}") as client:
-                response = client.call(65, 0, request(65, 0, transactional_ids=[transactional_id]))
-            state = response.transaction_states[0]
+                body = entities.encode(request(65, 0, transactional_ids=[transactional_id]))
+                correlation_id = client.send(65, 0, body)
+                frame = read_response(client.sock)
+            assert struct.unpack_from(">i", frame)[0] == correlation_id
+            # Read as gregor transactions describe reads it: kio refuses the -1 start time
+            # Kafka sends when no transaction runs.
+            [found] = parse_describe_transactions(memoryview(frame), skip_tagged_fields(frame, 4))
+            state = SimpleNamespace(**found)
             if state.error_code == 0:
                 return state
-            problem: object = state.error_code
+            problem: object = ErrorCode(state.error_code).name.upper()
         except (OSError, AssertionError) as error:
             problem = error
         if time.monotonic() > deadline:
