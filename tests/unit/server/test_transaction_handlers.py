@@ -161,6 +161,38 @@ def test_transaction_handlers(tmp_path):
             for p in t["results_by_partition"]
         } == {ErrorCode.invalid_producer_epoch}
 
+        # v4, the batched broker-to-broker form: several ids, verify_only checks only.
+        batched = entities.build(
+            entities.payload_class(ADD_PARTITIONS, 4, "request"),
+            {
+                "transactions": [
+                    {
+                        "transactional_id": "tx",
+                        "producer_id": producer_id,
+                        "producer_epoch": 2,
+                        "verify_only": True,
+                        "topics": [{"name": "orders", "partitions": [0]}],
+                    },
+                    {
+                        "transactional_id": "nobody",
+                        "producer_id": 5,
+                        "producer_epoch": 0,
+                        "topics": [{"name": "orders", "partitions": [1]}],
+                    },
+                ]
+            },
+        )
+        answer = await handle_add_partitions_to_txn(services, context(ADD_PARTITIONS, 4), batched)
+        response = encoded(ADD_PARTITIONS, 4, answer)
+        assert response.error_code is ErrorCode.none
+        assert [
+            (r.transactional_id, r.topic_results[0].results_by_partition[0].partition_error_code)
+            for r in response.results_by_transaction
+        ] == [
+            ("tx", ErrorCode.invalid_txn_state),  # not in a transaction: verify fails
+            ("nobody", ErrorCode.invalid_producer_id_mapping),
+        ]
+
     loop = asyncio.new_event_loop()
     try:
         loop.run_until_complete(scenario())
