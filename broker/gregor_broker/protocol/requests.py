@@ -130,6 +130,9 @@ from kio.schema.describe_log_dirs.v3.request import (
 from kio.schema.describe_log_dirs.v4.request import (
     DescribeLogDirsRequest as DescribeLogDirsRequestV4,
 )
+from kio.schema.describe_producers.v0.request import (
+    DescribeProducersRequest as DescribeProducersRequestV0,
+)
 from kio.schema.describe_transactions.v0.request import (
     DescribeTransactionsRequest as DescribeTransactionsRequestV0,
 )
@@ -538,6 +541,7 @@ DescribeClusterRequest: TypeAlias = (
     DescribeClusterRequestV0 | DescribeClusterRequestV1 | DescribeClusterRequestV2
 )
 WriteTxnMarkersRequest: TypeAlias = WriteTxnMarkersRequestV1 | WriteTxnMarkersRequestV2
+DescribeProducersRequest: TypeAlias = DescribeProducersRequestV0
 
 # API key -> {version: kio request class}, for the versions served.
 REQUEST_VERSIONS: dict[int, dict[int, type]] = {
@@ -762,4 +766,5 @@ REQUEST_VERSIONS: dict[int, dict[int, type]] = {
     },
     65: {0: DescribeTransactionsRequestV0},
     66: {0: ListTransactionsRequestV0, 1: ListTransactionsRequestV1},
+    61: {0: DescribeProducersRequestV0},
 }

@@ -229,6 +229,11 @@ class Broker:
             asyncio.create_task(self._every(1000, self._roll)),
             asyncio.create_task(
                 self._every(
+                    config.producer_id_expiration_check_interval_ms, self._expire_producer_ids
+                )
+            ),
+            asyncio.create_task(
+                self._every(
                     config.replica_lag_time_max_ms // 2, self.replica_manager.shrink_lagging_isrs
                 )
             ),
@@ -374,6 +379,11 @@ class Broker:
         deleted = self.logs.run_retention()
         if deleted:
             log.info("retention deleted %d segments", deleted)
+
+    def _expire_producer_ids(self) -> None:
+        removed = self.logs.remove_expired_producers(self.config.producer_id_expiration_ms)
+        if removed:
+            log.info("expired %d producer ids (producer.id.expiration.ms)", removed)
 
     async def _flush(self) -> None:
         await self.logs.flush_due_sliced()

@@ -14,6 +14,7 @@ from .configs import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
+from .describe_producers import handle_describe_producers
 from .fetch import handle_fetch
 from .groups import (
     handle_delete_groups,
@@ -93,5 +94,6 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(60, "DescribeCluster", 0, 2, handle_describe_cluster),
         ApiSpec(65, "DescribeTransactions", 0, 0, handle_describe_transactions),
         ApiSpec(66, "ListTransactions", 0, 1, handle_list_transactions),
+        ApiSpec(61, "DescribeProducers", 0, 0, handle_describe_producers),
     ]
 }
