@@ -117,11 +117,18 @@ def test_gregor_transactions_list_describe_and_abort(broker_factory):
     producer.close()
     # The hanging transaction holds read_committed back (last stable offset)...
     assert read_all(bootstrap, "stuck-topic", 1, settle_s=2.0) == {0: []}
+    nothing = gregor(
+        "transactions", "abort", "-b", bootstrap, "--topic", "stuck-topic", "--partition", "0",
+        "--start-offset", "1", check=False,
+    )  # fmt: skip
+    assert nothing.returncode == 1
+    assert "no open transaction starts at offset 1" in nothing.stderr
+    # The hanging transaction starts at offset 0: DescribeProducers names its producer.
     aborted = gregor(
         "transactions", "abort", "-b", bootstrap, "--topic", "stuck-topic", "--partition", "0",
-        "--producer-id", str(described["producer_id"]), "--producer-epoch", "0",
-        "--coordinator-epoch", "0",
+        "--start-offset", "0",
     )  # fmt: skip
+    assert f"producer {described['producer_id']} (epoch 0)" in aborted.stdout
     assert "aborted" in aborted.stdout
     # ... until the ABORT marker: the later record shows, the aborted one never.
     assert read_all(bootstrap, "stuck-topic", 1) == {0: [b"after"]}

@@ -7,9 +7,9 @@ Kafka's kafka-transactions.sh.
 - ``describe`` finds the id's coordinator (FindCoordinator, key type TRANSACTION) and
   sends it DescribeTransactions;
 - ``abort`` writes an ABORT marker for a producer to one partition: WriteTxnMarkers to
-  the partition's leader, as kafka-transactions.sh abort does (with the producer id, epoch
-  and coordinator epoch given; Gregor has no DescribeProducers yet to find them from a
-  start offset).
+  the partition's leader, as kafka-transactions.sh abort does; the producer is the one
+  whose open transaction starts at ``--start-offset`` (DescribeProducers on the leader),
+  or is given by its producer id, epoch and coordinator epoch.
 
 Requests go through ``wire_client`` since confluent-kafka's AdminClient has no calls for
 them.
@@ -39,6 +39,7 @@ from .wire_client import request, request_raw
 PROG = "gregor transactions"
 FIND_COORDINATOR, FIND_COORDINATOR_VERSION = 10, 3
 WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION = 27, 1
+DESCRIBE_PRODUCERS = 61
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 TRANSACTION_KEY_TYPE = 1
 STATES = (
@@ -114,12 +115,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Write an ABORT marker for a producer to one partition, through its leader "
             "(WriteTxnMarkers), so that a transaction its coordinator no longer knows "
-            "stops holding back the last stable offset. Use the producer id and epoch of "
-            "the hanging transaction; the coordinator epoch must be at least that of the "
-            "producer's last marker in the partition (else TRANSACTION_COORDINATOR_FENCED)."
+            "stops holding back the last stable offset. Name the hanging transaction by "
+            "its first offset (--start-offset: the leader's DescribeProducers gives its "
+            "producer id, epoch and coordinator epoch), or give those three; the "
+            "coordinator epoch must be at least that of the producer's last marker in the "
+            "partition (else TRANSACTION_COORDINATOR_FENCED)."
         ),
         epilog=(
-            "example:\n"
+            "examples:\n"
+            "  gregor transactions abort --topic orders --partition 0 --start-offset 1200\n"
             "  gregor transactions abort --topic orders --partition 0 \\\n"
             "      --producer-id 1003 --producer-epoch 2 --coordinator-epoch 5"
         ),
@@ -128,9 +132,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_bootstrap_argument(abort)
     abort.add_argument("--topic", required=True)
     abort.add_argument("--partition", type=int, required=True)
-    abort.add_argument("--producer-id", type=int, required=True)
-    abort.add_argument("--producer-epoch", type=int, required=True)
-    abort.add_argument("--coordinator-epoch", type=int, required=True)
+    abort.add_argument("--start-offset", type=int, help="first offset of the hanging transaction")
+    abort.add_argument("--producer-id", type=int)
+    abort.add_argument("--producer-epoch", type=int)
+    abort.add_argument("--coordinator-epoch", type=int)
     abort.set_defaults(func=lambda args: run(_abort, args, PROG))
 
 
@@ -271,24 +276,55 @@ def _describe(args: argparse.Namespace) -> int:
     return 0
 
 
+def partition_leader(bootstrap: str, topic: str, partition: int) -> str:
+    """host:port of the partition's leader."""
+    metadata = admin(bootstrap).list_topics(topic, timeout=30)
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None or partition not in found.partitions:
+        raise ToolError(f"{topic}-{partition} does not exist (see gregor topics describe)")
+    broker = metadata.brokers.get(found.partitions[partition].leader)
+    if broker is None:
+        raise ToolError(f"{topic}-{partition} has no leader now; try again")
+    return f"{broker.host}:{broker.port}"
+
+
+def producer_at(leader: str, topic: str, partition: int, start_offset: int) -> tuple[int, int, int]:
+    """(producer id, epoch, coordinator epoch) of the producer whose open transaction
+    starts at ``start_offset`` (DescribeProducers, as kafka-transactions.sh abort)."""
+    response = request(
+        leader,
+        DESCRIBE_PRODUCERS,
+        0,
+        {"topics": [{"name": topic, "partition_indexes": [partition]}]},
+    )
+    [found] = [p for t in response.topics for p in t.partitions]
+    if found.error_code.value != 0:
+        raise ToolError(
+            f"cannot describe the producers of {topic}-{partition}: {found.error_code.name.upper()}"
+        )
+    for producer in found.active_producers:
+        if producer.current_txn_start_offset == start_offset:
+            return (
+                producer.producer_id,
+                producer.producer_epoch,
+                max(producer.coordinator_epoch, 0),
+            )
+    raise ToolError(
+        f"no open transaction starts at offset {start_offset} of {topic}-{partition} "
+        "(see gregor transactions describe for the transactions a coordinator knows)"
+    )
+
+
 def abort_transaction(
-    bootstrap: str,
+    leader: str,
     topic: str,
     partition: int,
     producer_id: int,
     producer_epoch: int,
     coordinator_epoch: int,
 ) -> None:
-    metadata = admin(bootstrap).list_topics(topic, timeout=30)
-    found = metadata.topics.get(topic)
-    if found is None or found.error is not None or partition not in found.partitions:
-        raise ToolError(f"{topic}-{partition} does not exist (see gregor topics describe)")
-    leader = found.partitions[partition].leader
-    broker = metadata.brokers.get(leader)
-    if broker is None:
-        raise ToolError(f"{topic}-{partition} has no leader now; try again")
     response = request(
-        f"{broker.host}:{broker.port}",
+        leader,
         WRITE_TXN_MARKERS,
         WRITE_TXN_MARKERS_VERSION,
         {
@@ -313,16 +349,25 @@ def abort_transaction(
 
 
 def _abort(args: argparse.Namespace) -> int:
+    given = (args.producer_id, args.producer_epoch, args.coordinator_epoch)
+    explicit = [value is not None for value in given]
+    if (args.start_offset is None) != all(explicit) or (
+        args.start_offset is not None and any(explicit)
+    ):
+        raise ToolError(
+            "give either --start-offset or all of --producer-id, --producer-epoch and "
+            "--coordinator-epoch",
+            exit_code=2,
+        )
+    leader = partition_leader(args.bootstrap_server, args.topic, args.partition)
+    if args.start_offset is not None:
+        given = producer_at(leader, args.topic, args.partition, args.start_offset)
+    producer_id, producer_epoch, coordinator_epoch = given
     abort_transaction(
-        args.bootstrap_server,
-        args.topic,
-        args.partition,
-        args.producer_id,
-        args.producer_epoch,
-        args.coordinator_epoch,
+        leader, args.topic, args.partition, producer_id, producer_epoch, coordinator_epoch
     )
     print(
-        f"aborted the transaction of producer {args.producer_id} (epoch "
-        f"{args.producer_epoch}) on {args.topic}-{args.partition}"
+        f"aborted the transaction of producer {producer_id} (epoch {producer_epoch}) on "
+        f"{args.topic}-{args.partition}"
     )
     return 0
