@@ -772,6 +772,25 @@ class GroupCoordinator:
         member = group.members.get(member_id)
         if member is not None:
             member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+        results, records, accepted = self._offset_commit_records(group_id, offsets)
+        if not records:
+            return OffsetCommitResult(results)
+        store_error = self.store.append(group_id, records)
+        for key in accepted:
+            results[key] = store_error
+        if store_error is not ErrorCode.none:
+            return OffsetCommitResult(results)
+        self._commit_sequence += 1
+        pending = PendingOffsetCommit(group, accepted, self._commit_sequence)
+        for key in accepted:
+            group.pending_offset_commits[key] = pending.sequence
+        return OffsetCommitResult(results, pending)
+
+    def _offset_commit_records(
+        self, group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> tuple[dict[TopicPartition, ErrorCode], Records, dict[TopicPartition, OffsetAndMetadata]]:
+        """(refused partitions, the records of the accepted ones, the accepted offsets):
+        metadata over ``offset.metadata.max.bytes`` is OFFSET_METADATA_TOO_LARGE."""
         results: dict[TopicPartition, ErrorCode] = {}
         records: Records = []
         accepted: dict[TopicPartition, OffsetAndMetadata] = {}
@@ -786,18 +805,7 @@ class GroupCoordinator:
                     encode_offset_commit_value(value),
                 )
             )
-        if not records:
-            return OffsetCommitResult(results)
-        store_error = self.store.append(group_id, records)
-        for key in accepted:
-            results[key] = store_error
-        if store_error is not ErrorCode.none:
-            return OffsetCommitResult(results)
-        self._commit_sequence += 1
-        pending = PendingOffsetCommit(group, accepted, self._commit_sequence)
-        for key in accepted:
-            group.pending_offset_commits[key] = pending.sequence
-        return OffsetCommitResult(results, pending)
+        return results, records, accepted
 
     def complete_offset_commit(self, pending: PendingOffsetCommit, error: ErrorCode) -> None:
         """The append of ``pending`` was replicated (``error`` none) or failed: apply it
@@ -860,20 +868,7 @@ class GroupCoordinator:
                 return all_fail(error)
         if generation_id >= 0 and generation_id != group.generation_id:
             return all_fail(ErrorCode.illegal_generation)
-        results: dict[TopicPartition, ErrorCode] = {}
-        records: Records = []
-        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
-        for key, value in offsets.items():
-            if len(value.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
-                results[key] = ErrorCode.offset_metadata_too_large
-                continue
-            accepted[key] = value
-            records.append(
-                (
-                    encode_offset_commit_key(OffsetCommitKey(group_id, key[0], key[1])),
-                    encode_offset_commit_value(value),
-                )
-            )
+        results, records, accepted = self._offset_commit_records(group_id, offsets)
         if records:
             store_error = self.store.append(group_id, records, (producer_id, producer_epoch))
             for key in accepted:

@@ -43,14 +43,17 @@ TRANSACTION_KEY_TYPE = 1
 
 
 def _group_ids(request: Any) -> list[str]:
-    """The group ids (coordinator keys) a group request names."""
+    """The group ids, transactional ids (coordinator keys) a group or transaction request
+    names: each is hashed to find its coordinator's partition."""
     ids: list[str] = []
-    for name in ("group_id", "key"):
+    for name in ("group_id", "key", "transactional_id", "v3_and_below_transactional_id"):
         value = getattr(request, name, None)
         if isinstance(value, str):
             ids.append(value)
-    for name in ("coordinator_keys", "groups_names"):
+    for name in ("coordinator_keys", "groups_names", "transactional_ids"):
         ids.extend(getattr(request, name, None) or ())
+    for transaction in getattr(request, "transactions", None) or ():
+        ids.append(transaction.transactional_id)
     for group in getattr(request, "groups", None) or ():
         ids.append(group if isinstance(group, str) else group.group_id)
     return ids
@@ -286,17 +289,14 @@ def handle_leave_group(
 # -- offsets ---------------------------------------------------------------------------
 
 
-@hashes_group_ids_off_loop
-async def handle_offset_commit(
-    broker: BrokerServices, context: RequestContext, request: OffsetCommitRequest
-) -> Any:
-    now = now_ms()
-    retention = getattr(request, "retention_time", None)
-    retention_ms = _ms(retention) if retention is not None else -1
-    expire = now + retention_ms if retention_ms >= 0 else -1
+def offsets_to_commit(
+    broker: BrokerServices, topics: Any, now: int, expire: int = -1
+) -> tuple[dict[tuple[str, int], ErrorCode], dict[tuple[str, int], OffsetAndMetadata]]:
+    """(UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist, the offsets of the
+    others) from an OffsetCommit's or TxnOffsetCommit's topics."""
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    for topic in request.topics:
+    for topic in topics:
         known = broker.metadata.topics.get(topic.name)
         for partition in topic.partitions:
             key = (topic.name, partition.partition_index)
@@ -310,6 +310,18 @@ async def handle_offset_commit(
                 commit_timestamp=now,
                 expire_timestamp=expire,
             )
+    return errors, offsets
+
+
+@hashes_group_ids_off_loop
+async def handle_offset_commit(
+    broker: BrokerServices, context: RequestContext, request: OffsetCommitRequest
+) -> Any:
+    now = now_ms()
+    retention = getattr(request, "retention_time", None)
+    retention_ms = _ms(retention) if retention is not None else -1
+    expire = now + retention_ms if retention_ms >= 0 else -1
+    errors, offsets = offsets_to_commit(broker, request.topics, now, expire)
     if not request.group_id:
         errors.update(dict.fromkeys(offsets, ErrorCode.invalid_group_id))
     elif offsets:

@@ -19,10 +19,12 @@ from kio.schema.errors import ErrorCode
 from ...protocol.requests import InitProducerIdRequest
 from ..request_router import RequestContext
 from ..services import BrokerServices
+from .groups import hashes_group_ids_off_loop
 
 log = logging.getLogger(__name__)
 
 
+@hashes_group_ids_off_loop
 async def handle_init_producer_id(
     broker: BrokerServices, context: RequestContext, request: InitProducerIdRequest
 ) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ...coordinator.records import OFFSETS_TOPIC, OffsetAndMetadata, partition_for
+from ...coordinator.records import OFFSETS_TOPIC, partition_for
 from ...coordinator.service import CoordinatorUnavailable, now_ms
 from ...coordinator.transaction_coordinator import STATE_NAMES, fenced_error
 from ...protocol.requests import (
@@ -28,6 +28,7 @@ from ...protocol.requests import (
 )
 from ..request_router import RequestContext
 from ..services import BrokerServices
+from .groups import hashes_group_ids_off_loop, offsets_to_commit
 
 _EPOCH = datetime.datetime.fromtimestamp(0, tz=datetime.UTC)
 
@@ -45,6 +46,7 @@ FENCED_SINCE = {"add_partitions": 2, "add_offsets": 2, "end_txn": 2, "txn_offset
 # -- AddPartitionsToTxn -------------------------------------------------------------------
 
 
+@hashes_group_ids_off_loop
 async def handle_add_partitions_to_txn(
     broker: BrokerServices, context: RequestContext, request: AddPartitionsToTxnRequest
 ) -> Any:
@@ -122,6 +124,7 @@ async def _add_partitions(
 # -- AddOffsetsToTxn -------------------------------------------------------------------------
 
 
+@hashes_group_ids_off_loop
 async def handle_add_offsets_to_txn(
     broker: BrokerServices, context: RequestContext, request: AddOffsetsToTxnRequest
 ) -> Any:
@@ -152,6 +155,7 @@ async def handle_add_offsets_to_txn(
 # -- EndTxn -------------------------------------------------------------------------------------
 
 
+@hashes_group_ids_off_loop
 async def handle_end_txn(
     broker: BrokerServices, context: RequestContext, request: EndTxnRequest
 ) -> Any:
@@ -167,25 +171,12 @@ async def handle_end_txn(
 # -- TxnOffsetCommit ----------------------------------------------------------------------------
 
 
+@hashes_group_ids_off_loop
 async def handle_txn_offset_commit(
     broker: BrokerServices, context: RequestContext, request: TxnOffsetCommitRequest
 ) -> Any:
     now = now_ms()
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    for topic in request.topics:
-        known = broker.metadata.topics.get(topic.name)
-        for partition in topic.partitions:
-            key = (topic.name, partition.partition_index)
-            if known is None or partition.partition_index not in known.partitions:
-                errors[key] = ErrorCode.unknown_topic_or_partition
-                continue
-            offsets[key] = OffsetAndMetadata(
-                offset=partition.committed_offset,
-                leader_epoch=getattr(partition, "committed_leader_epoch", -1),
-                metadata=partition.committed_metadata or "",
-                commit_timestamp=now,
-            )
+    errors, offsets = offsets_to_commit(broker, request.topics, now)
     if not request.group_id:
         errors.update(dict.fromkeys(offsets, ErrorCode.invalid_group_id))
     elif offsets:
@@ -220,6 +211,7 @@ async def handle_txn_offset_commit(
 # -- DescribeTransactions / ListTransactions ---------------------------------------------------
 
 
+@hashes_group_ids_off_loop
 def handle_describe_transactions(
     broker: BrokerServices, context: RequestContext, request: DescribeTransactionsRequest
 ) -> Any:
