@@ -49,7 +49,7 @@ from ..protocol.record_batch import TRANSACTIONAL_FLAG, InvalidBatch, rewrite_he
 from ..protocol.records import Record, iter_batch_records, make_batch
 from ..replication.partition import Partition
 from .group_coordinator import CoordinatorConfig, GroupCoordinator, Records
-from .partition_writer import InternalTopicCreator, PartitionWriter
+from .partition_writer import InternalTopicCreator, PartitionWriter, create_internal_topic
 from .producer_ids import ProducerIdManager
 from .records import OFFSETS_TOPIC, LoadedPartition, replay
 from .transaction_coordinator import TransactionCoordinator
@@ -238,25 +238,16 @@ class CoordinatorService:
             "compression.type": "producer",
             "segment.bytes": str(config.offsets_topic_segment_bytes),
         }
-        admin = self.topic_creator
         try:
-            plan = admin.plan_topic(
+            await create_internal_topic(
+                self.topic_creator,
                 OFFSETS_TOPIC,
                 config.offsets_topic_num_partitions,
                 replication_factor,
-                None,
                 configs,
             )
-            await admin.create_topic(OFFSETS_TOPIC, plan, configs)
-            log.info(
-                "created %s with %d partitions, replication factor %d",
-                OFFSETS_TOPIC,
-                len(plan),
-                replication_factor,
-            )
         except KafkaError as error:  # topic admin's TopicAdminError
-            if error.error_code is not ErrorCode.topic_already_exists:
-                raise CoordinatorUnavailable(str(error)) from error
+            raise CoordinatorUnavailable(str(error)) from error
 
     def coordinator_for_group(self, group_id: str) -> BrokerInfo:
         metadata = self.metadata

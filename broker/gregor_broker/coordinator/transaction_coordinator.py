@@ -41,7 +41,7 @@ from ..log.partition_log import PartitionLog
 from ..protocol.errors import KafkaError
 from ..protocol.records import Record, make_batch
 from ..replication.partition import Partition
-from .partition_writer import InternalTopicCreator, PartitionWriter
+from .partition_writer import InternalTopicCreator, PartitionWriter, create_internal_topic
 from .records import partition_for
 from .transaction_log import (
     TRANSACTION_STATE_TOPIC,
@@ -279,23 +279,15 @@ class TransactionCoordinator:
             "unclean.leader.election.enable": "false",
         }
         try:
-            plan = self.topic_creator.plan_topic(
+            await create_internal_topic(
+                self.topic_creator,
                 TRANSACTION_STATE_TOPIC,
                 config.transaction_state_log_num_partitions,
                 replication_factor,
-                None,
                 configs,
             )
-            await self.topic_creator.create_topic(TRANSACTION_STATE_TOPIC, plan, configs)
-            log.info(
-                "created %s with %d partitions, replication factor %d",
-                TRANSACTION_STATE_TOPIC,
-                len(plan),
-                replication_factor,
-            )
         except KafkaError as error:
-            if error.error_code is not ErrorCode.topic_already_exists:
-                raise TransactionCoordinatorUnavailable(str(error)) from error
+            raise TransactionCoordinatorUnavailable(str(error)) from error
 
     def _refresh_partition_count(self) -> None:
         topic = self.metadata.topics.get(TRANSACTION_STATE_TOPIC)
@@ -395,6 +387,17 @@ class TransactionCoordinator:
             )
 
     # -- writing ----------------------------------------------------------------------------
+    async def _append(self, index: int, batch: bytes) -> ErrorCode:
+        """Append to ``__transaction_state-<index>`` as its leader and wait for the
+        in-sync replicas (acks=all); the partition's error code."""
+        try:
+            result = self.partition_writer.append(TRANSACTION_STATE_TOPIC, index, batch, -1)
+            return await self.partition_writer.wait_for_replication(
+                TRANSACTION_STATE_TOPIC, index, result, WRITE_TIMEOUT_S
+            )
+        except KafkaError as failure:
+            return ErrorCode(failure.error_code)
+
     async def _write(
         self, metadata: TransactionMetadata, transition: Transition, owner: _StatePartition
     ) -> ErrorCode:
@@ -407,13 +410,7 @@ class TransactionCoordinator:
             [Record(0, 0, encode_key(transactional_id), encode_value(log_value(transition)))],
             base_timestamp=now_ms(),
         )
-        try:
-            result = self.partition_writer.append(TRANSACTION_STATE_TOPIC, index, batch, -1)
-            error = await self.partition_writer.wait_for_replication(
-                TRANSACTION_STATE_TOPIC, index, result, WRITE_TIMEOUT_S
-            )
-        except KafkaError as failure:
-            error = failure.error_code
+        error = await self._append(index, batch)
         if error is ErrorCode.none and not self._still_owner(transactional_id, owner):
             error = ErrorCode.not_leader_or_follower
         if error is not ErrorCode.none:
@@ -673,13 +670,7 @@ class TransactionCoordinator:
                 [Record(i, 0, encode_key(m.transactional_id), None) for i, m in enumerate(expired)],
                 base_timestamp=now,
             )
-            try:
-                result = self.partition_writer.append(TRANSACTION_STATE_TOPIC, index, batch, -1)
-                error = await self.partition_writer.wait_for_replication(
-                    TRANSACTION_STATE_TOPIC, index, result, WRITE_TIMEOUT_S
-                )
-            except KafkaError as failure:
-                error = failure.error_code
+            error = await self._append(index, batch)
             if error is not ErrorCode.none or self.owned.get(index) is not owner:
                 continue
             for metadata in expired:
