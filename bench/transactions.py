@@ -11,7 +11,9 @@ transactions at that size: AddPartitionsToTxn, EndTxn, the coordinator's two
 ``__transaction_state`` writes and a marker per partition, per transaction.
 
 Run: ``.venv/bin/python -m bench.transactions [--mib 64] [--txn-records 1000] [--reps 3]``;
-prints JSON with medians and ranges and the load average. ``tests/bench/test_transactions.py``
+prints JSON with medians and ranges and the load average. ``make bench`` has the same
+comparison as its ``transactions`` group (``python -m bench.transactions measure`` per
+measurement). ``tests/bench/test_transactions.py``
 runs it small.
 """
 
@@ -21,6 +23,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -60,8 +63,17 @@ def produce_run(
     if txn_records is not None:
         config["transactional.id"] = f"bench-{topic}"
     producer = confluent_kafka.Producer(config)
+    _wait_for_leaders(producer, topic, partitions)
+    # One record before the clock starts: the producer id (InitProducerId, lazy for an
+    # idempotent producer, init_transactions for the other) and the connection are set up.
     if txn_records is not None:
         producer.init_transactions(60)
+        producer.begin_transaction()
+    producer.produce(topic, b"warm-up", partition=0)
+    if txn_records is not None:
+        producer.commit_transaction(60)
+    if producer.flush(60) != 0:
+        raise RuntimeError("warm-up record not delivered")
     value = os.urandom(VALUE)
     count = mib * 1024
     started = time.perf_counter()
@@ -82,6 +94,24 @@ def produce_run(
         raise RuntimeError("produce did not finish")
     seconds = time.perf_counter() - started
     return {"bytes": count * VALUE, "records": count, "seconds": seconds}
+
+
+def _wait_for_leaders(producer: Any, topic: str, partitions: int, timeout: float = 60.0) -> None:
+    """Until the producer's metadata names a leader for every partition of the new topic,
+    so that the timed part does not include the client's first metadata retries."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = producer.list_topics(topic, timeout=10).topics.get(topic)
+        if (
+            found is not None
+            and found.error is None
+            and len(found.partitions) == partitions
+            and all(p.leader >= 0 for p in found.partitions.values())
+        ):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no leaders for {topic}")
+        time.sleep(0.1)
 
 
 def _summary(values: list[float]) -> dict[str, float]:
@@ -128,7 +158,38 @@ def run(
     }
 
 
+def measure_main(argv: list[str]) -> int:
+    """``measure``: one measurement against a running broker (the harness's transactions
+    group runs it in a process of its own); the last line printed is JSON."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.transactions measure",
+        description="One produce measurement against a running broker; prints JSON.",
+        epilog="example: python -m bench.transactions measure --bootstrap 127.0.0.1:9092 "
+        "--topic t1 --mib 64 --txn-records 1000",
+    )
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--mib", type=int, default=64)
+    parser.add_argument("--partitions", type=int, default=1)
+    parser.add_argument(
+        "--txn-records", type=int, default=1000, help="records per transaction; 0: idempotent"
+    )
+    args = parser.parse_args(argv)
+    result = produce_run(
+        args.bootstrap,
+        args.topic,
+        mib=args.mib,
+        partitions=args.partitions,
+        txn_records=args.txn_records or None,
+    )
+    print(json.dumps(result))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["measure"]:
+        return measure_main(argv[1:])
     parser = argparse.ArgumentParser(
         description="Benchmark transactional against idempotent produce; prints JSON.",
         epilog="example: python -m bench.transactions --mib 64 --txn-records 1000 --reps 3",
