@@ -2,9 +2,10 @@
 against an idempotent one, measured in the same run on the same broker.
 
 One broker (``__transaction_state`` with replication factor 1); confluent-kafka produces
-``mib`` MiB of 1 KiB records (``linger.ms=5``, acks=all, idempotence on) to a fresh topic
-of ``partitions`` partitions, once as an idempotent producer and once as a transactional
-one committing every ``txn_records`` records (begin, produce, commit_transaction, which
+``mib`` MiB of 1 KiB records (``linger.ms=5``, ``batch.size=64 KiB``, acks=all,
+idempotence on) to a fresh topic of ``partitions`` partitions, once as an idempotent
+producer and once as a transactional one committing every ``txn_records`` records
+(begin, produce, commit_transaction, which
 waits for the markers). ``reps`` repetitions alternate the order, so neither variant
 always runs on a warmer machine. The ratio transactional / idempotent is the cost of
 transactions at that size: AddPartitionsToTxn, EndTxn, the coordinator's two
@@ -57,6 +58,7 @@ def produce_run(
     config: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "linger.ms": 5,
+        "batch.size": 64 * 1024,  # as the harness's batched produce rows
         "acks": "all",
         "enable.idempotence": True,
     }
