@@ -5,17 +5,16 @@ One broker (``__transaction_state`` with replication factor 1); confluent-kafka 
 ``mib`` MiB of 1 KiB records (``linger.ms=5``, ``batch.size=64 KiB``, acks=all,
 idempotence on) to a fresh topic of ``partitions`` partitions, once as an idempotent
 producer and once as a transactional one committing every ``txn_records`` records
-(begin, produce, commit_transaction, which
-waits for the markers). ``reps`` repetitions alternate the order, so neither variant
-always runs on a warmer machine. The ratio transactional / idempotent is the cost of
-transactions at that size: AddPartitionsToTxn, EndTxn, the coordinator's two
-``__transaction_state`` writes and a marker per partition, per transaction.
+(begin, produce, commit_transaction, which waits for the markers). ``reps`` repetitions
+alternate the order, so neither variant always runs on a warmer machine. The ratio
+transactional / idempotent is the cost of transactions at that size: AddPartitionsToTxn,
+EndTxn, the coordinator's two ``__transaction_state`` writes and a marker per partition,
+per transaction.
 
 Run: ``.venv/bin/python -m bench.transactions [--mib 64] [--txn-records 1000] [--reps 3]``;
 prints JSON with medians and ranges and the load average. ``make bench`` has the same
 comparison as its ``transactions`` group (``python -m bench.transactions measure`` per
-measurement). ``tests/bench/test_transactions.py``
-runs it small.
+measurement). ``tests/bench/test_transactions.py`` runs it small.
 """
 
 from __future__ import annotations
