@@ -70,6 +70,7 @@ def _leader_killed_mid_commit(cluster_factory, seed: int) -> None:
     assert loop.commit_started.wait(60)
     time.sleep(rng.uniform(0.0, 0.05))
     cluster.broker(victim).kill()
+    struck = loop.in_commit
     loop.stop()
     assert coordinator_address(bootstrap, transactional_id)[0] == coordinator
     wait_for_state(bootstrap, transactional_id, {"CompleteCommit", "CompleteAbort"}, timeout=90)
@@ -78,9 +79,11 @@ def _leader_killed_mid_commit(cluster_factory, seed: int) -> None:
     cluster.broker(victim).restart()
     after = check_all_or_nothing(bootstrap, loop)
     assert after == before
+    moment = "between commits" if struck is None else f"during the commit of {struck}"
     print(
-        f"leader {victim} killed (coordinator {coordinator}): {len(loop.attempted)} "
-        f"transactions, {len(loop.committed)} committed, {len(loop.aborted)} aborted"
+        f"leader {victim} killed {moment} (coordinator {coordinator}): "
+        f"{len(loop.attempted)} transactions, {len(loop.committed)} committed, "
+        f"{len(loop.aborted)} aborted"
     )
 
 

@@ -171,6 +171,8 @@ class CommitLoop:
         self.aborted: list[int] = []
         self.failures: list[BaseException] = []
         self.commit_started = threading.Event()
+        # The transaction whose commit_transaction runs now (None between commits).
+        self.in_commit: int | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -193,6 +195,7 @@ class CommitLoop:
                 for topic in self.topics:
                     for partition in range(self.partitions):
                         producer.produce(topic, f"{number}".encode(), partition=partition)
+                self.in_commit = number
                 self.commit_started.set()
                 try:
                     producer.commit_transaction(60)
@@ -206,6 +209,7 @@ class CommitLoop:
                     else:
                         producer.commit_transaction(60)
                         self.committed.append(number)
+                self.in_commit = None
                 number += 1
         except BaseException as error:
             self.failures.append(error)
