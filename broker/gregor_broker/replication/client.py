@@ -48,32 +48,23 @@ class BrokerClient:
                 await self._writer.wait_closed()
         self._reader = self._writer = None
 
-    async def request(self, api_key: int, version: int, data: dict[str, Any]) -> Any:
-        """Send one request and return the decoded kio response."""
-        if self._writer is None:
-            await self.connect()
-        assert self._reader is not None and self._writer is not None
+    def next_correlation_id(self) -> int:
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        return self._correlation_id
+
+    async def request(self, api_key: int, version: int, data: dict[str, Any]) -> Any:
+        """Send one request built with kio and return the decoded kio response."""
+        correlation_id = self.next_correlation_id()
         flexible = entities.is_flexible(api_key, version)
         request = entities.build(entities.payload_class(api_key, version, "request"), data)
-        header = _HEADER.pack(api_key, version, self._correlation_id)
+        header = _HEADER.pack(api_key, version, correlation_id)
         header += struct.pack(">h", len(self.client_id)) + self.client_id
         if flexible:
             header += encode_unsigned_varint(0)
         body = header + entities.encode(request)
-        try:
-            self._writer.write(_SIZE.pack(len(body)) + body)
-            await self._writer.drain()
-            size_bytes = await asyncio.wait_for(self._reader.readexactly(4), self.timeout)
-            (size,) = _SIZE.unpack(size_bytes)
-            frame = await asyncio.wait_for(self._reader.readexactly(size), self.timeout)
-        except (OSError, asyncio.IncompleteReadError, TimeoutError) as error:
-            await self.close()
-            raise BrokerConnectionError(
-                f"request to {self.host}:{self.port} failed: {error!r}"
-            ) from error
-        (correlation_id,) = _SIZE.unpack_from(frame, 0)
-        if correlation_id != self._correlation_id:
+        frame = await self.exchange(_SIZE.pack(len(body)) + body)
+        (received,) = _SIZE.unpack_from(frame, 0)
+        if received != correlation_id:
             await self.close()
             raise BrokerConnectionError("response correlation id does not match the request")
         offset = 4
@@ -82,3 +73,23 @@ class BrokerClient:
         reader = entities.response_reader(api_key, version)
         response, _ = reader(frame, offset)
         return response
+
+    async def exchange(self, request_frame: bytes) -> bytes:
+        """Send one whole request frame (size prefix included) and return the response
+        frame without its size prefix; the caller checks the correlation id. One
+        deadline covers the round trip (two ``wait_for`` cost a task each)."""
+        if self._writer is None:
+            await self.connect()
+        assert self._reader is not None and self._writer is not None
+        try:
+            async with asyncio.timeout(self.timeout):
+                self._writer.write(request_frame)
+                await self._writer.drain()
+                size_bytes = await self._reader.readexactly(4)
+                (size,) = _SIZE.unpack(size_bytes)
+                return await self._reader.readexactly(size)
+        except (OSError, asyncio.IncompleteReadError, TimeoutError) as error:
+            await self.close()
+            raise BrokerConnectionError(
+                f"request to {self.host}:{self.port} failed: {error!r}"
+            ) from error
