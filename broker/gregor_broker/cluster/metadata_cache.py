@@ -226,6 +226,27 @@ class MetadataCache:
         topic.generation += 1
         self.notify()
 
+    def known_partition_state(
+        self, name: str, topic_id: str | None, index: int
+    ) -> tuple[PartitionState, int] | None:
+        """A partition's state and its znode version as last seen, for the controller
+        (which runs on its own thread). None unless known for this incarnation of the
+        topic (``topic_id``: a recreated topic's versions start again). The version is
+        read before the state and ``set_partition_state`` writes it after, so a read
+        racing an update pairs a state with its own version or an older one; a write
+        conditional on an older version is refused."""
+        topic = self.topics.get(name)
+        if topic is None or topic.topic_id != topic_id or not topic_id:
+            return None
+        partition = topic.partitions.get(index)
+        if partition is None:
+            return None
+        version = partition.state_version
+        state = partition.state
+        if state is None or version < 0:
+            return None
+        return state, version
+
     def set_broker_config(self, entity: str, config: dict[str, str]) -> None:
         self.broker_configs[entity] = config
         self.notify()

@@ -213,6 +213,7 @@ class Broker:
             auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
             leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
             leader_imbalance_check_interval_s=config.leader_imbalance_check_interval_seconds,
+            known_partition_state=self.metadata.known_partition_state,
         )
         await asyncio.to_thread(self.controller.start)
         self.coordinator.start(self.zk_admin)
