@@ -133,7 +133,7 @@ REPLICATED_CASES = [
 ]
 # The unbatched case whose rate sets the replicated latency rows' load.
 REPLICATED_RATE_CASE = ProduceCase(KIB, 1, -1, False)
-FAILOVER_PHASES = ("detection_s", "election_s", "total_s")
+FAILOVER_PHASES = ("detection_s", "election_s", "election_written_s", "total_s")
 
 
 def replicated_id(row_id: str) -> str:
@@ -891,7 +891,8 @@ class Harness:
             self.progress.report(
                 label,
                 f"detection {run['detection_s']:.2f} s, election {run['election_s']:.2f} s "
-                f"({run['led_by_victim']} partitions), total {run['total_s']:.2f} s",
+                f"(written {run['election_written_s']:.2f} s; {run['led_by_victim']} "
+                f"partitions), total {run['total_s']:.2f} s",
             )
         self.failover = {
             "partitions": s.failover_partitions,
