@@ -29,8 +29,20 @@ where it was, and a retry of the truncated batch must then be appended again, no
 answered as a duplicate at offsets that now hold someone else's records. Moving the log
 start (retention, DeleteRecords) keeps the entries, as Kafka does since KIP-360.
 
-Not handled here: transactions (control batches are skipped) and the expiry of idle
-producer ids (``producer.id.expiration.ms``); entries live as long as the broker runs.
+Transactions (Kafka's ``ProducerAppendInfo``): a transactional batch of a producer with
+no open transaction opens one at its base offset; a non-transactional batch while one is
+open is INVALID_TXN_STATE; the producer's commit or abort marker (a control batch the
+leader appends for the coordinator, ``check_marker`` first: an older producer epoch is
+INVALID_PRODUCER_EPOCH, an older coordinator epoch TRANSACTION_COORDINATOR_FENCED) closes
+it. The open transactions give the last stable offset (``transaction_index.py``
+``OpenTransactions``); an aborted one becomes an entry of the ``.txnindex`` of the
+segment holding its marker, written through ``ProducerStateLog.index_aborted_transaction``
+(on the leader and on followers alike, since both apply the batches of their log).
+Writes of the broker itself (the group coordinator's transactional offset commits, no
+sequence numbers) are Kafka's origin COORDINATOR: epoch checked, sequence not.
+
+Not handled here: the expiry of idle producer ids (``producer.id.expiration.ms``);
+entries live as long as the broker runs.
 """
 
 from __future__ import annotations
@@ -42,7 +54,9 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from ..protocol.control_records import ControlRecordType, EndTransactionMarker, marker_of
 from ..protocol.record_batch import HEADER_SIZE, BatchHeader, read_header
+from .transaction_index import AbortedTxn, OpenTransactions
 
 
 class ProducerStateLog(Protocol):
@@ -54,6 +68,8 @@ class ProducerStateLog(Protocol):
     truncations: int
 
     def read(self, fetch_offset: int, max_bytes: int) -> Any: ...
+
+    def index_aborted_transaction(self, entry: AbortedTxn) -> None: ...
 
 
 NO_PRODUCER_ID = -1
@@ -86,6 +102,8 @@ class ProducerEntry:
     producer_id: int
     producer_epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
+    # The epoch of the transaction coordinator that wrote this producer's last marker.
+    coordinator_epoch: int = -1
 
     @property
     def last_sequence(self) -> int:
@@ -116,6 +134,10 @@ def _is_idempotent(header: BatchHeader) -> bool:
     return header.producer_id != NO_PRODUCER_ID and not header.is_control
 
 
+# A batch header, with the transaction marker it carries when it is a control batch.
+LoggedBatch = tuple[BatchHeader, EndTransactionMarker | None]
+
+
 class ProducerState:
     """The producer entries of one partition and the log offset they are current to."""
 
@@ -125,16 +147,21 @@ class ProducerState:
         self.next_offset = next_offset
         # The log's truncation count this state was built at (``PartitionLog.truncations``).
         self.truncations = truncations
+        self.transactions = OpenTransactions()
 
-    def check(self, headers: list[BatchHeader]) -> BatchMetadata | None:
+    def check(
+        self, headers: list[BatchHeader], *, from_client: bool = True
+    ) -> BatchMetadata | None:
         """Validate batches about to be appended (offsets not assigned yet).
 
         Returns the original batch when the request is a retry of one already in the
         log (then nothing must be appended); raises ``ProducerStateError`` when Kafka
-        would refuse the batch.
+        would refuse the batch. ``from_client`` False is the broker's own write (Kafka's
+        origin COORDINATOR): no sequence numbers, only the epoch is checked.
         """
         # Earlier batches of the same request count for the later ones.
         pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last sequence)
+        opened: set[int] = set()  # producers whose transaction a batch here opens
         for header in headers:
             if not _is_idempotent(header):
                 continue
@@ -142,6 +169,20 @@ class ProducerState:
             epoch = header.producer_epoch
             first = header.base_sequence
             entry = self.entries.get(producer_id)
+            in_txn = producer_id in opened or producer_id in self.transactions.first_offsets
+            if in_txn and not header.is_transactional:
+                raise ProducerStateError(
+                    ErrorCode.invalid_txn_state,
+                    f"expected a transactional write from producer {producer_id}: its "
+                    "transaction in this partition is still open",
+                )
+            if header.is_transactional:
+                opened.add(producer_id)
+            if not from_client:
+                current = entry.producer_epoch if entry is not None else NO_PRODUCER_EPOCH
+                if current != NO_PRODUCER_EPOCH and epoch < current:
+                    raise _fenced(producer_id, epoch, current)
+                continue
             if entry is not None and producer_id not in pending:
                 duplicate = entry.find_duplicate(epoch, first, last_sequence_of(header))
                 if duplicate is not None:
@@ -153,11 +194,7 @@ class ProducerState:
             else:
                 current_epoch, current_last = NO_PRODUCER_EPOCH, -1
             if current_epoch != NO_PRODUCER_EPOCH and epoch < current_epoch:
-                raise ProducerStateError(
-                    ErrorCode.invalid_producer_epoch,
-                    f"producer {producer_id} epoch {epoch} is older than the current "
-                    f"epoch {current_epoch}; a newer producer with this id fenced it",
-                )
+                raise _fenced(producer_id, epoch, current_epoch)
             if epoch != current_epoch:
                 if first != 0 and current_epoch != NO_PRODUCER_EPOCH:
                     raise ProducerStateError(
@@ -172,20 +209,52 @@ class ProducerState:
             pending[producer_id] = (epoch, last_sequence_of(header))
         return None
 
-    def apply(self, headers: list[BatchHeader]) -> None:
-        """Record batches as they are in the log (base offsets assigned), in order."""
-        for header in headers:
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Before a leader appends a transaction marker (Kafka's ``appendEndTxnMarker``):
+        INVALID_PRODUCER_EPOCH for an epoch older than the producer's,
+        TRANSACTION_COORDINATOR_FENCED for a coordinator older than the last one that
+        wrote a marker for it here."""
+        entry = self.entries.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.producer_epoch:
+            raise _fenced(producer_id, producer_epoch, entry.producer_epoch)
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise ProducerStateError(
+                ErrorCode.transaction_coordinator_fenced,
+                f"marker for producer {producer_id} from coordinator epoch "
+                f"{coordinator_epoch}, older than {entry.coordinator_epoch} (a zombie coordinator)",
+            )
+
+    def apply(self, batches: list[LoggedBatch]) -> list[AbortedTxn]:
+        """Record batches as they are in the log (base offsets assigned), in order.
+        Returns the transactions their abort markers ended (for the ``.txnindex``)."""
+        aborted: list[AbortedTxn] = []
+        for header, marker in batches:
             if header.next_offset > self.next_offset:
                 self.next_offset = header.next_offset
-            if not _is_idempotent(header):
+            producer_id = header.producer_id
+            if producer_id == NO_PRODUCER_ID:
                 continue
-            entry = self.entries.get(header.producer_id)
+            entry = self.entries.get(producer_id)
             if entry is None:
-                entry = ProducerEntry(header.producer_id, header.producer_epoch)
-                self.entries[header.producer_id] = entry
+                entry = ProducerEntry(producer_id, header.producer_epoch)
+                self.entries[producer_id] = entry
             elif header.producer_epoch != entry.producer_epoch:
                 entry.producer_epoch = header.producer_epoch
                 entry.batches.clear()
+            if header.is_control:
+                if marker is None:
+                    continue  # an emptied control batch (compaction) or not a marker
+                entry.coordinator_epoch = marker.coordinator_epoch
+                ended = self.transactions.on_marker(
+                    producer_id, header.base_offset, aborted=marker.type == ControlRecordType.ABORT
+                )
+                if ended is not None:
+                    aborted.append(ended)
+                continue
+            if header.is_transactional:
+                self.transactions.on_transactional_batch(producer_id, header.base_offset)
             entry.batches.append(
                 BatchMetadata(
                     header.base_sequence,
@@ -195,12 +264,40 @@ class ProducerState:
                     header.max_timestamp,
                 )
             )
+        return aborted
 
 
-def read_batch_headers(log: ProducerStateLog, start: int, end: int) -> list[BatchHeader]:
+def _fenced(producer_id: int, epoch: int, current: int) -> ProducerStateError:
+    return ProducerStateError(
+        ErrorCode.invalid_producer_epoch,
+        f"producer {producer_id} epoch {epoch} is older than the current "
+        f"epoch {current}; a newer producer with this id fenced it",
+    )
+
+
+def _marker(
+    batch: bytes | bytearray | memoryview, header: BatchHeader
+) -> EndTransactionMarker | None:
+    try:
+        return marker_of(batch, header)
+    except Exception:  # a control batch that does not parse is not a marker (Kafka skips it)
+        return None
+
+
+def logged_batches(buffer: bytes | bytearray, headers: list[BatchHeader]) -> list[LoggedBatch]:
+    """The batches of an appended buffer (offsets as written) with their markers."""
+    batches: list[LoggedBatch] = []
+    for h in headers:
+        header = read_header(buffer, h.position)
+        batches.append((header, _marker(buffer, header) if header.is_control else None))
+    return batches
+
+
+def read_batch_headers(log: ProducerStateLog, start: int, end: int) -> list[LoggedBatch]:
     """Headers of the batches holding offsets [start, end), read from the segment files
-    (61 bytes per batch; record data is never read)."""
-    headers: list[BatchHeader] = []
+    (61 bytes per batch; record data is read only for control batches, to decode their
+    transaction marker)."""
+    batches: list[LoggedBatch] = []
     offset = max(start, log.log_start_offset)
     while offset < end:
         found = log.read(offset, 2**31 - 1)
@@ -214,15 +311,20 @@ def read_batch_headers(log: ProducerStateLog, start: int, end: int) -> list[Batc
                 break
             header = read_header(raw, 0)
             if header.base_offset >= end:
-                return headers
+                return batches
             if header.next_offset > offset:
-                headers.append(header)
+                marker = None
+                if header.is_control:
+                    whole = os.pread(found.fd, header.size, position)
+                    if len(whole) == header.size:
+                        marker = _marker(whole, read_header(whole, 0))
+                batches.append((header, marker))
             last_next = header.next_offset
             position += header.size
         if last_next <= offset:
             break
         offset = last_next
-    return headers
+    return batches
 
 
 class ProducerStateManager:
@@ -233,6 +335,12 @@ class ProducerStateManager:
     def __init__(self, log: ProducerStateLog) -> None:
         self._log = log
         self._state: ProducerState | None = None
+
+    @property
+    def built(self) -> bool:
+        """Whether the state exists (it is built on the first idempotent or
+        transactional write, or the first read that needs the last stable offset)."""
+        return self._state is not None
 
     def state(self) -> ProducerState:
         """The state current to the log's end: scans what it has not seen yet and
@@ -246,16 +354,25 @@ class ProducerStateManager:
         ):
             state = self._state = ProducerState(log.log_start_offset, log.truncations)
         if state.next_offset < log.log_end_offset:
-            state.apply(read_batch_headers(log, state.next_offset, log.log_end_offset))
+            self._index(state.apply(read_batch_headers(log, state.next_offset, log.log_end_offset)))
             state.next_offset = log.log_end_offset
         return state
 
-    def check(self, headers: list[BatchHeader]) -> BatchMetadata | None:
+    def _index(self, aborted: list[AbortedTxn]) -> None:
+        for entry in aborted:
+            self._log.index_aborted_transaction(entry)
+
+    def check(
+        self, headers: list[BatchHeader], *, from_client: bool = True
+    ) -> BatchMetadata | None:
         """Before a leader's append: the batch it duplicates, or None to append it;
         ProducerStateError when Kafka would refuse it."""
         if self._state is None and not any(_is_idempotent(h) for h in headers):
             return None  # plain producers pay nothing until an idempotent one appears
-        return self.state().check(headers)
+        return self.state().check(headers, from_client=from_client)
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        self.state().check_marker(producer_id, producer_epoch, coordinator_epoch)
 
     def epoch_bumps(self, headers: list[BatchHeader]) -> list[tuple[int, int, int]]:
         """(producer id, current epoch, new epoch) for each batch about to be appended
@@ -276,8 +393,31 @@ class ProducerStateManager:
         return bumps
 
     def record_append(self, buffer: bytes | bytearray, headers: list[BatchHeader]) -> None:
-        """After an append: apply the batches with the offsets the log gave them."""
+        """After an append (a leader's, offsets assigned, or a follower's copy): apply
+        the batches. The first transactional batch or marker builds the state (a scan of
+        the log, these batches included), so every replica indexes its aborted
+        transactions as it appends their markers."""
         state = self._state
         if state is None:
+            if any(h.is_transactional for h in headers):  # markers are transactional too
+                self.state()
             return
-        state.apply([read_header(buffer, h.position) for h in headers])
+        batches = logged_batches(buffer, headers)
+        log = self._log
+        if (
+            state.truncations != log.truncations
+            or not batches
+            or batches[0][0].base_offset != state.next_offset
+        ):
+            self.state()  # out of step (a truncation, or appends it did not see): rescan
+            return
+        self._index(state.apply(batches))
+        state.next_offset = max(state.next_offset, log.log_end_offset)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """Kafka's LSO: the first offset of the oldest transaction not yet decided and
+        replicated, capped by ``high_watermark``. Builds the state if needed."""
+        return self.state().transactions.last_stable_offset(high_watermark)
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        return self.state().transactions.first_unstable_offset(high_watermark)

@@ -246,6 +246,12 @@ from kio.schema.sync_group.v2.request import SyncGroupRequest as SyncGroupReques
 from kio.schema.sync_group.v3.request import SyncGroupRequest as SyncGroupRequestV3
 from kio.schema.sync_group.v4.request import SyncGroupRequest as SyncGroupRequestV4
 from kio.schema.sync_group.v5.request import SyncGroupRequest as SyncGroupRequestV5
+from kio.schema.write_txn_markers.v1.request import (
+    WriteTxnMarkersRequest as WriteTxnMarkersRequestV1,
+)
+from kio.schema.write_txn_markers.v2.request import (
+    WriteTxnMarkersRequest as WriteTxnMarkersRequestV2,
+)
 
 ProduceRequest: TypeAlias = (
     ProduceRequestV3
@@ -457,6 +463,7 @@ AlterClientQuotasRequest: TypeAlias = AlterClientQuotasRequestV0 | AlterClientQu
 DescribeClusterRequest: TypeAlias = (
     DescribeClusterRequestV0 | DescribeClusterRequestV1 | DescribeClusterRequestV2
 )
+WriteTxnMarkersRequest: TypeAlias = WriteTxnMarkersRequestV1 | WriteTxnMarkersRequestV2
 
 # API key -> {version: kio request class}, for the versions served.
 REQUEST_VERSIONS: dict[int, dict[int, type]] = {
@@ -630,6 +637,7 @@ REQUEST_VERSIONS: dict[int, dict[int, type]] = {
         3: OffsetForLeaderEpochRequestV3,
         4: OffsetForLeaderEpochRequestV4,
     },
+    27: {1: WriteTxnMarkersRequestV1, 2: WriteTxnMarkersRequestV2},
     32: {
         1: DescribeConfigsRequestV1,
         2: DescribeConfigsRequestV2,

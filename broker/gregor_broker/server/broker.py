@@ -234,6 +234,7 @@ class Broker:
                 )
             ),
         ]
+        self.router.preparer.start_background(self.router.versions())
         self.started.set()
         log.info(
             "broker %d serving on %s:%d (cluster %s)",
@@ -429,6 +430,7 @@ class Broker:
             await self._controlled_shutdown()
         for task in self._tasks:
             task.cancel()
+        await self.router.preparer.stop()
         if getattr(self, "coordinator", None) is not None:
             await self.coordinator.stop()
         if self.metrics_server is not None:

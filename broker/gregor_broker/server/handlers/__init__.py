@@ -41,6 +41,7 @@ from .producer_ids import handle_init_producer_id
 from .records_admin import handle_delete_records
 from .replication import handle_offset_for_leader_epoch
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
+from .txn_markers import handle_write_txn_markers
 
 API_TABLE: dict[int, ApiSpec] = {
     spec.key: spec
@@ -64,6 +65,7 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(21, "DeleteRecords", 0, 2, handle_delete_records),
         ApiSpec(22, "InitProducerId", 0, 5, handle_init_producer_id),
         ApiSpec(23, "OffsetForLeaderEpoch", 2, 4, handle_offset_for_leader_epoch),
+        ApiSpec(27, "WriteTxnMarkers", 1, 2, handle_write_txn_markers),
         ApiSpec(32, "DescribeConfigs", 1, 4, handle_describe_configs),
         ApiSpec(33, "AlterConfigs", 0, 2, handle_alter_configs),
         ApiSpec(35, "DescribeLogDirs", 1, 4, handle_describe_log_dirs),
