@@ -216,7 +216,11 @@ def _controlled_shutdown(
     while handover_s is None or exit_s is None:
         now = time.monotonic()
         if now > deadline:
-            raise FailoverTimedOut(f"controlled shutdown of broker {victim_id} took too long")
+            raise FailoverTimedOut(
+                f"controlled shutdown of broker {victim_id}: after {timeout:.0f} s, "
+                f"handover {'not done' if handover_s is None else f'{handover_s:.2f} s'}, "
+                f"exit {'not yet' if exit_s is None else f'{exit_s:.2f} s'}"
+            )
         if exit_s is None and victim.process.poll() is not None:
             exit_s = now - started
         # Done when every partition it led is led elsewhere, or has no other live
