@@ -23,6 +23,7 @@ from .broker_helpers import create_topic, produce_values, wait_for
 from .txn_helpers import (
     TxnProducer,
     confluent_values,
+    describe_producers,
     kafka_python_values,
     latest_offset,
     raw_fetch,
@@ -63,7 +64,13 @@ def test_read_committed_skips_aborted_data_and_stops_at_the_lso(broker) -> None:
     bootstrap = broker.bootstrap
     topic = _topic("txn")
     create_topic(bootstrap, topic)
-    _a, b, c = _interleaved(bootstrap, topic)
+    a, b, c = _interleaved(bootstrap, topic)
+    described = describe_producers(bootstrap, topic)
+    assert described.error_code == NONE
+    assert sorted(
+        (p.producer_id, p.producer_epoch, p.last_sequence, p.current_txn_start_offset)
+        for p in described.active_producers
+    ) == sorted([(a.producer_id, 0, 2, -1), (b.producer_id, 0, 2, -1), (c.producer_id, 0, 0, 9)])
 
     assert latest_offset(bootstrap, topic, read_committed=True) == 9  # c0 is open
     assert latest_offset(bootstrap, topic, read_committed=False) == 11
@@ -161,7 +168,7 @@ def test_a_follower_copies_markers_and_the_txn_index(broker_factory) -> None:
             return True
         return False
 
-    assert wait_for(find_leader, 30)
+    assert wait_for(find_leader, 90)
     assert leader is not None
     follower = second if leader is first else first
     _interleaved(leader.bootstrap, topic)
@@ -172,6 +179,9 @@ def test_a_follower_copies_markers_and_the_txn_index(broker_factory) -> None:
         (topic, 0): ErrorCode.not_leader_or_follower
     }
     assert producer.end(False, {topic: [0]}) == {(topic, 0): NONE}
+    assert describe_producers(follower.bootstrap, topic).error_code == (
+        ErrorCode.not_leader_or_follower
+    )
 
     name = f"{topic}-0/{0:020d}.txnindex"
     leader_index = (leader.log_dir / name).read_bytes()
@@ -181,10 +191,46 @@ def test_a_follower_copies_markers_and_the_txn_index(broker_factory) -> None:
             (follower.log_dir / name).exists()
             and (follower.log_dir / name).read_bytes() == leader_index
         ),
-        30,
+        90,
     )
     # The follower's producer state has c's transaction open too: once it leads, the
     # LSO it answers is the same.
     leader.kill()
-    assert wait_for(lambda: latest_offset(follower.bootstrap, topic, read_committed=True) == 9, 60)
+    assert wait_for(lambda: latest_offset(follower.bootstrap, topic, read_committed=True) == 9, 180)
     assert confluent_values(follower.bootstrap, topic, read_committed=True, expect=4) == COMMITTED
+
+
+def test_producer_ids_expire_after_producer_id_expiration_ms(broker_factory) -> None:
+    import time
+
+    from gregor_broker.protocol.records import Record, make_batch
+
+    from .produce_crafting import produce
+
+    broker = broker_factory(
+        **{
+            "producer.id.expiration.ms": "2000",
+            "producer.id.expiration.check.interval.ms": "500",
+        }
+    )
+    topic = _topic("expiry")
+    create_topic(broker.bootstrap, topic)
+    producer = TxnProducer(broker.bootstrap, "unused")
+
+    def idempotent(sequence: int) -> bytes:
+        return make_batch(
+            [Record(0, 0, None, b"v")],
+            producer_id=producer.producer_id,
+            producer_epoch=0,
+            base_sequence=sequence,
+            base_timestamp=int(time.time() * 1000),
+        )
+
+    assert produce(broker.bootstrap, topic, idempotent(0)).error_code == NONE
+    # Known: a gap in its sequences is refused.
+    assert (
+        produce(broker.bootstrap, topic, idempotent(40)).error_code
+        == ErrorCode.out_of_order_sequence_number
+    )
+    # Expired: unknown again, so it may start anywhere.
+    assert wait_for(lambda: produce(broker.bootstrap, topic, idempotent(40)).error_code == NONE, 60)

@@ -265,3 +265,11 @@ def kafka_python_values(
     finally:
         consumer.close()
     return values
+
+
+def describe_producers(bootstrap: str, topic: str, partition: int = 0) -> Any:
+    """DescribeProducers v0 for one partition: its response."""
+    response = kafka_request(
+        bootstrap, 61, 0, {"topics": [{"name": topic, "partition_indexes": [partition]}]}
+    )
+    return response.topics[0].partitions[0]

@@ -46,8 +46,11 @@ _I64 = struct.Struct(">q")
 # their hashes are kept (``_long_hashes``), and handlers compute them off the event loop
 # first (``hash_is_cheap``). Kafka limits group ids only by the request size.
 LONG_STRING_UNITS = 4096
-_LONG_HASHES_KEPT = 256
-_long_hashes: OrderedDict[str, int] = OrderedDict()
+_LONG_HASHES_KEPT = 1024
+# Keyed by (length, Python's hash of the string), not by the string: the cache keeps no
+# megabyte-long ids alive. Python's string hash is a keyed 64-bit SipHash, computed in C
+# and stored in the string object.
+_long_hashes: OrderedDict[tuple[int, int], int] = OrderedDict()
 _MASK = 0xFFFFFFFF
 _STRIDE = 16
 _STRIDE_POWER = pow(31, _STRIDE, 1 << 32)
@@ -57,9 +60,10 @@ _STRIDE_WEIGHTS = tuple(pow(31, _STRIDE - 1 - j, 1 << 32) for j in range(_STRIDE
 def java_string_hashcode(value: str) -> int:
     """Java's ``String.hashCode``: over UTF-16 code units, in 32-bit two's complement."""
     if len(value) > LONG_STRING_UNITS:
-        found = _long_hashes.get(value)
+        key = (len(value), hash(value))
+        found = _long_hashes.get(key)
         if found is None:
-            found = _long_hashes[value] = _hashcode(value)
+            found = _long_hashes[key] = _hashcode(value)
             if len(_long_hashes) > _LONG_HASHES_KEPT:
                 _long_hashes.popitem(last=False)
         return found
@@ -68,7 +72,7 @@ def java_string_hashcode(value: str) -> int:
 
 def hash_is_cheap(value: str) -> bool:
     """Whether ``java_string_hashcode(value)`` answers at once (short or already known)."""
-    return len(value) <= LONG_STRING_UNITS or value in _long_hashes
+    return len(value) <= LONG_STRING_UNITS or (len(value), hash(value)) in _long_hashes
 
 
 def _hashcode(value: str) -> int:
@@ -338,6 +342,11 @@ class LoadedPartition:
 
     offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
+    # Transactional offset commits whose producer has no marker in the partition yet:
+    # group -> producer id -> offsets.
+    pending_txn_offsets: dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]] = field(
+        default_factory=dict
+    )
     records: int = 0
     skipped: int = 0
 

@@ -261,6 +261,9 @@ class PartitionLog:
         # Entries written for markers that recovery cut off (the index is appended after
         # its marker; what is missing the first scan of producer state writes again).
         self._segments[-1].txn_index.truncate_to(log_end_offset)
+        self.producer_state.load_snapshot(
+            log_end_offset if had_clean_shutdown else self.recovery_point
+        )
         self.leader_epoch_cache.truncate_from_start(log_start_offset)
 
     def _load_active_after_clean_shutdown(self) -> int:
@@ -427,6 +430,9 @@ class PartitionLog:
             budget=budget,
             compacted=config.compacted,
             topic_partition=f"{self.topic}-{self.partition}",
+            # Kafka's origin COORDINATOR: the broker's own writes skip the client checks
+            # (TxnOffsetCommit's transactional batches carry no sequence number).
+            from_client=api_version is not None,
         )
         return headers
 
@@ -538,6 +544,24 @@ class PartitionLog:
     def first_unstable_offset(self) -> int | None:
         return self.producer_state.first_unstable_offset(self._high_watermark)
 
+    def active_producers(self) -> list[tuple[int, int, int, int, int, int]]:
+        """Kafka's ``activeProducers`` (DescribeProducers): (producer id, epoch, last
+        sequence, last timestamp, coordinator epoch, open transaction's first offset or
+        -1) for every producer this partition knows."""
+        state = self.producer_state.state()
+        open_txns = state.transactions.first_offsets
+        return [
+            (
+                producer_id,
+                entry.producer_epoch,
+                entry.last_sequence,
+                entry.last_timestamp,
+                entry.coordinator_epoch,
+                open_txns.get(producer_id, -1),
+            )
+            for producer_id, entry in state.entries.items()
+        ]
+
     def open_transactions(self) -> dict[int, int]:
         """Producer id -> first offset of its open transaction in this partition."""
         return dict(self.producer_state.state().transactions.first_offsets)
@@ -641,6 +665,8 @@ class PartitionLog:
             active.seal()
         segment = self._segment(base_offset)
         self._add_segment(segment)
+        if base_offset == self.log_end_offset:
+            self.producer_state.take_snapshot()  # Kafka's snapshot at every roll
         return segment
 
     def maybe_roll(self) -> None:
@@ -755,7 +781,8 @@ class PartitionLog:
         if offset >= self.log_end_offset:
             return
         self.truncations += 1
-        if offset < self.log_start_offset:
+        kept = offset >= self.log_start_offset
+        if not kept:
             for segment in self._segments:
                 self._delete_segment(segment)
             self._segments, self._base_offsets = [], []
@@ -772,6 +799,8 @@ class PartitionLog:
         self._high_watermark = min(self._high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        # A full truncation leaves nothing a snapshot could describe.
+        self.producer_state.delete_snapshots_after(self.log_end_offset if kept else -1)
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start to ``offset`` and delete whole segments below."""
@@ -901,6 +930,7 @@ class PartitionLog:
         if self._segments:
             self._segments[-1].seal()
             self.flush()
+            self.producer_state.take_snapshot()  # Kafka's snapshot at clean shutdown
         for segment in self._segments:
             segment.close()
         self.close_deleted_segments(force=True)

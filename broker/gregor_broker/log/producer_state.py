@@ -15,11 +15,17 @@ does (``NumBatchesToRetain``). Before a leader appends a batch carrying a produc
 
 State is a function of the batch headers in the log, in offset order: ``apply`` takes
 headers that already carry their offsets, so a leader (after appending) and a follower
-(copying batches with ``assign_offsets=False``) update it the same way. Nothing is
-persisted: after a restart ``state_for`` rebuilds the state by reading only the 61-byte
-batch headers from the log start (Kafka also keeps ``.snapshot`` files to skip that scan;
-Gregor does not write them yet). ``state_for`` also catches up with appends it was not
-told about (a follower's copies).
+(copying batches with ``assign_offsets=False``) update it the same way. ``state()``
+catches up with appends it was not told about by reading only the 61-byte batch headers.
+
+Snapshots (Kafka's ``.snapshot`` files, ``ProducerSnapshot`` version 1, byte for byte):
+``<offset>.snapshot`` holds every producer's epoch, last batch, coordinator epoch and
+open transaction as of ``offset``. The log takes one when it rolls a segment and when
+it closes, once producer state exists; opening a log loads the newest snapshot at or
+below its end and scans only the batches after it, so a restart does not rescan whole
+logs. Snapshots past a truncation point are deleted, older ones go with the segments.
+A snapshot keeps a producer's last batch only (as Kafka's): a retry of an older one of
+its last five after a restart is OUT_OF_ORDER_SEQUENCE_NUMBER, not a duplicate.
 
 Truncation. Matches Kafka's ``UnifiedLog.truncateTo``, which reloads producer state
 after every truncation: when ``PartitionLog.truncations`` moved since the state was
@@ -41,17 +47,23 @@ segment holding its marker, written through ``ProducerStateLog.index_aborted_tra
 Writes of the broker itself (the group coordinator's transactional offset commits, no
 sequence numbers) are Kafka's origin COORDINATOR: epoch checked, sequence not.
 
-Not handled here: the expiry of idle producer ids (``producer.id.expiration.ms``);
-entries live as long as the broker runs.
+Expiry (``producer.id.expiration.ms``, Kafka's ``removeExpiredProducers``): a producer
+with no open transaction whose last batch or marker is older than the expiration (by its
+timestamp) is forgotten; its next batch is then accepted at any sequence, as an unknown
+producer's. The log manager runs it every ``producer.id.expiration.check.interval.ms``.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import struct
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
+from crc32c import crc32c
 from kio.schema.errors import ErrorCode
 
 from ..protocol.control_records import ControlRecordType, EndTransactionMarker, marker_of
@@ -63,6 +75,7 @@ class ProducerStateLog(Protocol):
     """The partition log as its producer state reads it (``PartitionLog``, which owns
     the state: ``PartitionLog.producer_state``)."""
 
+    directory: Path
     log_start_offset: int
     log_end_offset: int
     truncations: int
@@ -71,6 +84,8 @@ class ProducerStateLog(Protocol):
 
     def index_aborted_transaction(self, entry: AbortedTxn) -> None: ...
 
+
+log = logging.getLogger(__name__)
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -104,6 +119,8 @@ class ProducerEntry:
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
     # The epoch of the transaction coordinator that wrote this producer's last marker.
     coordinator_epoch: int = -1
+    # The max timestamp of its last batch or marker (Kafka's lastTimestamp).
+    last_timestamp: int = -1
 
     @property
     def last_sequence(self) -> int:
@@ -209,6 +226,19 @@ class ProducerState:
             pending[producer_id] = (epoch, last_sequence_of(header))
         return None
 
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers idle for ``expiration_ms`` (by their last batch's timestamp)
+        with no open transaction (Kafka's ``removeExpiredProducers``); how many went."""
+        open_txns = self.transactions.first_offsets
+        expired = [
+            producer_id
+            for producer_id, entry in self.entries.items()
+            if producer_id not in open_txns and now_ms - entry.last_timestamp >= expiration_ms
+        ]
+        for producer_id in expired:
+            del self.entries[producer_id]
+        return len(expired)
+
     def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
         """Before a leader appends a transaction marker (Kafka's ``appendEndTxnMarker``):
         INVALID_PRODUCER_EPOCH for an epoch older than the producer's,
@@ -243,6 +273,7 @@ class ProducerState:
             elif header.producer_epoch != entry.producer_epoch:
                 entry.producer_epoch = header.producer_epoch
                 entry.batches.clear()
+            entry.last_timestamp = header.max_timestamp
             if header.is_control:
                 if marker is None:
                     continue  # an emptied control batch (compaction) or not a marker
@@ -327,6 +358,105 @@ def read_batch_headers(log: ProducerStateLog, start: int, end: int) -> list[Logg
     return batches
 
 
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+_SNAPSHOT_HEAD = struct.Struct(">hIi")  # version, crc (over what follows it), entry count
+_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+_CRC_END = 6  # the CRC covers the bytes from here on
+
+
+class CorruptSnapshot(ValueError):
+    """A ``.snapshot`` that does not parse or whose CRC does not match."""
+
+
+def snapshot_path(directory: Path, offset: int) -> Path:
+    return directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def snapshot_offsets(directory: Path) -> list[int]:
+    """Offsets of the snapshot files in ``directory``, oldest first."""
+    offsets = []
+    for entry in os.scandir(directory):
+        name = entry.name
+        if name.endswith(SNAPSHOT_SUFFIX) and name[:20].isdigit() and len(name) == 29:
+            offsets.append(int(name[:20]))
+    return sorted(offsets)
+
+
+def encode_snapshot(state: ProducerState) -> bytes:
+    """Kafka's ``ProducerSnapshot`` v1: each producer's epoch, last batch (sequence,
+    offset, offset delta, timestamp), coordinator epoch and open transaction's first
+    offset (-1: none)."""
+    open_txns = state.transactions.first_offsets
+    body = bytearray()
+    for producer_id, entry in state.entries.items():
+        if entry.batches:
+            last = entry.batches[-1]
+            fields = (
+                last.last_sequence,
+                last.last_offset,
+                last.last_offset - last.first_offset,
+                entry.last_timestamp,
+            )
+        else:
+            fields = (-1, -1, 0, entry.last_timestamp)
+        body += _SNAPSHOT_ENTRY.pack(
+            producer_id,
+            entry.producer_epoch,
+            *fields,
+            entry.coordinator_epoch,
+            open_txns.get(producer_id, -1),
+        )
+    count = struct.pack(">i", len(state.entries))
+    crc = crc32c(count + body)
+    return struct.pack(">hI", SNAPSHOT_VERSION, crc) + count + bytes(body)
+
+
+def decode_snapshot(data: bytes, next_offset: int) -> ProducerState:
+    """The state a snapshot at ``next_offset`` holds; ``CorruptSnapshot`` if it is not one."""
+    if len(data) < _SNAPSHOT_HEAD.size:
+        raise CorruptSnapshot(f"{len(data)} bytes is shorter than a snapshot header")
+    version, crc, count = _SNAPSHOT_HEAD.unpack_from(data)
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshot(f"snapshot version {version}")
+    if crc32c(data[_CRC_END:]) != crc:
+        raise CorruptSnapshot("snapshot CRC mismatch")
+    if count < 0 or len(data) != _SNAPSHOT_HEAD.size + count * _SNAPSHOT_ENTRY.size:
+        raise CorruptSnapshot(f"{len(data)} bytes for {count} entries")
+    state = ProducerState(next_offset)
+    for i in range(count):
+        (
+            producer_id,
+            epoch,
+            last_sequence,
+            last_offset,
+            offset_delta,
+            timestamp,
+            coordinator_epoch,
+            txn_first_offset,
+        ) = _SNAPSHOT_ENTRY.unpack_from(data, _SNAPSHOT_HEAD.size + i * _SNAPSHOT_ENTRY.size)
+        entry = ProducerEntry(
+            producer_id, epoch, coordinator_epoch=coordinator_epoch, last_timestamp=timestamp
+        )
+        if last_offset >= 0:
+            first_sequence = last_sequence - offset_delta
+            if first_sequence < 0:  # Kafka's decrementSequence: sequences wrap
+                first_sequence += _INT32_MAX + 1
+            entry.batches.append(
+                BatchMetadata(
+                    first_sequence,
+                    last_sequence,
+                    last_offset - offset_delta,
+                    last_offset,
+                    timestamp,
+                )
+            )
+        state.entries[producer_id] = entry
+        if txn_first_offset >= 0:
+            state.transactions.first_offsets[producer_id] = txn_first_offset
+    return state
+
+
 class ProducerStateManager:
     """The producer state of one partition log (Kafka's ``ProducerStateManager``),
     rebuilt lazily from the log: plain producers pay nothing until an idempotent one
@@ -335,6 +465,79 @@ class ProducerStateManager:
     def __init__(self, log: ProducerStateLog) -> None:
         self._log = log
         self._state: ProducerState | None = None
+
+    # -- snapshots ---------------------------------------------------------------------
+
+    def load_snapshot(self, max_offset: int) -> bool:
+        """At open: delete snapshots past the log end and start from the newest one at
+        or below ``max_offset`` (the log end after a clean shutdown, else the recovery
+        point, so that the batches recovery checked are scanned again and their
+        aborted transactions indexed); the batches after it are scanned on first use.
+        False when there is none."""
+        log = self._log
+        skipped = False
+        for offset in reversed(snapshot_offsets(log.directory)):
+            path = snapshot_path(log.directory, offset)
+            if offset > log.log_end_offset:
+                path.unlink(missing_ok=True)  # recovery cut the log below it
+                continue
+            if offset > max_offset:
+                skipped = True
+                continue
+            state = self._read_snapshot(path, offset)
+            if state is not None:
+                state.truncations = log.truncations
+                self._state = state
+                return True
+        if skipped:
+            # Producers wrote here, but only past the recovery point is there a
+            # snapshot: scan from the log start on first use rather than from it.
+            self._state = ProducerState(log.log_start_offset, log.truncations)
+        return False
+
+    def _read_snapshot(self, path: Path, offset: int) -> ProducerState | None:
+        try:
+            return decode_snapshot(path.read_bytes(), offset)
+        except (OSError, CorruptSnapshot) as error:
+            log.warning("ignoring producer state snapshot %s: %s", path, error)
+            path.unlink(missing_ok=True)
+            return None
+
+    def take_snapshot(self) -> None:
+        """Write ``<log end>.snapshot`` (fsynced) when the state exists; drop snapshots
+        below the log start. Kafka does this at every roll and at clean shutdown."""
+        if self._state is None:
+            return
+        log = self._log
+        state = self.state()
+        path = snapshot_path(log.directory, log.log_end_offset)
+        temporary = path.with_name(path.name + ".tmp")
+        with open(temporary, "wb") as file:
+            file.write(encode_snapshot(state))
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+        for offset in snapshot_offsets(log.directory):
+            if offset < log.log_start_offset:
+                snapshot_path(log.directory, offset).unlink(missing_ok=True)
+
+    def delete_snapshots_after(self, offset: int) -> None:
+        """A truncation to ``offset``: snapshots past it describe batches that are gone."""
+        for found in snapshot_offsets(self._log.directory):
+            if found > offset:
+                snapshot_path(self._log.directory, found).unlink(missing_ok=True)
+
+    def _rebuild_start(self) -> ProducerState:
+        """After a truncation: the newest snapshot at or below the log end, else empty
+        state at the log start (Kafka's ``truncateAndReload``)."""
+        log = self._log
+        for offset in reversed(snapshot_offsets(log.directory)):
+            if offset <= log.log_end_offset:
+                state = self._read_snapshot(snapshot_path(log.directory, offset), offset)
+                if state is not None:
+                    state.truncations = log.truncations
+                    return state
+        return ProducerState(log.log_start_offset, log.truncations)
 
     @property
     def built(self) -> bool:
@@ -352,7 +555,7 @@ class ProducerStateManager:
             or state.truncations != log.truncations
             or log.log_end_offset < state.next_offset
         ):
-            state = self._state = ProducerState(log.log_start_offset, log.truncations)
+            state = self._state = self._rebuild_start()
         if state.next_offset < log.log_end_offset:
             self._index(state.apply(read_batch_headers(log, state.next_offset, log.log_end_offset)))
             state.next_offset = log.log_end_offset
@@ -373,6 +576,12 @@ class ProducerStateManager:
 
     def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
         self.state().check_marker(producer_id, producer_epoch, coordinator_epoch)
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """``producer.id.expiration.ms``: drop idle producers (only once state exists)."""
+        if self._state is None:
+            return 0
+        return self.state().remove_expired(now_ms, expiration_ms)
 
     def epoch_bumps(self, headers: list[BatchHeader]) -> list[tuple[int, int, int]]:
         """(producer id, current epoch, new epoch) for each batch about to be appended

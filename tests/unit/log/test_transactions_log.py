@@ -5,8 +5,10 @@ follower's copy."""
 from __future__ import annotations
 
 import os
+import struct
 
 import pytest
+from crc32c import crc32c
 from kio.schema.errors import ErrorCode
 from log_helpers import FakeClock
 
@@ -189,10 +191,10 @@ def test_open_transactions_and_the_index_survive_a_restart(tmp_path) -> None:
     append(log, txn_batch(7, 0))  # 0-1
     append(log, txn_batch(8, 0))  # 2-3
     marker(log, 7, commit=False)  # 4
-    log.close()
+    log.abandon()  # a crash: no flush, no snapshot
     index_path = directory / f"{0:020d}.txnindex"
     index_path.unlink()  # as if the crash came before the index write reached the disk
-    log = open_log(directory)
+    log = open_log(directory)  # unclean: recovery from offset 0
     try:
         assert log.last_stable_offset == 2  # producer 8's transaction is still open
         assert log.open_transactions() == {8: 2}
@@ -255,3 +257,118 @@ def test_a_follower_indexes_what_it_copies(tmp_path) -> None:
     finally:
         leader.close()
         follower.close()
+
+
+def test_a_snapshot_in_kafkas_format_restores_the_state_without_a_scan(tmp_path) -> None:
+    directory = tmp_path / "t-0"
+    log = open_log(directory)
+    append(log, txn_batch(7, 0, epoch=2))  # 0-1
+    marker(log, 7, commit=True, epoch=2, coord=4)  # 2
+    append(log, txn_batch(8, 0))  # 3-4: open
+    log.close()
+    snapshot = directory / f"{5:020d}.snapshot"
+    data = snapshot.read_bytes()
+    # ProducerSnapshot v1: version, CRC-32C of the rest, entries (producer id, epoch,
+    # last sequence, last offset, offset delta, timestamp, coordinator epoch, txn first).
+    version, crc, count = struct.unpack_from(">hIi", data)
+    assert (version, count) == (1, 2) and crc == crc32c(data[6:])
+    entries = sorted(
+        struct.unpack_from(">qhiqiqiq", data, 10 + 46 * i)[:5]
+        + struct.unpack_from(">qhiqiqiq", data, 10 + 46 * i)[6:]
+        for i in range(count)
+    )
+    assert entries == [(7, 2, 1, 1, 1, 4, -1), (8, 0, 1, 4, 1, -1, 3)]
+
+    # Reopened after a clean shutdown: the state comes from the snapshot, and the log
+    # is not read (its segment is unreadable here to prove it).
+    segment = directory / f"{0:020d}.log"
+    saved = segment.read_bytes()
+    log = PartitionLog.open(
+        directory, LogConfig(), now_ms=FakeClock(), recovery_point=5, had_clean_shutdown=True
+    )
+    try:
+        assert log.producer_state.built
+        segment.write_bytes(b"\0" * len(saved))  # a scan would now find no batches
+        assert log.open_transactions() == {8: 3}
+        assert log.last_stable_offset == 3
+        segment.write_bytes(saved)
+        # The last batch is known: its retry is a duplicate; epochs are remembered.
+        assert append(log, txn_batch(8, 0)) == (3, 4)
+        with pytest.raises(ProducerStateError) as error:
+            marker(log, 7, commit=True, epoch=2, coord=3)
+        assert error.value.error_code is ErrorCode.transaction_coordinator_fenced
+    finally:
+        log.close()
+
+
+def test_after_a_crash_recovery_scans_from_the_snapshot_below_the_recovery_point(tmp_path):
+    directory = tmp_path / "t-0"
+    log = open_log(directory, segment_bytes=300)
+    append(log, txn_batch(7, 0))  # 0-1
+    append(log, txn_batch(7, 2))
+    while len(log.segments) < 3:
+        append(log, txn_batch(7, log.log_end_offset))
+    abort_at = marker(log, 7, commit=False)
+    snapshots = sorted(p.name for p in directory.glob("*.snapshot"))
+    assert snapshots  # one per roll
+    log.abandon()
+    for index in directory.glob("*.txnindex"):
+        index.unlink()
+    log = open_log(directory)  # unclean, recovery point 0: every segment is rescanned
+    try:
+        assert log.collect_aborted_transactions(0, log.log_end_offset) == [
+            AbortedTxn(7, 0, abort_at, abort_at + 1)
+        ]
+        assert log.open_transactions() == {}
+    finally:
+        log.close()
+
+
+def test_truncation_deletes_snapshots_past_it_and_reloads_from_an_older_one(tmp_path):
+    directory = tmp_path / "t-0"
+    log = open_log(directory, segment_bytes=300)
+    try:
+        append(log, txn_batch(7, 0))
+        while len(log.segments) < 3:
+            append(log, txn_batch(7, log.log_end_offset))
+        offsets = sorted(int(p.name[:20]) for p in directory.glob("*.snapshot"))
+        assert len(offsets) == 2
+        log.truncate_to(offsets[1] - 1)
+        assert sorted(int(p.name[:20]) for p in directory.glob("*.snapshot")) == offsets[:1]
+        assert log.open_transactions() == {7: 0}
+        assert log.producer_state.state().entries[7].last_sequence == log.log_end_offset - 1
+    finally:
+        log.close()
+
+
+def test_idle_producers_expire_but_not_with_an_open_transaction(tmp_path) -> None:
+    clock = FakeClock()
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig(), now_ms=clock)
+    try:
+        append(log, txn_batch(7, 0))  # batch timestamp 0
+        marker(log, 7, commit=True)  # the marker's timestamp: the clock's now
+        append(log, txn_batch(8, 0))  # open, timestamp 0
+        day = 86_400_000
+        assert log.producer_state.remove_expired_producers(clock.now + 1000, day) == 0
+        assert log.producer_state.remove_expired_producers(clock.now + day, day) == 1
+        assert sorted(log.producer_state.state().entries) == [8]  # its transaction is open
+        # An expired producer is unknown again: any sequence is accepted.
+        assert append(log, plain_idempotent(7, 50)) == (5, 5)
+    finally:
+        log.close()
+
+
+def test_the_broker_own_transactional_write_passes_validation_without_a_sequence(log) -> None:
+    """TxnOffsetCommit through the PartitionWriter: validate_append without an API
+    version is Kafka's origin COORDINATOR (no client checks); a client may not do it."""
+    from gregor_broker.log.inflate import DecompressionBudget
+    from gregor_broker.protocol.record_batch import InvalidBatch
+
+    batch = rewrite_header(
+        make_batch([Record(0, 0, b"k", b"v")], producer_id=7, producer_epoch=0, base_sequence=-1),
+        attributes=TRANSACTIONAL_FLAG,
+    )
+    headers = log.validate_append(batch, budget=DecompressionBudget(1 << 20))
+    assert headers[0].producer_id == 7
+    with pytest.raises(InvalidBatch):
+        log.validate_append(batch, budget=DecompressionBudget(1 << 20), api_version=9)
