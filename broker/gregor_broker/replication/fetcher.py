@@ -394,7 +394,9 @@ class ReplicaFetcherManager:
 
     def _address(self, broker_id: int) -> tuple[str, int] | None:
         info = self.manager.metadata.brokers.get(broker_id)
-        return (info.host, info.port) if info is not None else None
+        if info is None:
+            return None
+        return info.endpoint(self.manager.replication_config.inter_broker_listener)
 
     def follow(self, partition: Partition) -> None:
         """Fetch ``partition`` from its current leader (after truncation)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import functools
 import inspect
 import logging
 import os
@@ -68,6 +69,7 @@ def replication_config_for(config: BrokerConfig) -> ReplicationConfig:
             config.extra.get(UNSAFE_TRUNCATE_TO_HIGH_WATERMARK, "false")
         ).lower()
         == "true",
+        inter_broker_listener=config.inter_broker_listener,
     )
 
 
@@ -104,7 +106,7 @@ class Broker:
         self.sendfile = SendfileCounter()
         self.connections: set[Connection] = set()
         self.zk: KazooClient | None = None
-        self.server: asyncio.base_events.Server | None = None
+        self.servers: list[asyncio.base_events.Server] = []
         self.controller: Controller | None = None
         self.metrics_server: MetricsServer | None = None
         self._lock_fds: list[int] = []
@@ -113,7 +115,8 @@ class Broker:
         self._registration_lock = threading.Lock()
         self._registration_needed = False
         self._registration_thread: threading.Thread | None = None
-        self._bound_port = 0
+        # Each listener's bound port (a configured port 0 binds a free one).
+        self._bound_ports: dict[str, int] = {}
         self.started = asyncio.Event()
         self.stopping = False
         # Set when the broker must stop by itself (every log dir failed); the process
@@ -194,17 +197,18 @@ class Broker:
         self.watcher = ZooKeeperMetadataWatcher(self.zk, self.metadata, loop)
         await asyncio.to_thread(self.watcher.start)
 
-        _name, host, port = config.listener_list[0]
-        self.server = await loop.create_server(
-            self._new_connection,
-            host or None,
-            port,
-            reuse_address=True,
-            backlog=1024,
-        )
-        bound_port = self._bound_port = self.server.sockets[0].getsockname()[1]
+        for name, host, port in config.listener_list:
+            server = await loop.create_server(
+                functools.partial(self._new_connection, name),
+                host or None,
+                port,
+                reuse_address=True,
+                backlog=1024,
+            )
+            self.servers.append(server)
+            self._bound_ports[name] = server.sockets[0].getsockname()[1]
         await asyncio.to_thread(self._clear_stale_registrations)
-        await asyncio.to_thread(self._register, bound_port)
+        await asyncio.to_thread(self._register)
         self.controller = Controller(
             self.zk,
             config.broker_id,
@@ -235,10 +239,12 @@ class Broker:
         ]
         self.started.set()
         log.info(
-            "broker %d serving on %s:%d (cluster %s)",
+            "broker %d serving on %s (cluster %s)",
             config.broker_id,
-            host or "0.0.0.0",
-            bound_port,
+            ", ".join(
+                f"{name}://{host or '0.0.0.0'}:{self._bound_ports[name]}"
+                for name, host, _ in config.listener_list
+            ),
             self.metadata.cluster_id,
         )
 
@@ -259,17 +265,29 @@ class Broker:
         for path in self.zk_admin.remove_stale_registrations(self.broker_id):
             log.info("removed %s left by a previous run of broker %d", path, self.broker_id)
 
-    def _register(self, bound_port: int) -> None:
+    def _register(self) -> None:
+        """``/brokers/ids/<id>`` as Kafka writes it: every advertised listener in
+        ``endpoints`` (an advertised port 0 becomes the port its listener bound), the
+        protocol of each in ``listener_security_protocol_map``, and ``host``/``port`` the
+        PLAINTEXT endpoint (null and -1 when there is none)."""
         config = self.config
+        protocols = config.security_protocol_map
+        first_bound = next(iter(self._bound_ports.values()), 0)
         endpoints = []
-        for name, host, port in config.advertised_listener_list:
-            endpoints.append(f"{name}://{host}:{port or bound_port}")
-        adv_host, adv_port = config.advertised_endpoint
+        listener_protocols = {}
+        host: str | None = None
+        port = -1
+        for name, adv_host, adv_port in config.advertised_listener_list:
+            adv_port = adv_port or self._bound_ports.get(name, first_bound)
+            endpoints.append(f"{name}://{adv_host}:{adv_port}")
+            listener_protocols[name] = protocols[name]
+            if host is None and protocols[name] == "PLAINTEXT":
+                host, port = adv_host, adv_port
         registration = BrokerRegistration(
-            host=adv_host,
-            port=adv_port or bound_port,
+            host=host,
+            port=port,
             endpoints=tuple(endpoints),
-            listener_security_protocol_map=config.security_protocol_map,
+            listener_security_protocol_map=listener_protocols,
             rack=config.broker_rack,
         )
         self.zk_admin.register_broker(registration, config.broker_id)
@@ -282,12 +300,13 @@ class Broker:
             return self.config.unclean_leader_election_enable
         return value.lower() == "true"
 
-    def _new_connection(self) -> Connection:
+    def _new_connection(self, listener: str) -> Connection:
         connection = Connection(
             self.router,
             max_request_size=self.config.socket_request_max_bytes,
             sendfile_counter=self.sendfile,
             on_close=self.connections.discard,
+            listener=listener,
         )
         self.connections.add(connection)
         return connection
@@ -339,7 +358,7 @@ class Broker:
                     return
                 self._registration_needed = False
             try:
-                self._register(self._bound_port)
+                self._register()
             except Exception as error:
                 with self._registration_lock:
                     self._registration_needed = True
@@ -436,8 +455,8 @@ class Broker:
             await self.replica_manager.stop()
         if getattr(self, "watcher", None) is not None:
             self.watcher.stop()
-        if self.server is not None:
-            self.server.close()
+        for server in self.servers:
+            server.close()
         for connection in list(self.connections):
             if connection.transport is not None:
                 connection.transport.close()

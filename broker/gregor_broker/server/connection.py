@@ -100,8 +100,14 @@ class Connection(asyncio.BufferedProtocol):
         max_request_size: int,
         sendfile_counter: SendfileCounter,
         on_close: Callable[[Connection], None] | None = None,
+        listener: str = "PLAINTEXT",
     ) -> None:
         self.handler = handler
+        # The listener this connection came in on (its endpoints answer Metadata), and
+        # who the peer is once authenticated (Kafka's KafkaPrincipal; User:ANONYMOUS on
+        # PLAINTEXT listeners).
+        self.listener = listener
+        self.principal = "User:ANONYMOUS"
         self.max_request_size = max_request_size
         self.sendfile_counter = sendfile_counter
         self.on_close = on_close
