@@ -496,7 +496,7 @@ def test_inter_broker_listener_follows_kafkas_rule():
         load({**two, "security.inter.broker.protocol": "SASL_PLAINTEXT"}).inter_broker_listener
         == "CLIENT"
     )
-    with pytest.raises(ConfigError, match="security.inter.broker.protocol=SSL"):
+    with pytest.raises(ConfigError, match=r"security\.inter\.broker\.protocol=SSL"):
         load({**two, "security.inter.broker.protocol": "SSL"})
 
 
@@ -515,7 +515,7 @@ def test_listener_prefixed_settings_override_the_broker_wide_ones(caplog):
     assert config.for_listener("CLIENT", "ssl.client.auth") == "requested"
     assert config.for_listener("CLIENT", "plain.sasl.jaas.config") == "x required;"
     assert config.for_listener("CLIENT", "scram-sha-256.sasl.jaas.config") is None
-    with pytest.raises(ConfigError, match="ssl.client.auth"):
+    with pytest.raises(ConfigError, match=r"ssl\.client\.auth"):
         load({**REQUIRED, "listener.name.x.ssl.client.auth": "always"}).for_listener(
             "X", "ssl.client.auth"
         )
