@@ -182,3 +182,16 @@ class RateLimitedLog:
             self.logger.log(level, message, *args, exc_info=error)
         else:
             self.logger.log(level, message, *args)
+
+
+class AuthenticationMetrics:
+    """Successful and failed logins per (listener, mechanism), as Kafka's
+    ``successful-authentication-total`` / ``failed-authentication-total``."""
+
+    def __init__(self) -> None:
+        self.successful: dict[tuple[str, str], int] = {}
+        self.failed: dict[tuple[str, str], int] = {}
+
+    def record(self, listener: str, mechanism: str, ok: bool) -> None:
+        counts = self.successful if ok else self.failed
+        counts[(listener, mechanism)] = counts.get((listener, mechanism), 0) + 1

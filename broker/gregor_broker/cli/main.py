@@ -28,6 +28,7 @@ from gregor_broker.cli import (
     reassign,
     records,
     topics,
+    users,
 )
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
@@ -43,6 +44,7 @@ COMMAND_GROUPS: list[Register] = [
     leaders.register,
     groups.register,
     quotas.register,
+    users.register,
     perf.register,
     bench.register,
     completion.register,

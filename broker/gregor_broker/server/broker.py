@@ -31,12 +31,16 @@ from ..cluster.admin import ZkAdmin
 from ..cluster.controller import Controller
 from ..cluster.metadata_cache import MetadataCache, ZooKeeperMetadataWatcher
 from ..cluster.models import BrokerRegistration
+from ..cluster.scram_credentials import cached_credential
 from ..config import BrokerConfig, log_config_for
 from ..coordinator.service import CoordinatorService
 from ..log.log_cleaner import CleanerConfig, LogCleaner
 from ..log.log_manager import LogManager
 from ..replication.replica_manager import ReplicaManager
 from ..replication.replication_config import ReplicationConfig
+from ..security.scram import ScramCredential
+from ..stats import AuthenticationMetrics
+from .authentication import SaslAuthenticator, SaslListenerSettings
 from .connection import Connection, SendfileCounter
 from .fetch_sessions import FetchSessionCache
 from .handlers import API_TABLE
@@ -105,6 +109,17 @@ class Broker:
         )
         self.sendfile = SendfileCounter()
         self.connections: set[Connection] = set()
+        self.authentication_metrics = AuthenticationMetrics()
+        # Per listener: its SASL settings (None: no SASL), checked before anything starts.
+        protocols = config.security_protocol_map
+        self.sasl_settings: dict[str, SaslListenerSettings | None] = {
+            name: (
+                SaslListenerSettings.from_config(config, name)
+                if protocols[name].startswith("SASL_")
+                else None
+            )
+            for name, _, _ in config.listener_list
+        }
         self.zk: KazooClient | None = None
         self.servers: list[asyncio.base_events.Server] = []
         self.controller: Controller | None = None
@@ -308,8 +323,22 @@ class Broker:
             on_close=self.connections.discard,
             listener=listener,
         )
+        sasl = self.sasl_settings.get(listener)
+        if sasl is not None:
+            authenticator = SaslAuthenticator(
+                connection,
+                self.router,
+                sasl,
+                self._scram_credential,
+                self.authentication_metrics,
+            )
+            connection.handler = authenticator
+            authenticator.start()
         self.connections.add(connection)
         return connection
+
+    def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return cached_credential(self.metadata.quota_configs, user, mechanism)
 
     def _apply_quota_configs(self) -> None:
         """Client quota changes (``/config/changes``) take effect on the next request."""

@@ -56,6 +56,20 @@ class BrokerCollector(Collector):
         )
         sendfile_calls.add_metric([], broker.sendfile.calls_total)
         yield sendfile_calls
+        authentication = getattr(broker, "authentication_metrics", None)
+        if authentication is not None:
+            for name, counts, text in (
+                ("gregor_successful_authentication", authentication.successful, "Successful"),
+                ("gregor_failed_authentication", authentication.failed, "Failed"),
+            ):
+                family = CounterMetricFamily(
+                    name,
+                    f"{text} SASL logins, per listener and mechanism",
+                    labels=["listener", "mechanism"],
+                )
+                for (listener, mechanism), count in sorted(counts.items()):
+                    family.add_metric([listener, mechanism], count)
+                yield family
         replicas = getattr(broker, "replica_manager", None)
         if replicas is not None:
             messages_in = CounterMetricFamily(
