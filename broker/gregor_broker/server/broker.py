@@ -20,9 +20,11 @@ import functools
 import inspect
 import logging
 import os
+import ssl
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError
@@ -39,6 +41,7 @@ from ..log.log_manager import LogManager
 from ..replication.replica_manager import ReplicaManager
 from ..replication.replication_config import ReplicationConfig
 from ..security.scram import ScramCredential
+from ..security.tls import PrincipalMapper, server_context
 from ..stats import AuthenticationMetrics
 from .authentication import SaslAuthenticator, SaslListenerSettings
 from .connection import Connection, SendfileCounter
@@ -48,6 +51,7 @@ from .metrics import MetricsServer
 from .quotas import ClientQuotaManager, QuotaConfigs
 from .request_router import RequestRouter
 from .sliced_reconcile import SlicedReconcile
+from .tls_connection import TlsConnection, TlsReadCounter
 from .topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
@@ -120,6 +124,18 @@ class Broker:
             )
             for name, _, _ in config.listener_list
         }
+        # Per TLS listener: its context and, on SSL, the certificate-to-principal mapper.
+        self.tls_contexts: dict[str, ssl.SSLContext] = {}
+        self.principal_mappers: dict[str, PrincipalMapper | None] = {}
+        for name, _, _ in config.listener_list:
+            if protocols[name] in ("SSL", "SASL_SSL"):
+                self.tls_contexts[name] = server_context(config, name)
+                self.principal_mappers[name] = (
+                    PrincipalMapper(config.for_listener(name, "ssl.principal.mapping.rules"))
+                    if protocols[name] == "SSL"
+                    else None
+                )
+        self.tls_reads = TlsReadCounter()
         self.zk: KazooClient | None = None
         self.servers: list[asyncio.base_events.Server] = []
         self.controller: Controller | None = None
@@ -219,6 +235,10 @@ class Broker:
                 port,
                 reuse_address=True,
                 backlog=1024,
+                ssl=self.tls_contexts.get(name),
+                ssl_handshake_timeout=(
+                    config.connections_max_idle_ms / 1000 if name in self.tls_contexts else None
+                ),
             )
             self.servers.append(server)
             self._bound_ports[name] = server.sockets[0].getsockname()[1]
@@ -316,13 +336,22 @@ class Broker:
         return value.lower() == "true"
 
     def _new_connection(self, listener: str) -> Connection:
-        connection = Connection(
-            self.router,
-            max_request_size=self.config.socket_request_max_bytes,
-            sendfile_counter=self.sendfile,
-            on_close=self.connections.discard,
-            listener=listener,
-        )
+        options: dict[str, Any] = {
+            "max_request_size": self.config.socket_request_max_bytes,
+            "sendfile_counter": self.sendfile,
+            "on_close": self.connections.discard,
+            "listener": listener,
+        }
+        connection: Connection
+        if listener in self.tls_contexts:
+            connection = TlsConnection(
+                self.router,
+                principal_mapper=self.principal_mappers[listener],
+                tls_reads=self.tls_reads,
+                **options,
+            )
+        else:
+            connection = Connection(self.router, **options)
         sasl = self.sasl_settings.get(listener)
         if sasl is not None:
             authenticator = SaslAuthenticator(

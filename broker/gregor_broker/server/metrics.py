@@ -56,6 +56,14 @@ class BrokerCollector(Collector):
         )
         sendfile_calls.add_metric([], broker.sendfile.calls_total)
         yield sendfile_calls
+        tls_reads = getattr(broker, "tls_reads", None)
+        if tls_reads is not None:
+            tls_bytes = CounterMetricFamily(
+                "gregor_tls_read_bytes",
+                "Record bytes read from segment files and encrypted for TLS listeners",
+            )
+            tls_bytes.add_metric([], tls_reads.bytes_total)
+            yield tls_bytes
         authentication = getattr(broker, "authentication_metrics", None)
         if authentication is not None:
             for name, counts, text in (

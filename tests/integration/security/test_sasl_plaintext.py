@@ -69,11 +69,9 @@ def sasl_broker(broker_factory, zk_connect):
     listed = gregor("users", "scram", "list", "--zookeeper", zk_connect)
     assert "alice" in listed.stdout and "SCRAM-SHA-512" in listed.stdout
     # The broker learns the credentials through /config/changes; wait until it has.
-    deadline = time.monotonic() + 30
-    security = Security("SASL_PLAINTEXT", "SCRAM-SHA-512", "alice", PASSWORD)
-    while not _can_log_in(f"127.0.0.1:{sasl_port}", security):
-        assert time.monotonic() < deadline, "SCRAM credentials never reached the broker"
-        time.sleep(0.5)
+    wait_for_login(
+        f"127.0.0.1:{sasl_port}", Security("SASL_PLAINTEXT", "SCRAM-SHA-512", "alice", PASSWORD)
+    )
     broker.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
     broker.metrics = metrics_port
     return broker
@@ -127,6 +125,14 @@ def test_a_wrong_password_fails_with_sasl_authentication_failed(sasl_broker, mec
     labels = f'{{listener="SASL_PLAINTEXT",mechanism="{mechanism}"}}'
     key = f"gregor_failed_authentication_total{labels}"
     assert metrics[key] >= 8
+
+
+def wait_for_login(bootstrap: str, security: Security) -> None:
+    """The broker learns SCRAM credentials through /config/changes: wait until it has."""
+    deadline = time.monotonic() + 60
+    while not _can_log_in(bootstrap, security):
+        assert time.monotonic() < deadline, "SCRAM credentials never reached the broker"
+        time.sleep(0.5)
 
 
 def _can_log_in(bootstrap: str, security: Security) -> bool:
