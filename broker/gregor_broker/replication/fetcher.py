@@ -121,7 +121,10 @@ class ReplicaFetcher:
             if self._client is not None:
                 await self._client.close()
             self._client = BrokerClient(
-                *address, f"gregor-replica-{self.manager.broker_id}", timeout=30.0
+                *address,
+                f"gregor-replica-{self.manager.broker_id}",
+                timeout=30.0,
+                security=self.manager.replication_config.client_security,
             )
         return self._client
 

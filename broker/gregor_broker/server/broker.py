@@ -40,6 +40,7 @@ from ..log.log_cleaner import CleanerConfig, LogCleaner
 from ..log.log_manager import LogManager
 from ..replication.replica_manager import ReplicaManager
 from ..replication.replication_config import ReplicationConfig
+from ..security.client import inter_broker_security
 from ..security.scram import ScramCredential
 from ..security.tls import PrincipalMapper, server_context
 from ..stats import AuthenticationMetrics
@@ -78,6 +79,7 @@ def replication_config_for(config: BrokerConfig) -> ReplicationConfig:
         ).lower()
         == "true",
         inter_broker_listener=config.inter_broker_listener,
+        client_security=inter_broker_security(config),
     )
 
 
