@@ -21,6 +21,12 @@ from ...cluster.scram_credentials import (
     read_all_scram_credentials,
     read_scram_credentials,
 )
+from ...protocol.requests import (
+    AlterUserScramCredentialsRequest,
+    DescribeUserScramCredentialsRequest,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+)
 from ...security.scram import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,
@@ -36,13 +42,13 @@ TYPE_BY_MECHANISM = {name: code for code, name in MECHANISM_BY_TYPE.items()}
 
 
 def handle_sasl_handshake(
-    broker: BrokerServices, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: SaslHandshakeRequest
 ) -> dict[str, Any]:
     return {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": []}
 
 
 def handle_sasl_authenticate(
-    broker: BrokerServices, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: SaslAuthenticateRequest
 ) -> dict[str, Any]:
     return {
         "error_code": ErrorCode.illegal_sasl_state,
@@ -56,7 +62,7 @@ def handle_sasl_authenticate(
 
 
 async def handle_describe_user_scram_credentials(
-    broker: BrokerServices, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: DescribeUserScramCredentialsRequest
 ) -> dict[str, Any]:
     wanted = None if request.users is None else [user.name for user in request.users]
     try:
@@ -124,7 +130,7 @@ def _describe_error(user: str, code: ErrorCode, message: str) -> dict[str, Any]:
 
 
 async def handle_alter_user_scram_credentials(
-    broker: BrokerServices, context: RequestContext, request: Any
+    broker: BrokerServices, context: RequestContext, request: AlterUserScramCredentialsRequest
 ) -> dict[str, Any]:
     errors: dict[str, tuple[ErrorCode, str]] = {}
     upserts: dict[str, dict[str, ScramCredential]] = {}
