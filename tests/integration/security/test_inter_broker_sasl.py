@@ -73,9 +73,8 @@ def test_replication_over_sasl_ssl_with_acks_all(broker_factory, zk_connect, cer
         ports.append(client_port)
     bootstrap = ",".join(f"127.0.0.1:{port}" for port in ports)
     topic = f"replicated-{uuid.uuid4().hex[:6]}"
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, 3, 3)])[
-        topic
-    ].result(60)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(60)
     results = _produce(bootstrap, topic, 300, 90000)
     assert results == [None] * 300, {str(e) for e in results if e is not None}
 
@@ -95,9 +94,10 @@ def test_a_follower_with_a_wrong_inter_broker_password_does_not_replicate(
     bootstrap = ",".join(f"127.0.0.1:{port}" for port in ports)
     topic = f"unreplicated-{uuid.uuid4().hex[:6]}"
     # Broker 1 leads; broker 2 must fetch from it and cannot log in.
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics(
-        [NewTopic(topic, replica_assignment=[[1, 2]])]
-    )[topic].result(60)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=-1, replica_assignment=[[1, 2]])])[
+        topic
+    ].result(60)
     results = _produce(bootstrap, topic, 5, 20000)
     assert results and all(e is not None for e in results), results
     assert "SASL login" in broker.log_path.read_text()

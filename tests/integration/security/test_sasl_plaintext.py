@@ -173,3 +173,45 @@ def test_scram_credentials_can_be_deleted_live(sasl_broker, zk_connect):
         len(set(clients.round_trip_confluent(sasl_broker.sasl_bootstrap, other, topic)))
         == clients.MESSAGES
     )
+
+
+def test_admin_clients_alter_and_describe_scram_credentials(sasl_broker):
+    """AlterUserScramCredentials (the client salts the password) and
+    DescribeUserScramCredentials through confluent-kafka, then a login with the result."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient({"bootstrap.servers": sasl_broker.bootstrap})  # PLAINTEXT listener
+    futures = admin.alter_user_scram_credentials(
+        [
+            UserScramCredentialUpsertion(
+                "bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"bob-secret"
+            ),
+            UserScramCredentialUpsertion(
+                "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 1000), b"x"
+            ),
+        ]
+    )
+    futures["bob"].result(30)
+    with pytest.raises(confluent_kafka.KafkaException, match="Too few iterations"):
+        futures["carol"].result(30)
+    described = admin.describe_user_scram_credentials(["bob"])["bob"].result(30)
+    assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
+        (ScramMechanism.SCRAM_SHA_256, 8192)
+    ]
+    bob = Security("SASL_PLAINTEXT", "SCRAM-SHA-256", "bob", "bob-secret")
+    wait_for_login(sasl_broker.sasl_bootstrap, bob)
+    deleted = admin.alter_user_scram_credentials(
+        [UserScramCredentialDeletion("bob", ScramMechanism.SCRAM_SHA_512)]
+    )
+    with pytest.raises(confluent_kafka.KafkaException, match="does not exist"):
+        deleted["bob"].result(30)
+    with pytest.raises(confluent_kafka.KafkaException, match="does not exist"):
+        admin.describe_user_scram_credentials(["nobody"])["nobody"].result(30)
+    everyone = admin.describe_user_scram_credentials().result(30)
+    assert {"alice", "bob"} <= set(everyone)
