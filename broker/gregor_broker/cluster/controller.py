@@ -95,6 +95,10 @@ class Controller:
         self._watched_topics: set[str] = set()
         self._watches_set = False
         self._live_brokers: set[int] = set()
+        # Each live broker's epoch: the czxid of its registration, as Kafka's controller
+        # keeps it, so that a broker that restarted between two reads of /brokers/ids
+        # (same id, new registration) is told apart from one that stayed up.
+        self._broker_epochs: dict[int, int] = {}
         # Replicas on failed log dirs: broker -> (its registration's czxid, partitions).
         self._offline_replicas: dict[int, tuple[int, set[tuple[str, int]]]] = {}
         self._stopped = False
@@ -220,9 +224,7 @@ class Controller:
             self._resign(f"its registration {zk_paths.broker_path(self.broker_id)} is missing")
             return
         elif kind == "brokers":
-            self._live_brokers = {int(b) for b in payload}
-            self._forget_restarted_offline_replicas()
-            self._reconcile_all()
+            self._on_broker_change(payload)
         elif kind == "log_dir_events":
             self._handle_log_dir_events(payload)
         elif kind == "topics":
@@ -277,7 +279,10 @@ class Controller:
             return
         self.epoch = epoch
         log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
-        self._live_brokers = {int(b) for b in self.client.get_children(zk_paths.BROKER_IDS)}
+        self._broker_epochs = self._read_broker_epochs(
+            self.client.get_children(zk_paths.BROKER_IDS)
+        )
+        self._live_brokers = set(self._broker_epochs)
         if not self._watches_set:
             self._watches_set = True
             ChildrenWatch(self.client, zk_paths.BROKER_IDS, self._enqueue("brokers"))
@@ -333,6 +338,45 @@ class Controller:
                 self.client.delete(path)
         if topics:
             self._reconcile_topics(sorted(topics))
+
+    # broker changes -----------------------------------------------------------------------
+    def _read_broker_epochs(self, children: list[str]) -> dict[int, int]:
+        """Registered broker id -> its registration's czxid (pipelined reads)."""
+        reads = [
+            (int(child), self.client.exists_async(zk_paths.broker_path(int(child))))
+            for child in children
+        ]
+        epochs = {}
+        for broker, pending in reads:
+            stat = pending.get()
+            if stat is not None:  # gone again since the listing
+                epochs[broker] = stat.czxid
+        return epochs
+
+    def _on_broker_change(self, children: list[str]) -> None:
+        """Re-decide every partition for the brokers now registered.
+
+        A broker that restarts within its old session's lifetime re-registers the moment
+        ZooKeeper expires that session, often before this watch has re-read the children:
+        the id never seems to leave. Like Kafka's controller (``bouncedBrokerIds``), a
+        registration with a new czxid is handled as a failure then a startup: the restarted
+        process lost its in-memory replication state, so it leaves every ISR and gives up
+        leadership, then rejoins as a follower that must catch up.
+        """
+        epochs = self._read_broker_epochs(children)
+        bounced = {
+            broker
+            for broker, czxid in epochs.items()
+            if broker in self._live_brokers and self._broker_epochs.get(broker, czxid) != czxid
+        }
+        if bounced:
+            log.info("brokers %s restarted (new registrations)", sorted(bounced))
+            self._live_brokers = set(epochs) - bounced
+            self._reconcile_all()
+        self._live_brokers = set(epochs)
+        self._broker_epochs = epochs
+        self._forget_restarted_offline_replicas()
+        self._reconcile_all()
 
     def _forget_restarted_offline_replicas(self) -> None:
         """A broker that left or registered anew (a restart) recovered its log dirs."""

@@ -303,6 +303,14 @@ class BrokerConfig:
         1.7976931348623157e308, _T.DOUBLE, "Bytes per second the cleaners read and write at most.",
         validator=at_least(0),
     )  # fmt: skip
+    producer_id_expiration_ms: int = _key(
+        86400000, _T.INT,
+        "How long a partition keeps a producer id after its last write (no open transaction).",
+        validator=at_least(1),
+    )  # fmt: skip
+    producer_id_expiration_check_interval_ms: int = _key(
+        600000, _T.INT, "How often partitions drop expired producer ids.", validator=at_least(1)
+    )
     log_message_timestamp_type: str = _key(
         "CreateTime", _T.STRING, "Default timestamp type: CreateTime or LogAppendTime.",
         validator=one_of("CreateTime", "LogAppendTime"),

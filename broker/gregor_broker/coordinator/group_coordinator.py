@@ -117,6 +117,24 @@ class GroupSummary:
     members: list[tuple[str, str | None, str, str, bytes, bytes]]
 
 
+@dataclass(slots=True)
+class PendingOffsetCommit:
+    """Offsets appended to ``__consumer_offsets`` and not yet replicated (Kafka's
+    ``GroupMetadata.prepareOffsetCommit``). The caller waits for the append's
+    replication, then calls ``GroupCoordinator.complete_offset_commit``."""
+
+    group: Group
+    offsets: dict[TopicPartition, OffsetAndMetadata]
+    sequence: int
+
+
+@dataclass(slots=True)
+class OffsetCommitResult:
+    errors: dict[TopicPartition, ErrorCode]
+    # Set when offsets were appended: they take effect once the append is replicated.
+    pending: PendingOffsetCommit | None = None
+
+
 JoinCallback = Callable[[JoinResult], None]
 SyncCallback = Callable[[SyncResult], None]
 
@@ -139,6 +157,9 @@ class GroupCoordinator:
         self.num_partitions = config.num_partitions
         self.owned_partitions: set[int] = set()
         self.loading_partitions: set[int] = set()
+        # Orders offset commits: appends are synchronous, so a later sequence is a later
+        # position in the group's __consumer_offsets partition.
+        self._commit_sequence = 0
 
     # -- ownership ----------------------------------------------------------------------
     def partition_for(self, group_id: str) -> int:
@@ -709,9 +730,14 @@ class GroupCoordinator:
         group_instance_id: str | None,
         offsets: dict[TopicPartition, OffsetAndMetadata],
         now_ms: int,
-    ) -> dict[TopicPartition, ErrorCode]:
-        def all_fail(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
-            return dict.fromkeys(offsets, code)
+    ) -> OffsetCommitResult:
+        """Validate and append a commit. Accepted offsets are only pending here: the
+        cache (OffsetFetch) shows them once the caller reports the append replicated
+        through ``complete_offset_commit``, as Kafka's ``onOffsetCommitAppend`` does; a
+        commit that fails to replicate must never have been visible."""
+
+        def all_fail(code: ErrorCode) -> OffsetCommitResult:
+            return OffsetCommitResult(dict.fromkeys(offsets, code))
 
         error = self.ownership_error(group_id)
         if error is not None:
@@ -753,13 +779,44 @@ class GroupCoordinator:
                     encode_offset_commit_value(value),
                 )
             )
-        if records:
-            store_error = self.store.append(group_id, records)
-            for key, value in accepted.items():
-                results[key] = store_error
-                if store_error is ErrorCode.none:
-                    group.offsets[key] = value
-        return results
+        if not records:
+            return OffsetCommitResult(results)
+        store_error = self.store.append(group_id, records)
+        for key in accepted:
+            results[key] = store_error
+        if store_error is not ErrorCode.none:
+            return OffsetCommitResult(results)
+        self._commit_sequence += 1
+        pending = PendingOffsetCommit(group, accepted, self._commit_sequence)
+        for key in accepted:
+            group.pending_offset_commits[key] = pending.sequence
+        return OffsetCommitResult(results, pending)
+
+    def complete_offset_commit(self, pending: PendingOffsetCommit, error: ErrorCode) -> None:
+        """The append of ``pending`` was replicated (``error`` none) or failed: apply it
+        to the cache (Kafka's ``onOffsetCommitAppend``) or drop it, leaving the cache as
+        it was (``failPendingOffsetWrite``). A group unloaded or deleted meanwhile is not
+        touched: its partition's new leader serves what the log holds."""
+        group = pending.group
+        current = self.groups.get(group.group_id) is group and group.state is not GroupState.DEAD
+        for key, value in pending.offsets.items():
+            staged = group.pending_offset_commits.get(key)
+            if (
+                error is ErrorCode.none
+                and current
+                and staged is not None
+                and group.offset_sequences.get(key, 0) < pending.sequence
+            ):
+                group.offsets[key] = value
+                group.offset_sequences[key] = pending.sequence
+            if staged == pending.sequence:
+                del group.pending_offset_commits[key]
+
+    def has_pending_offset_commit(self, group_id: str, key: TopicPartition) -> bool:
+        """A commit of ``key`` awaits replication: OffsetFetch with require_stable
+        answers UNSTABLE_OFFSET_COMMIT (KIP-447), as Kafka does."""
+        group = self.groups.get(group_id)
+        return group is not None and key in group.pending_offset_commits
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None
@@ -806,6 +863,7 @@ class GroupCoordinator:
             for key, code in results.items():
                 if code is ErrorCode.none:
                     group.offsets.pop(key, None)
+                    group.pending_offset_commits.pop(key, None)
         return ErrorCode.none, results
 
     def expire_offsets(self, now_ms: int) -> int:
@@ -835,7 +893,8 @@ class GroupCoordinator:
                 (encode_offset_commit_key(OffsetCommitKey(group.group_id, t, p)), None)
                 for t, p in expired
             ]
-            delete_group = len(expired) == len(group.offsets)
+            # Kafka keeps a group with pending commits (GroupMetadata.hasOffsets).
+            delete_group = len(expired) == len(group.offsets) and not group.pending_offset_commits
             if delete_group:
                 records.append((encode_group_metadata_key(GroupMetadataKey(group.group_id)), None))
             if not records or self.store.append(group.group_id, records) is not ErrorCode.none:

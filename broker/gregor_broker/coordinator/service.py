@@ -171,21 +171,29 @@ class CoordinatorService:
         zk_admin = self.zk_admin
         if zk_admin is None:
             return
+        epochs: dict[int, int] = {}
         for index in sorted(self.groups.owned_partitions | self.groups.loading_partitions):
             partition = self.partition_writer.partitions.get((OFFSETS_TOPIC, index))
-            if partition is None:
-                continue
-            epoch = partition.leader_epoch
-            asked_at = time.monotonic()
-            try:
-                found = await asyncio.to_thread(zk_admin.get_partition_state, OFFSETS_TOPIC, index)
-            except Exception as error:
-                log.debug("cannot confirm leadership of %s-%d: %s", OFFSETS_TOPIC, index, error)
-                continue
+            if partition is not None:
+                epochs[index] = partition.leader_epoch
+        if not epochs:
+            return
+        asked_at = time.monotonic()
+        # Off the event loop (a slow ZooKeeper must not freeze the broker), and all the
+        # partitions in one pipelined round trip (one slow read does not leave the
+        # others' leases to run out behind it).
+        try:
+            states = await asyncio.to_thread(
+                zk_admin.get_partition_states, OFFSETS_TOPIC, list(epochs), self._lease_s
+            )
+        except Exception as error:
+            log.debug("cannot confirm leadership of %s: %s", OFFSETS_TOPIC, error)
+            return
+        for index, found in states.items():
             if found is None:
                 continue
             state, _version = found
-            if state.leader == self.broker_id and state.leader_epoch == epoch:
+            if state.leader == self.broker_id and state.leader_epoch == epochs[index]:
                 previous = self._leadership_confirmed_at.get(index, asked_at)
                 self._leadership_confirmed_at[index] = max(previous, asked_at)
 

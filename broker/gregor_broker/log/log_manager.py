@@ -375,6 +375,14 @@ class LogManager:
                 self.failed_on(key, error)
         return deleted
 
+    def remove_expired_producers(self, expiration_ms: int) -> int:
+        """``producer.id.expiration.ms`` over every log; how many producer ids went."""
+        now = self._now_ms()
+        removed = 0
+        for log in list(self._logs.values()):
+            removed += log.producer_state.remove_expired_producers(now, expiration_ms)
+        return removed
+
     def flush_due(self) -> None:
         self._reap_deleted()
         for key, log in list(self._logs.items()):

@@ -106,6 +106,9 @@ from kio.schema.describe_log_dirs.v3.request import (
 from kio.schema.describe_log_dirs.v4.request import (
     DescribeLogDirsRequest as DescribeLogDirsRequestV4,
 )
+from kio.schema.describe_producers.v0.request import (
+    DescribeProducersRequest as DescribeProducersRequestV0,
+)
 from kio.schema.describe_user_scram_credentials.v0.request import (
     DescribeUserScramCredentialsRequest as DescribeUserScramCredentialsRequestV0,
 )
@@ -263,6 +266,12 @@ from kio.schema.sync_group.v2.request import SyncGroupRequest as SyncGroupReques
 from kio.schema.sync_group.v3.request import SyncGroupRequest as SyncGroupRequestV3
 from kio.schema.sync_group.v4.request import SyncGroupRequest as SyncGroupRequestV4
 from kio.schema.sync_group.v5.request import SyncGroupRequest as SyncGroupRequestV5
+from kio.schema.write_txn_markers.v1.request import (
+    WriteTxnMarkersRequest as WriteTxnMarkersRequestV1,
+)
+from kio.schema.write_txn_markers.v2.request import (
+    WriteTxnMarkersRequest as WriteTxnMarkersRequestV2,
+)
 
 ProduceRequest: TypeAlias = (
     ProduceRequestV3
@@ -474,6 +483,8 @@ AlterClientQuotasRequest: TypeAlias = AlterClientQuotasRequestV0 | AlterClientQu
 DescribeClusterRequest: TypeAlias = (
     DescribeClusterRequestV0 | DescribeClusterRequestV1 | DescribeClusterRequestV2
 )
+WriteTxnMarkersRequest: TypeAlias = WriteTxnMarkersRequestV1 | WriteTxnMarkersRequestV2
+DescribeProducersRequest: TypeAlias = DescribeProducersRequestV0
 
 # API key -> {version: kio request class}, for the versions served.
 SaslHandshakeRequest: TypeAlias = SaslHandshakeRequestV0 | SaslHandshakeRequestV1
@@ -658,6 +669,7 @@ REQUEST_VERSIONS: dict[int, dict[int, type]] = {
         3: OffsetForLeaderEpochRequestV3,
         4: OffsetForLeaderEpochRequestV4,
     },
+    27: {1: WriteTxnMarkersRequestV1, 2: WriteTxnMarkersRequestV2},
     32: {
         1: DescribeConfigsRequestV1,
         2: DescribeConfigsRequestV2,
@@ -686,4 +698,5 @@ REQUEST_VERSIONS: dict[int, dict[int, type]] = {
     48: {0: DescribeClientQuotasRequestV0, 1: DescribeClientQuotasRequestV1},
     49: {0: AlterClientQuotasRequestV0, 1: AlterClientQuotasRequestV1},
     60: {0: DescribeClusterRequestV0, 1: DescribeClusterRequestV1, 2: DescribeClusterRequestV2},
+    61: {0: DescribeProducersRequestV0},
 }

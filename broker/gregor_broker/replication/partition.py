@@ -103,6 +103,29 @@ class Partition:
                 bytearray(records),  # type: ignore[arg-type]  # validated: not None
                 headers,
                 leader_epoch=self.leader_epoch,
+                from_client=api_version is not None,
+            )
+        except ProducerStateError as error:
+            raise PartitionError(error.error_code, str(error)) from error
+
+    def append_txn_marker(
+        self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool
+    ) -> AppendResult:
+        """A transaction marker, as leader: acks=all semantics, so the ISR must hold
+        ``min.insync.replicas`` (Kafka appends markers with requiredAcks -1)."""
+        min_insync_replicas = self.log.config.min_insync_replicas
+        if len(self.isr) < min_insync_replicas:
+            raise PartitionError(
+                ErrorCode.not_enough_replicas,
+                f"{len(self.isr)} in-sync replicas, min.insync.replicas={min_insync_replicas}",
+            )
+        try:
+            return self.log.append_txn_marker(
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                coordinator_epoch=coordinator_epoch,
+                commit=commit,
+                leader_epoch=self.leader_epoch,
             )
         except ProducerStateError as error:
             raise PartitionError(error.error_code, str(error)) from error

@@ -447,6 +447,42 @@ class ReplicaManager:
         self._after_high_watermark_inputs_changed(partition)
         return result
 
+    def append_txn_marker(
+        self,
+        topic: str,
+        index: int,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+    ) -> AppendResult:
+        """Append a transaction marker as leader (WriteTxnMarkers; Kafka's append with
+        origin COORDINATOR). For acks=all, follow with ``wait_for_replication``.
+        ``PartitionError``: UNKNOWN_TOPIC_OR_PARTITION when no replica is here,
+        NOT_LEADER_OR_FOLLOWER when this broker does not lead it, INVALID_PRODUCER_EPOCH
+        or TRANSACTION_COORDINATOR_FENCED for a stale marker, NOT_ENOUGH_REPLICAS under
+        ``min.insync.replicas``, KAFKA_STORAGE_ERROR."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            self._raise_if_offline(topic, index)
+            # Kafka: no local replica (getMagic is empty) is UNKNOWN_TOPIC_OR_PARTITION.
+            raise PartitionError(ErrorCode.unknown_topic_or_partition)
+        if not partition.is_leader(self.broker_id):
+            raise PartitionError(ErrorCode.not_leader_or_follower)
+        try:
+            result = partition.append_txn_marker(
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                coordinator_epoch=coordinator_epoch,
+                commit=commit,
+            )
+        except OSError as error:
+            raise self.storage_failed(partition, error) from error
+        self.append_waiters.notify((topic, index))
+        self._after_high_watermark_inputs_changed(partition)
+        return result
+
     def topic_counters_for(self, topic: str) -> TopicCounters:
         counters = self.topic_counters.get(topic)
         if counters is None:
@@ -491,7 +527,7 @@ class ReplicaManager:
         """Append copied batches. On a disk error the partition goes offline here (and
         stops being fetched); the fetcher carries on with the others."""
         try:
-            partition.log.append(buffer, headers, assign_offsets=False)
+            partition.log.append_as_follower(buffer, headers)
         except OSError as error:
             self.storage_failed(partition, error)
             return

@@ -270,10 +270,16 @@ class Broker:
             asyncio.create_task(self._every(1000, self._roll)),
             asyncio.create_task(
                 self._every(
+                    config.producer_id_expiration_check_interval_ms, self._expire_producer_ids
+                )
+            ),
+            asyncio.create_task(
+                self._every(
                     config.replica_lag_time_max_ms // 2, self.replica_manager.shrink_lagging_isrs
                 )
             ),
         ]
+        self.router.preparer.start_background(self.router.versions())
         self.started.set()
         log.info(
             "broker %d serving on %s (cluster %s)",
@@ -453,6 +459,11 @@ class Broker:
         if deleted:
             log.info("retention deleted %d segments", deleted)
 
+    def _expire_producer_ids(self) -> None:
+        removed = self.logs.remove_expired_producers(self.config.producer_id_expiration_ms)
+        if removed:
+            log.info("expired %d producer ids (producer.id.expiration.ms)", removed)
+
     async def _flush(self) -> None:
         await self.logs.flush_due_sliced()
 
@@ -507,6 +518,7 @@ class Broker:
             await self._controlled_shutdown()
         for task in self._tasks:
             task.cancel()
+        await self.router.preparer.stop()
         if getattr(self, "coordinator", None) is not None:
             await self.coordinator.stop()
         if self.metrics_server is not None:

@@ -14,6 +14,7 @@ from .configs import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
+from .describe_producers import handle_describe_producers
 from .fetch import handle_fetch
 from .groups import (
     handle_delete_groups,
@@ -47,6 +48,7 @@ from .security import (
     handle_sasl_handshake,
 )
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
+from .txn_markers import handle_write_txn_markers
 
 API_TABLE: dict[int, ApiSpec] = {
     spec.key: spec
@@ -71,6 +73,7 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(21, "DeleteRecords", 0, 2, handle_delete_records),
         ApiSpec(22, "InitProducerId", 0, 5, handle_init_producer_id),
         ApiSpec(23, "OffsetForLeaderEpoch", 2, 4, handle_offset_for_leader_epoch),
+        ApiSpec(27, "WriteTxnMarkers", 1, 2, handle_write_txn_markers),
         ApiSpec(32, "DescribeConfigs", 1, 4, handle_describe_configs),
         ApiSpec(33, "AlterConfigs", 0, 2, handle_alter_configs),
         ApiSpec(35, "DescribeLogDirs", 1, 4, handle_describe_log_dirs),
@@ -87,5 +90,6 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(50, "DescribeUserScramCredentials", 0, 0, handle_describe_user_scram_credentials),
         ApiSpec(51, "AlterUserScramCredentials", 0, 0, handle_alter_user_scram_credentials),
         ApiSpec(60, "DescribeCluster", 0, 2, handle_describe_cluster),
+        ApiSpec(61, "DescribeProducers", 0, 0, handle_describe_producers),
     ]
 }
