@@ -95,9 +95,7 @@ def test_a_follower_with_a_wrong_inter_broker_password_does_not_replicate(
     topic = f"unreplicated-{uuid.uuid4().hex[:6]}"
     # Broker 1 leads; broker 2 must fetch from it and cannot log in.
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=-1, replica_assignment=[[1, 2]])])[
-        topic
-    ].result(60)
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2]])])[topic].result(60)
     results = _produce(bootstrap, topic, 5, 20000)
     assert results and all(e is not None for e in results), results
     assert "SASL login" in broker.log_path.read_text()
