@@ -43,7 +43,7 @@ def test_every_listener_is_registered_and_answers_with_its_own_endpoints(
 ) -> None:
     client_port, internal_port = free_port(), free_port()
     broker = broker_factory(
-        port=client_port, **_two_listener_properties(client_port, internal_port)
+        port=client_port, timeout=120, **_two_listener_properties(client_port, internal_port)
     )
     zk = zookeeper_client(zk_connect)
     try:
@@ -75,6 +75,7 @@ def test_followers_replicate_over_the_inter_broker_listener(broker_factory) -> N
             broker_factory(
                 broker_id,
                 port=client_port,
+                timeout=120,
                 **_two_listener_properties(client_port, internal_port),
                 **{"min.insync.replicas": "2"},
             )

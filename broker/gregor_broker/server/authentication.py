@@ -224,7 +224,9 @@ class SaslAuthenticator:
             # Kafka: "Cannot change principals during re-authentication".
             connection.close_for("re-authentication changed the principal")
             return 0
-        self.metrics.record(self.settings.listener, self._mechanism, True)
+        self.metrics.record(
+            self.settings.listener, self._mechanism, True, renewal=self._reauthenticating
+        )
         connection.principal = principal
         if self._timer is not None:
             self._timer.cancel()

@@ -69,6 +69,11 @@ class BrokerCollector(Collector):
             for name, counts, text in (
                 ("gregor_successful_authentication", authentication.successful, "Successful"),
                 ("gregor_failed_authentication", authentication.failed, "Failed"),
+                (
+                    "gregor_successful_reauthentication",
+                    authentication.reauthenticated,
+                    "Session-renewing (KIP-368)",
+                ),
             ):
                 family = CounterMetricFamily(
                     name,

@@ -215,3 +215,34 @@ def test_admin_clients_alter_and_describe_scram_credentials(sasl_broker):
         admin.describe_user_scram_credentials(["nobody"])["nobody"].result(30)
     everyone = admin.describe_user_scram_credentials().result(30)
     assert {"alice", "bob"} <= set(everyone)
+
+
+def test_sessions_are_reauthenticated_before_connections_max_reauth_ms(broker_factory, zk_connect):
+    """KIP-368: the broker announces a session lifetime; librdkafka logs in again on the
+    same connection before it ends, and keeps producing across several lifetimes."""
+    plain_port, sasl_port, metrics_port = free_port(), free_port(), free_port()
+    broker_factory(
+        port=plain_port,
+        timeout=120,
+        **sasl_properties(sasl_port, plain_port),
+        **{"metrics.port": str(metrics_port), "connections.max.reauth.ms": "2000"},
+    )
+    security = Security("SASL_PLAINTEXT", "PLAIN", "alice", PASSWORD)
+    bootstrap = f"127.0.0.1:{sasl_port}"
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, **security.librdkafka(), "acks": "all"}
+    )
+    errors: list[object] = []
+    deadline = time.monotonic() + 10
+    sent = 0
+    while time.monotonic() < deadline:
+        producer.produce("reauth", b"x", on_delivery=lambda e, m: e and errors.append(e))
+        sent += 1
+        producer.poll(0.05)
+    assert producer.flush(60) == 0
+    assert errors == []
+    renewals = scrape(metrics_port).get(
+        'gregor_successful_reauthentication_total{listener="SASL_PLAINTEXT",mechanism="PLAIN"}', 0
+    )
+    # Ten seconds of two-second sessions: logged in again on the same connections.
+    assert renewals >= 2, renewals
