@@ -40,7 +40,7 @@ from ..log.log_cleaner import CleanerConfig, LogCleaner
 from ..log.log_manager import LogManager
 from ..replication.replica_manager import ReplicaManager
 from ..replication.replication_config import ReplicationConfig
-from ..security.client import inter_broker_security
+from ..security.client import ClientSecurity, inter_broker_security
 from ..security.scram import ScramCredential
 from ..security.tls import PrincipalMapper, server_context
 from ..stats import AuthenticationMetrics
@@ -66,7 +66,9 @@ REGISTRATION_RETRY_MAX_S = 5.0
 UNSAFE_TRUNCATE_TO_HIGH_WATERMARK = "gregor.unsafe.truncate.to.high.watermark"
 
 
-def replication_config_for(config: BrokerConfig) -> ReplicationConfig:
+def replication_config_for(
+    config: BrokerConfig, client_security: ClientSecurity | None = None
+) -> ReplicationConfig:
     return ReplicationConfig(
         replica_lag_time_max_ms=config.replica_lag_time_max_ms,
         fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
@@ -79,7 +81,7 @@ def replication_config_for(config: BrokerConfig) -> ReplicationConfig:
         ).lower()
         == "true",
         inter_broker_listener=config.inter_broker_listener,
-        client_security=inter_broker_security(config),
+        client_security=client_security,
     )
 
 
@@ -138,6 +140,8 @@ class Broker:
                     else None
                 )
         self.tls_reads = TlsReadCounter()
+        # How followers reach leaders (TLS context, SASL login); None for PLAINTEXT.
+        self.inter_broker_security = inter_broker_security(config)
         self.zk: KazooClient | None = None
         self.servers: list[asyncio.base_events.Server] = []
         self.controller: Controller | None = None
@@ -212,7 +216,7 @@ class Broker:
             self.metadata,
             lambda overrides: log_config_for(config, overrides),
             zk_admin=self.zk_admin,
-            replication_config=replication_config_for(config),
+            replication_config=replication_config_for(config, self.inter_broker_security),
             produce_decompressed_max_bytes=config.produce_decompressed_max_bytes,
         )
         # After the replica manager's own listener: its partitions go offline first.
