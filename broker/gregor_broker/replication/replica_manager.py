@@ -295,13 +295,18 @@ class ReplicaManager:
         """Persist an ISR change with a conditional write, then apply it.
 
         Applying only after ZooKeeper accepted it is what fences a deposed leader: its
-        expected version is stale, the write fails, and it cannot commit alone.
+        expected version is stale, the write fails, and it cannot commit alone. An
+        expansion's new replicas count for the high watermark from the moment the write is
+        sent (``Partition.pending_isr_additions``): ZooKeeper may hold the new ISR, and a
+        controller may elect from it, before the answer arrives, or when it is lost.
         """
         assert self.zk_admin is not None
         state = PartitionState(
             partition.controller_epoch, self.broker_id, partition.leader_epoch, new_isr
         )
         expected = partition.state_version
+        if expand:
+            partition.pending_isr_additions = tuple(r for r in new_isr if r not in partition.isr)
         try:
             version = await asyncio.to_thread(
                 self.zk_admin.set_partition_state,
@@ -310,6 +315,14 @@ class ReplicaManager:
                 state,
                 expected,
             )
+            if partition.leader_epoch == state.leader_epoch and partition.is_leader(self.broker_id):
+                # The new ISR first, then the additions are no longer pending: the high
+                # watermark never sees an ISR without them in between.
+                self._apply_isr(partition, new_isr, version)
+                if expand:
+                    self.isr_expands_total += 1
+                else:
+                    self.isr_shrinks_total += 1
         except BadVersion:
             log.info(
                 "ISR change of %s-%d lost to a newer state (version %d); waiting for metadata",
@@ -317,23 +330,80 @@ class ReplicaManager:
                 partition.index,
                 expected,
             )
-            return
         except Exception:
             log.exception("writing the ISR of %s-%d failed", partition.topic, partition.index)
-            return
+            if partition.pending_isr_additions:
+                # The write may have reached ZooKeeper: keep counting the additions until
+                # ZooKeeper says which state is there (no other ISR change meanwhile).
+                await self._resolve_isr_write(partition, state, expected)
         finally:
             partition.isr_change_in_flight = False
-        if partition.leader_epoch != state.leader_epoch or not partition.is_leader(self.broker_id):
-            return
+            self._settle_pending_isr_additions(partition)
+
+    def _settle_pending_isr_additions(self, partition: Partition) -> None:
+        """The expansion is decided (applied, refused, or read back): stop counting its
+        replicas beyond the ISR."""
+        if partition.pending_isr_additions:
+            partition.pending_isr_additions = ()
+            if partition.is_leader(self.broker_id):
+                self._after_high_watermark_inputs_changed(partition)
+
+    def _apply_isr(self, partition: Partition, new_isr: tuple[int, ...], version: int) -> None:
         partition.isr = new_isr
         partition.state_version = version
-        if expand:
-            self.isr_expands_total += 1
-        else:
-            self.isr_shrinks_total += 1
         self._after_high_watermark_inputs_changed(partition)
         # Shrinking may leave acks=all produces short of min.insync.replicas: wake them.
         self.high_watermark_waiters.notify((partition.topic, partition.index))
+
+    async def _resolve_isr_write(
+        self, partition: Partition, written: PartitionState, expected: int
+    ) -> None:
+        """After an ISR write of unknown outcome, read the state back (retrying while
+        ZooKeeper is away and this broker still leads at that epoch) and take on the ISR
+        ZooKeeper holds for this leadership; then the pending additions are settled."""
+        assert self.zk_admin is not None
+        backoff = 0.1
+        try:
+            while partition.is_leader(self.broker_id) and (
+                partition.leader_epoch == written.leader_epoch
+            ):
+                try:
+                    current = await asyncio.to_thread(
+                        self.zk_admin.get_partition_state, partition.topic, partition.index
+                    )
+                except Exception as error:
+                    log.info(
+                        "reading back the ISR of %s-%d failed (%s); retrying",
+                        partition.topic,
+                        partition.index,
+                        error,
+                    )
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 2.0)
+                    continue
+                if current is None:
+                    return
+                stored, version = current
+                if version == expected or version <= partition.state_version:
+                    return  # the write did not land
+                if (
+                    stored.leader == self.broker_id
+                    and stored.leader_epoch == partition.leader_epoch
+                    and partition.leader_epoch == written.leader_epoch
+                ):
+                    log.info(
+                        "ISR of %s-%d read back after a failed write: %s (version %d)",
+                        partition.topic,
+                        partition.index,
+                        list(stored.isr),
+                        version,
+                    )
+                    self._apply_isr(partition, stored.isr, version)
+                    if stored.isr == written.isr:
+                        self.isr_expands_total += 1
+                return
+        finally:
+            self._settle_pending_isr_additions(partition)
 
     # lookups -----------------------------------------------------------------------
     def partition_or_error(
