@@ -10,7 +10,7 @@ interpreter (and its lock) with the flood it measures. Scenarios (the fault camp
 - ``flood``: 8 connections sending Metadata and DescribeConfigs as fast as answered;
 - ``every-version``: every advertised API version once (a minimal request each), each
   on its own connection, all at once: each version's first use;
-- ``huge-group-ids``: Heartbeats naming a new group id of 2 million characters each.
+- ``huge-group-ids``: Heartbeats naming a new group id of a million characters each.
 
 Prints one line of JSON: what was sent and answered.
 """
@@ -216,7 +216,7 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
     return bytes(data)
 
 
-def _huge_group_ids(bootstrap: str, seconds: float, units: int = 2_000_000) -> dict[str, int]:
+def _huge_group_ids(bootstrap: str, seconds: float, units: int = 1_000_000) -> dict[str, int]:
     """Heartbeats (v4, flexible: a compact string of any length) naming a new group id
     of ``units`` characters each, one after another: each id's Java hashCode (which
     picks its __consumer_offsets partition) is computed once."""

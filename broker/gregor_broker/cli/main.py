@@ -28,6 +28,7 @@ from gregor_broker.cli import (
     reassign,
     records,
     topics,
+    transactions,
     users,
 )
 
@@ -43,6 +44,7 @@ COMMAND_GROUPS: list[Register] = [
     reassign.register,
     leaders.register,
     groups.register,
+    transactions.register,
     quotas.register,
     users.register,
     perf.register,

@@ -478,6 +478,17 @@ class BrokerConfig:
     transaction_state_log_min_isr: int = _key(
         2, _T.INT, "min.insync.replicas of __transaction_state.", validator=at_least(1)
     )
+    transaction_state_log_segment_bytes: int = _key(
+        104857600, _T.INT, "Segment size of __transaction_state.", validator=at_least(1)
+    )
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _key(
+        10000, _T.INT, "How often the transaction coordinator aborts timed-out transactions.",
+        validator=at_least(1),
+    )  # fmt: skip
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = _key(
+        3600000, _T.INT, "How often the transaction coordinator removes expired transactional ids.",
+        validator=at_least(1),
+    )  # fmt: skip
     transactional_id_expiration_ms: int = _key(
         604800000, _T.INT, "Expire idle transactional ids after this long.", validator=at_least(1)
     )

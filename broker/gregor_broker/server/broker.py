@@ -177,15 +177,20 @@ class Broker:
         self.zk = KazooClient(
             hosts=config.zookeeper_connect,
             timeout=config.zookeeper_session_timeout_ms / 1000,
+            # ``zk.retry`` waits out connection losses, as Kafka's ZooKeeper client blocks
+            # requests until it is connected again: retried for good, at most 1 s apart.
+            command_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
         )
         self.zk.add_listener(self._on_zk_state)
         await asyncio.to_thread(
             self.zk.start, (config.zookeeper_connection_timeout_ms or 18000) / 1000
         )
-        await asyncio.to_thread(self.zk.ensure_path, "/")
+        await asyncio.to_thread(self.zk.retry, self.zk.ensure_path, "/")
         self.zk_admin = ZkAdmin(self.zk)
-        await asyncio.to_thread(self.zk_admin.ensure_paths)
-        self.metadata.cluster_id = await asyncio.to_thread(self.zk_admin.get_or_create_cluster_id)
+        await asyncio.to_thread(self.zk.retry, self.zk_admin.ensure_paths)
+        self.metadata.cluster_id = await asyncio.to_thread(
+            self.zk.retry, self.zk_admin.get_or_create_cluster_id
+        )
 
         log_dirs = [Path(d) for d in config.log_dirs]
         self._lock_fds = [_lock_log_dir(d) for d in log_dirs]
@@ -195,7 +200,7 @@ class Broker:
             max_open_files=config.log_max_open_files,
         )
         self.logs.write_meta_properties(config.broker_id, self.metadata.cluster_id)
-        topic_configs = await asyncio.to_thread(self._read_all_topic_configs)
+        topic_configs = await asyncio.to_thread(self.zk.retry, self._read_all_topic_configs)
         self.logs.load(lambda topic: log_config_for(config, topic_configs.get(topic, {})))
         self.log_cleaner = LogCleaner(
             self.logs,

@@ -48,6 +48,14 @@ from .security import (
     handle_sasl_handshake,
 )
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
+from .transactions import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_describe_transactions,
+    handle_end_txn,
+    handle_list_transactions,
+    handle_txn_offset_commit,
+)
 from .txn_markers import handle_write_txn_markers
 
 API_TABLE: dict[int, ApiSpec] = {
@@ -73,6 +81,10 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(21, "DeleteRecords", 0, 2, handle_delete_records),
         ApiSpec(22, "InitProducerId", 0, 5, handle_init_producer_id),
         ApiSpec(23, "OffsetForLeaderEpoch", 2, 4, handle_offset_for_leader_epoch),
+        ApiSpec(24, "AddPartitionsToTxn", 0, 4, handle_add_partitions_to_txn),
+        ApiSpec(25, "AddOffsetsToTxn", 0, 3, handle_add_offsets_to_txn),
+        ApiSpec(26, "EndTxn", 0, 3, handle_end_txn),
+        ApiSpec(28, "TxnOffsetCommit", 0, 3, handle_txn_offset_commit),
         ApiSpec(27, "WriteTxnMarkers", 1, 2, handle_write_txn_markers),
         ApiSpec(32, "DescribeConfigs", 1, 4, handle_describe_configs),
         ApiSpec(33, "AlterConfigs", 0, 2, handle_alter_configs),
@@ -90,6 +102,8 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(50, "DescribeUserScramCredentials", 0, 0, handle_describe_user_scram_credentials),
         ApiSpec(51, "AlterUserScramCredentials", 0, 0, handle_alter_user_scram_credentials),
         ApiSpec(60, "DescribeCluster", 0, 2, handle_describe_cluster),
+        ApiSpec(65, "DescribeTransactions", 0, 0, handle_describe_transactions),
+        ApiSpec(66, "ListTransactions", 0, 1, handle_list_transactions),
         ApiSpec(61, "DescribeProducers", 0, 0, handle_describe_producers),
     ]
 }
