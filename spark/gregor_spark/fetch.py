@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from pyspark.sql.datasource import InputPartition
 
 from gregor_spark.client import consumer_config
 from gregor_spark.options import SourceOptions
@@ -76,6 +77,15 @@ def report_data_loss(options: SourceOptions, offsets: OffsetRange, now_from: int
     if options.fail_on_data_loss:
         raise DataLossError(f"{message}. {DATA_LOSS_HINT}")
     log.warning("%s; skipping them (failOnDataLoss is false).", message)
+
+
+def read_partition(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """A task's rows. When a plan has no ranges at all (an empty topic, filters that leave
+    nothing), Spark still runs one task with its placeholder ``InputPartition(None)``
+    (pyspark ``plan_data_source_read``): that task reads nothing."""
+    if not isinstance(partition, OffsetRange):
+        return iter(())
+    return read_range(options, partition)
 
 
 def read_range(options: SourceOptions, offsets: OffsetRange) -> Iterator[pa.RecordBatch]:
