@@ -79,6 +79,7 @@ async def _measure(
         frame = memoryview(produce_frame(9, records=batch))
         connection = _Connection()
         router = broker.router
+        router.preparer.prepare_now(0, 9)  # answers now, not after preparing off the loop
         ZkAdmin(broker.zk).create_topic(TOPIC, {0: [1]}, {})
         deadline = time.monotonic() + 30
         while broker.replica_manager.partitions.get((TOPIC, 0)) is None or not _accepted(

@@ -39,7 +39,7 @@ from tests.kube.podman_runtime import PodmanRuntime, podman_usable
 from gregor_broker.devtools.zookeeper_server import ZooKeeperServer, free_port
 
 from .load import AcksAllProducer, IsrWatcher, all_in_sync, consume_all, metadata_isrs
-from .values import BROKER_VALUES, merge_values
+from .values import BROKER_VALUES, NODE_POOL, POOL_TAINT, merge_values
 
 API = "gregor.dev/v1alpha1"
 # Helm's UninstallOrder (pkg/releaseutil/kind_sorter.go); kinds not listed go last.
@@ -54,6 +54,15 @@ HELM_UNINSTALL_ORDER = (
     "PriorityClass",
 )  # fmt: skip
 BROKER_IMAGE = "gregor/gregor-broker"
+# The fake nodes: the brokers' pool, one node per zone, tainted for them alone; and a node
+# outside the pool, untainted, where a broker pod lands only if the chart or the operator
+# drops its nodeSelector (without the tolerations, no node fits and the brokers stay Pending).
+ZONE = "topology.kubernetes.io/zone"
+NODES = {
+    **{f"node-{zone}": {ZONE: zone, **NODE_POOL} for zone in "abc"},
+    "node-other": {ZONE: "a"},
+}
+TAINTS = {f"node-{zone}": [POOL_TAINT] for zone in "abc"}
 
 
 def _plurals() -> dict[tuple[str, str], tuple[str, bool]]:
@@ -132,7 +141,9 @@ class LocalPlatform:
             runtime: ProcessRuntime = PodmanRuntime(self.client)
         else:
             runtime = ProcessRuntime(self.client)
-        self.kubelet = Kubelet(self.url, self.directory / "kubelet", runtime=runtime).start()
+        self.kubelet = Kubelet(
+            self.url, self.directory / "kubelet", nodes=NODES, taints=TAINTS, runtime=runtime
+        ).start()
 
     def _answers(self) -> bool:
         assert self.client is not None

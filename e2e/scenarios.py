@@ -15,9 +15,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .values import BROKER_VALUES
+
 API = "gregor.dev/v1alpha1"
 MIN_ISR = 2
 RELEASE = "gregor"
+ZONE = "topology.kubernetes.io/zone"
 # Kinds whose custom resources carry the operator's finalizers.
 CUSTOM_KINDS = ("GregorCluster", "Topic", "Quota", "GregorRebalance")
 
@@ -91,6 +94,33 @@ def check_installed(platform, installed: dict[str, Any]) -> None:
     assert image.startswith("gregor/gregor-broker:"), image
     assert platform.get("v1", "Service", RELEASE) is not None
     assert platform.get("policy/v1", "PodDisruptionBudget", RELEASE) is not None
+    check_placement(platform, replicas=3)
+
+
+def check_placement(platform, replicas: int) -> None:
+    """The broker pods carry the placement of the chart's values (through the
+    GregorCluster and the operator's StatefulSet) and run on nodes of the pool it asks for:
+    the nodeSelector and tolerations as given, the values' pod anti-affinity, and the
+    zones as a required node affinity."""
+    placement = BROKER_VALUES
+    for ordinal in range(replicas):
+        pod = platform.get("v1", "Pod", f"{RELEASE}-{ordinal}")
+        assert pod is not None, f"no pod {RELEASE}-{ordinal}"
+        spec = pod["spec"]
+        assert spec.get("nodeSelector") == placement["nodeSelector"], spec.get("nodeSelector")
+        for toleration in placement["tolerations"]:
+            assert toleration in (spec.get("tolerations") or []), spec.get("tolerations")
+        affinity = spec.get("affinity") or {}
+        assert affinity.get("podAntiAffinity") == placement["affinity"]["podAntiAffinity"]
+        terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        for term in terms["nodeSelectorTerms"]:
+            assert {"key": ZONE, "operator": "In", "values": placement["zones"]} in term[
+                "matchExpressions"
+            ], term
+        node = platform.get("v1", "Node", spec["nodeName"])
+        labels = node["metadata"]["labels"]
+        assert placement["nodeSelector"].items() <= labels.items(), (spec["nodeName"], labels)
+        assert labels[ZONE] in placement["zones"], labels
 
 
 def topic(name: str, partitions: int = 6, replicas: int = 3) -> dict[str, Any]:

@@ -8,9 +8,39 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+# The brokers' node pool: the label their nodes carry (kind-config.yaml, local.py's fake
+# nodes) and the taint that keeps other pods off them (local mode; a kind worker has none,
+# where the toleration is harmless).
+NODE_POOL = {"gregor.dev/e2e-pool": "brokers"}
+POOL_TAINT = {"key": "gregor.dev/e2e-dedicated", "value": "brokers", "effect": "NoSchedule"}
+
 BROKER_VALUES: dict[str, Any] = {
     "replicas": 3,
     "zones": ["a", "b", "c"],
+    # Placement passed through the GregorCluster to the broker pods (check_installed
+    # asserts the pods carry it and run on the pool's nodes).
+    "nodeSelector": NODE_POOL,
+    "tolerations": [
+        {"key": POOL_TAINT["key"], "operator": "Equal", "value": "brokers", "effect": "NoSchedule"}
+    ],
+    "affinity": {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {
+                            "matchLabels": {
+                                "app.kubernetes.io/instance": "gregor",
+                                "app.kubernetes.io/component": "broker",
+                            }
+                        },
+                    },
+                }
+            ]
+        }
+    },
     "config": {
         "min.insync.replicas": 2,
         "default.replication.factor": 3,

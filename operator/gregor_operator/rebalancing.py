@@ -214,10 +214,16 @@ def moves_done(admin: ZkAdmin, plan: Plan) -> tuple[int, int]:
     return done, len(plan.target)
 
 
-def finish_moves(admin: ZkAdmin, plan: Plan) -> None:
-    """Clear the plan's throttles once nothing moves any more."""
-    if admin.get_reassignment() is None:
-        remove_throttles(admin, {t for t, _ in plan.target})
+def finish_moves(admin: ZkAdmin, plan: Plan) -> bool:
+    """Clear the plan's throttles once nothing moves any more, as
+    kafka-reassign-partitions --verify does; False (nothing cleared) while
+    ``/admin/reassign_partitions`` still exists. The controller writes a finished
+    partition's replicas before it drops the partition from that node, so a plan can read
+    as done (``moves_done``) a moment before this succeeds: call again until it does."""
+    if admin.get_reassignment() is not None:
+        return False
+    remove_throttles(admin, {t for t, _ in plan.target})
+    return True
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:

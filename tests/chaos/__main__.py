@@ -17,12 +17,24 @@ from ..seeded_run import could_not_run, finish, new_seed, stamped_log
 from .campaign import Settings, run_campaign, summary
 from .nemesis import FAULTS
 
+CONCURRENCY = 8  # measured: 40 faults of each kind in 10 minutes (docs/testing.md)
+PAUSE_ONE_AT_A_TIME = (0.5, 2.0)
+PAUSE_OVERLAPPING = (0.1, 0.5)
+
+
+def _pause(text: str | None, concurrency: int) -> tuple[float, float]:
+    if text is None:
+        return PAUSE_ONE_AT_A_TIME if concurrency == 1 else PAUSE_OVERLAPPING
+    low, _, high = text.partition("-")
+    return float(low), float(high or low)
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.chaos",
         description="Seeded fault campaign against a real 3-broker Gregor cluster.",
-        epilog="example: python -m tests.chaos --seed 7 --duration 600 --json chaos.json",
+        epilog="example: python -m tests.chaos --seed 7 --duration 600 --concurrency 6 "
+        "--json chaos.json",
     )
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: new)")
     parser.add_argument("--duration", type=float, default=600, help="seconds of faults")
@@ -33,6 +45,21 @@ def main(argv: list[str] | None = None) -> int:
         "--kinds",
         default="",
         help=f"comma-separated fault kinds (default: all of {','.join(FAULTS)})",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=CONCURRENCY,
+        help="nemesis workers: above 1, faults overlap, each holding claims on the brokers, "
+        "ZooKeeper or partition it touches, with short pauses instead of a settle between "
+        f"faults (default {CONCURRENCY}; 1: one fault at a time, settled in between)",
+    )
+    parser.add_argument(
+        "--pause",
+        default=None,
+        help="LOW-HIGH seconds a worker pauses between its faults "
+        f"(default {PAUSE_ONE_AT_A_TIME[0]}-{PAUSE_ONE_AT_A_TIME[1]} one at a time, "
+        f"{PAUSE_OVERLAPPING[0]}-{PAUSE_OVERLAPPING[1]} overlapping)",
     )
     parser.add_argument("--no-netns", action="store_true", help="no network namespaces")
     parser.add_argument("--dir", type=Path, default=None, help="keep the cluster files here")
@@ -51,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         producers=args.producers,
         rate=args.rate,
         kinds=[kind for kind in args.kinds.split(",") if kind],
+        concurrency=args.concurrency,
+        pause_s=_pause(args.pause, args.concurrency),
         use_netns=not args.no_netns,
         directory=args.dir,
         keep=args.keep,

@@ -36,7 +36,7 @@ from .checker import (
 )
 from .cluster import ChaosCluster
 from .load import CLIENT_LOG, AckingProducer, CommitSampler, CommittingConsumer
-from .nemesis import Nemesis
+from .nemesis import SINGLE_BROKER_FAULTS, FaultRecord, Nemesis
 
 TOPIC = "chaos"
 GROUP = "chaos-group"
@@ -50,6 +50,8 @@ class Settings:
     producers: int = 3
     rate: float = 150.0  # messages per second per producer
     kinds: list[str] = field(default_factory=list)  # empty: every kind
+    concurrency: int = 1  # nemesis workers; above 1, faults overlap (nemesis.py)
+    pause_s: tuple[float, float] = (0.5, 2.0)  # a worker's pause between its faults
     use_netns: bool = True
     directory: Path | None = None  # None: a temporary directory, removed when clean
     keep: bool = False  # keep the directory (logs, segments) even when clean
@@ -87,7 +89,16 @@ def _campaign(
         replication_factor=3,
         config={"min.insync.replicas": "2"},
     )
-    nemesis = Nemesis(cluster, TOPIC, settings.partitions, rng, log=log, kinds=settings.kinds)
+    nemesis = Nemesis(
+        cluster,
+        TOPIC,
+        settings.partitions,
+        rng,
+        log=log,
+        kinds=settings.kinds,
+        concurrency=settings.concurrency,
+        pause_s=settings.pause_s,
+    )
     if not nemesis.settle():
         raise RuntimeError("the topic never had a leader and full ISR\n" + cluster.logs())
     producers = [
@@ -127,6 +138,7 @@ def _campaign(
     )
     faults = Counter(record.kind for record in nemesis.history)
     failed_faults = [f"{r.kind}: {r.what}" for r in nemesis.history if r.what.startswith("failed")]
+    overlaps = nemesis.overlaps()
     worst_partition = max(verdict.longest_unavailable_s, key=verdict.longest_unavailable_s.get)
     errors: Counter[str] = Counter()
     for producer in producers:
@@ -136,7 +148,10 @@ def _campaign(
         "counts": verdict.counts(),
         "faults": dict(sorted(faults.items())),
         "faults_total": sum(faults.values()),
+        "concurrency": settings.concurrency,
+        "overlaps": nemesis.overlap_summary(),
         "faults_failed": failed_faults,
+        "broker_startup_exits": list(cluster.startup_exits),
         "faults_not_settled": sum(1 for r in nemesis.history if not r.settled_ok),
         "skipped_kinds": nemesis.skipped,
         "settled_at_end": settled,
@@ -144,6 +159,7 @@ def _campaign(
             p: round(s, 2) for p, s in sorted(verdict.longest_unavailable_s.items())
         },
         "longest_unavailable_by_fault_kind_s": _gaps_by_fault_kind(nemesis, acks),
+        "single_broker_failure": _single_broker_failure_gaps(nemesis, acks, overlaps),
         "longest_unavailable_during": _faults_during(
             nemesis, acks, worst_partition, verdict.longest_unavailable_s[worst_partition]
         ),
@@ -158,10 +174,15 @@ def _campaign(
         "timeline": [
             {
                 "kind": r.kind,
-                "at_s": round(r.started - load_started, 1),
-                "undone_after_s": round(r.ended - r.started, 1),
-                "settled_after_s": round(r.settled - r.ended, 1),
+                "number": r.number,
+                "worker": r.worker,
+                "drawn_at_s": round(r.drawn - load_started, 1),
+                "at_s": round((r.started or r.drawn) - load_started, 1),
+                "undone_after_s": round(r.ended - (r.started or r.drawn), 1),
+                "settled_after_s": round(r.settled - r.ended, 1) if r.settled else None,
                 "settled": r.settled_ok,
+                "claims": list(r.claims),
+                "overlapped_with": overlaps.get(r.number, []),
                 "what": r.what,
             }
             for r in nemesis.history
@@ -211,22 +232,64 @@ def check_acknowledgements_and_replicas(
     split_resends(verdict, writers)
 
 
-def _gaps_by_fault_kind(nemesis: Nemesis, acks: list) -> dict[str, float]:
-    """Per fault kind, the longest gap between acknowledgements (any partition) that
-    overlapped a fault of that kind: how long each kind of fault stops writes."""
+def _span(record: FaultRecord) -> tuple[float, float]:
+    """When a fault was applied until it was undone (one at a time: until settled)."""
+    start = record.started or record.drawn
+    return start, max(record.ended, record.settled, start)
+
+
+def _gaps(acks: list, shortest: float = 0.5) -> list[tuple[int, float, float]]:
+    """Every (partition, from, to) between two acknowledgements at least ``shortest`` apart."""
     times: dict[int, list[float]] = {}
     for ack in acks:
         times.setdefault(ack.partition, []).append(ack.at)
-    longest: dict[str, float] = {}
-    for moments in times.values():
+    gaps = []
+    for partition, moments in times.items():
         moments.sort()
-        for a, b in itertools.pairwise(moments):
-            if b - a < 0.5:
-                continue
-            for record in nemesis.history:
-                if record.started <= b and (record.settled or record.started) >= a:
-                    longest[record.kind] = max(longest.get(record.kind, 0.0), b - a)
+        gaps += [(partition, a, b) for a, b in itertools.pairwise(moments) if b - a >= shortest]
+    return gaps
+
+
+def _during(nemesis: Nemesis, a: float, b: float) -> list[FaultRecord]:
+    return [r for r in nemesis.history if _span(r)[0] <= b and _span(r)[1] >= a]
+
+
+def _gaps_by_fault_kind(nemesis: Nemesis, acks: list) -> dict[str, float]:
+    """Per fault kind, the longest gap between acknowledgements (any partition) that
+    overlapped a fault of that kind: how long each kind of fault stops writes."""
+    longest: dict[str, float] = {}
+    for _, a, b in _gaps(acks):
+        for record in _during(nemesis, a, b):
+            longest[record.kind] = max(longest.get(record.kind, 0.0), b - a)
     return {kind: round(gap, 2) for kind, gap in sorted(longest.items())}
+
+
+def _single_broker_failure_gaps(
+    nemesis: Nemesis, acks: list, overlaps: dict[int, list[int]]
+) -> dict[str, Any]:
+    """The longest unavailability after a single broker failure: gaps between
+    acknowledgements during which exactly one fault was under way, of a kind that takes
+    one broker away (killed, stopped, torn, cut off), per kind and overall; and how many
+    such faults ran alone (overlapping no other fault), the sample behind the figure."""
+    longest: dict[str, tuple[float, str]] = {}
+    for partition, a, b in _gaps(acks):
+        during = _during(nemesis, a, b)
+        if len(during) == 1 and during[0].kind in SINGLE_BROKER_FAULTS:
+            record = during[0]
+            if b - a > longest.get(record.kind, (0.0, ""))[0]:
+                longest[record.kind] = (b - a, f"partition {partition}: fault {record.number}")
+    alone = Counter(
+        r.kind
+        for r in nemesis.history
+        if r.kind in SINGLE_BROKER_FAULTS and not overlaps.get(r.number)
+    )
+    worst = max(longest.items(), key=lambda item: item[1][0], default=None)
+    return {
+        "longest_s": round(worst[1][0], 2) if worst else None,
+        "longest_during": f"{worst[0]} ({worst[1][1]})" if worst else None,
+        "by_kind_s": {kind: round(gap, 2) for kind, (gap, _) in sorted(longest.items())},
+        "faults_alone": dict(sorted(alone.items())),
+    }
 
 
 def _faults_during(nemesis: Nemesis, acks: list, partition: int, gap: float) -> list[str]:
@@ -240,19 +303,18 @@ def _faults_during(nemesis: Nemesis, acks: list, partition: int, gap: float) -> 
     if start is None:
         return []
     end = start + gap
-    return [
-        f"{r.kind}: {r.what}"
-        for r in nemesis.history
-        if r.started <= end and (r.settled or r.started) >= start
+    origin = nemesis.history[0].drawn if nemesis.history else start
+    return [f"from {start - origin:.1f} s to {end - origin:.1f} s (since the first fault)"] + [
+        f"{r.kind}: {r.what}" for r in _during(nemesis, start, end)
     ]
 
 
 def _faults_at(nemesis: Nemesis, moment: float, origin: float) -> list[str]:
     """The faults in progress (applied but not yet settled) at ``moment``."""
     return [
-        f"{r.kind} at {r.started - origin:.1f} s: {r.what}"
+        f"{r.kind} at {_span(r)[0] - origin:.1f} s: {r.what}"
         for r in nemesis.history
-        if r.started <= moment and (r.settled == 0 or r.settled >= moment)
+        if _span(r)[0] <= moment and (not r.ended or _span(r)[1] >= moment)
     ]
 
 
@@ -264,22 +326,42 @@ def summary(result: dict[str, Any]) -> str:
         f"{result.get('elapsed_s', 0)} s, {counts.get('acknowledged', 0)} acknowledged of "
         f"{result.get('sent', 0)} sent",
         "",
-        f"{'fault kind':28s} {'count':>6s}",
+        f"{'fault kind':28s} {'count':>6s} {'overlapped':>10s}"
+        "  longest gap without acks while it lasted",
     ]
     gaps = result.get("longest_unavailable_by_fault_kind_s", {})
-    lines[-1] += "  longest gap without acks while it lasted"
+    overlaps = result.get("overlaps", {})
+    overlapped = overlaps.get("overlapped_by_kind", {})
     for kind, count in result.get("faults", {}).items():
         gap = f"{gaps[kind]:8.2f} s" if kind in gaps else "       -"
-        lines.append(f"{kind:28s} {count:6d}  {gap}")
+        lines.append(f"{kind:28s} {count:6d} {overlapped.get(kind, 0):10d}  {gap}")
+    if result.get("concurrency", 1) > 1:
+        pairs = list(overlaps.get("overlapping_pairs", {}).items())
+        lines.append(
+            f"{result['concurrency']} workers, at most {overlaps.get('most_at_once')} faults "
+            "at once; most frequent overlaps: "
+            + ", ".join(f"{pair} {count}" for pair, count in pairs[:6])
+        )
     for kind, reason in result.get("skipped_kinds", {}).items():
         lines.append(f"{kind:28s} {'skipped':>6s}  ({reason})")
     lines += ["", f"{'check':28s} {'value':>8s}"]
     for name, value in counts.items():
         lines.append(f"{name:28s} {value!s:>8s}")
     lines.append(f"{'faults not settled':28s} {result.get('faults_not_settled', 0)!s:>8s}")
+    exits = result.get("broker_startup_exits", [])
+    lines.append(f"{'brokers exited starting':28s} {len(exits):>8d}")
+    for line in exits[:3]:
+        lines.append(f"  startup exit: {line[:200]}")
     for name, examples in result.get("details", {}).items():
         for example in examples[:5]:
             lines.append(f"  {name}: {example}")
+    single = result.get("single_broker_failure", {})
+    if single.get("longest_s") is not None:
+        lines.append(
+            f"longest unavailability while a single broker failure was the only fault: "
+            f"{single['longest_s']} s ({single['longest_during']}; "
+            f"{sum(single['faults_alone'].values())} such faults ran alone)"
+        )
     if result.get("longest_unavailable_during"):
         lines.append(
             "longest unavailability overlapped: " + "; ".join(result["longest_unavailable_during"])

@@ -13,13 +13,18 @@ import contextlib
 import os
 import random
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gregor_broker.cluster.admin import ZkAdmin
-from gregor_broker.devtools.local_cluster import BrokerProcess, log_tail, zookeeper_client
+from gregor_broker.devtools.local_cluster import (
+    BrokerProcess,
+    log_tail,
+    zookeeper_client,
+)
 from gregor_broker.devtools.zookeeper_server import ZooKeeperServer
 
 from ..integration import netns
@@ -52,6 +57,8 @@ class ChaosCluster:
     network: netns.Network | None = None
     network_unavailable: str | None = None
     _zk: Any = None
+    startup_exits: list[str] = field(default_factory=list)
+    _admin_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # life cycle ------------------------------------------------------------------------
     @classmethod
@@ -138,9 +145,10 @@ class ChaosCluster:
 
     # ZooKeeper reads (the nemesis's view of leaders and the controller) ---------------
     def admin(self) -> ZkAdmin:
-        if self._zk is None:
-            self._zk = zookeeper_client(self.zookeeper_connect, timeout=15)
-        return ZkAdmin(self._zk)
+        with self._admin_lock:  # nemesis workers share one client
+            if self._zk is None:
+                self._zk = zookeeper_client(self.zookeeper_connect, timeout=15)
+            return ZkAdmin(self._zk)
 
     def close_admin(self) -> None:
         if self._zk is not None:
@@ -164,12 +172,42 @@ class ChaosCluster:
     def kill(self, broker_id: int) -> None:
         self.brokers[broker_id].kill()
 
-    def restart(self, broker_id: int, timeout: float = 60) -> None:
+    def restart(self, broker_id: int, timeout: float = 90) -> None:
         broker = self.brokers[broker_id]
         if broker.is_running():
             broker.kill()
         broker.start()
-        broker.wait_registered(timeout)
+        self.wait_registered(broker_id, timeout)
+
+    def wait_registered(self, broker_ids: int | list[int], timeout: float = 90) -> None:
+        """Until this run of each broker has registered (its ``/brokers/ids`` znode is
+        newer than its start); ZooKeeper being down meanwhile (another fault) only delays it.
+
+        A broker that exits while starting (ZooKeeper dropped it mid-start-up) is started
+        again at once, as a supervisor would, and counted in ``startup_exits`` with its
+        last log line. Several brokers are watched together, so one slow start does not
+        leave another exited broker down."""
+        waiting = [broker_ids] if isinstance(broker_ids, int) else list(broker_ids)
+        deadline = time.monotonic() + timeout
+        while waiting and time.monotonic() < deadline:
+            for broker_id in list(waiting):
+                broker = self.brokers[broker_id]
+                if not broker.is_running():
+                    self.startup_exits.append(f"broker {broker_id}: {log_tail(broker.log_path, 1)}")
+                    broker.start()
+                started_ms = int(broker.started_at * 1000)
+                try:
+                    stat = self.admin().client.exists(f"/brokers/ids/{broker_id}")
+                except Exception:  # ZooKeeper unreachable for now
+                    continue
+                if stat is not None and stat.ctime >= started_ms:
+                    waiting.remove(broker_id)
+            if waiting:
+                time.sleep(0.1)
+        if waiting:
+            raise self.brokers[waiting[0]].failure(
+                f"did not register /brokers/ids/{waiting[0]} within {timeout:.0f} s"
+            )
 
     def pause(self, broker_id: int) -> None:
         self.brokers[broker_id].pause()
@@ -177,17 +215,26 @@ class ChaosCluster:
     def resume(self, broker_id: int) -> None:
         self.brokers[broker_id].resume()
 
-    def tear_tail(self, broker_id: int, rng: random.Random, topic: str) -> str:
-        """Cut the last bytes of a (stopped) broker's active segment of a random partition
-        of ``topic``; what a crash mid-write leaves. Returns what was done."""
+    def tear_tail(
+        self, broker_id: int, rng: random.Random, topic: str, partition: int | None = None
+    ) -> str:
+        """Cut the last bytes of a (stopped) broker's active segment of ``partition`` of
+        ``topic`` (a random one when None); what a crash mid-write leaves. Returns what
+        was done."""
         broker = self.brokers[broker_id]
         assert not broker.is_running(), "tear a tail only while the broker is down"
-        directories = sorted(broker.log_dir.glob(f"{topic}-*"))
-        candidates = [d for d in directories if any(d.glob("*.log"))]
-        if not candidates:
-            return "no segment to tear"
-        directory = rng.choice(candidates)
-        active = max(directory.glob("*.log"))
+        if partition is None:
+            directories = sorted(broker.log_dir.glob(f"{topic}-*"))
+            candidates = [d for d in directories if any(d.glob("*.log"))]
+            if not candidates:
+                return "no segment to tear"
+            directory = rng.choice(candidates)
+        else:
+            directory = broker.log_dir / f"{topic}-{partition}"
+        segments = list(directory.glob("*.log"))
+        if not segments:
+            return f"no segment to tear in {directory.name}"
+        active = max(segments)
         size = active.stat().st_size
         if size == 0:
             return f"{active.name} of {directory.name} is empty"

@@ -4,7 +4,8 @@ The same harness as ``make chaos`` (``tests/chaos``), on a 3-broker cluster with
 ZooKeeper, under two idempotent acks=all producers and a committing consumer group. The
 fault kinds are the ones that lose data when a broker gets its bookkeeping wrong: killed
 and zombie leaders, ZooKeeper loss, a torn segment tail, a network partition (skipped,
-with its reason in the output, without network namespaces) and a reassignment.
+with its reason in the output, without network namespaces) and a reassignment. Two
+nemesis workers, so faults overlap as in ``make chaos`` (which runs eight).
 ``GREGOR_CHAOS_SEED`` picks another seed; the failure message says how to replay it.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from .campaign import Settings, run_campaign, summary
 
 SEED = int(os.environ.get("GREGOR_CHAOS_SEED", "20261123"))
+CONCURRENCY = 2
 KINDS = [
     "kill_leader",
     "zombie_leader",
@@ -35,14 +37,17 @@ def test_nothing_acknowledged_is_lost_under_a_short_fault_campaign(tmp_path: Pat
             producers=2,
             rate=100,
             kinds=KINDS,
+            concurrency=CONCURRENCY,
+            pause_s=(0.1, 0.5),
             directory=tmp_path / "cluster",
         )
     )
     table = summary(result)
     print(table)
-    assert result["faults_total"] >= 3, table
+    assert result["faults_total"] >= 4, table
     assert result["counts"]["acknowledged"] > 1000, table
     assert result["violations"] == 0, (
         f"{table}\nreplay: make chaos SEED={SEED} DURATION=40 "
-        f"CHAOS_ARGS='--kinds {','.join(KINDS)} --partitions 3 --producers 2 --rate 100'"
+        f"CHAOS_ARGS='--kinds {','.join(KINDS)} --partitions 3 --producers 2 --rate 100 "
+        f"--concurrency {CONCURRENCY} --pause 0.1-0.5'"
     )

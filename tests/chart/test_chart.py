@@ -19,6 +19,31 @@ KUBERNETES_VERSION = "1.30.0"
 # and known: the prometheus-operator's CRD is not ours to ship).
 FOREIGN_KINDS = {"ServiceMonitor", "PodMonitor"}
 
+BROKER_PLACEMENT: dict[str, Any] = {
+    "zones": ["zone-a", "zone-b", "zone-c"],
+    "affinity": {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["nvme"]}]}
+                ]
+            }
+        },
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": {"app.kubernetes.io/component": "broker"}},
+                }
+            ]
+        },
+    },
+    "tolerations": [
+        {"key": "dedicated", "operator": "Equal", "value": "kafka", "effect": "NoSchedule"}
+    ],
+    "nodeSelector": {"node.example.com/pool": "kafka"},
+}
+
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "default": {},
     "one-zone": {"brokers": {"zones": ["zone-a"]}},
@@ -26,6 +51,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "hpa": {"autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 12}},
     "metrics-off": {"metrics": {"enabled": False}},
     "service-monitor": {"metrics": {"serviceMonitor": {"enabled": True}}},
+    "placement": {"brokers": BROKER_PLACEMENT},
     "external-zookeeper": {
         "zookeeper": {"enabled": False, "external": {"connect": "zk-0.zk:2181,zk-1.zk:2181/gregor"}}
     },
@@ -166,25 +192,110 @@ def test_probes_point_at_the_endpoints_the_processes_serve() -> None:
     assert {"name": "client", "containerPort": 2181} in zk["ports"]
 
 
-def test_metrics_port_is_a_broker_config_only_when_metrics_are_enabled() -> None:
-    on = one(render({"metrics": {"port": 9500}}), "GregorCluster")["spec"]["config"]
-    assert on["metrics.port"] == "9500"
-    off = one(render({"metrics": {"enabled": False}}), "GregorCluster")["spec"]["config"]
-    assert "metrics.port" not in off
-    monitored = render({"metrics": {"serviceMonitor": {"enabled": True}}})
-    pods = one(monitored, "PodMonitor")
-    # The brokers' pods carry the operator's labels and a container port named "metrics".
-    assert pods["spec"]["selector"]["matchLabels"] == {
-        "app.kubernetes.io/name": "gregor",
-        "app.kubernetes.io/instance": one(monitored, "GregorCluster")["metadata"]["name"],
-    }
-    assert pods["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+def _broker_statefulset(objects: list[dict[str, Any]], namespace: str = "gregor") -> dict:
+    """The broker StatefulSet the operator makes from the chart's GregorCluster (its own
+    renderer, as it runs in the cluster), and the ConfigMap with server.properties."""
+    from gregor_operator.planners.cluster_objects import render as owned_objects
+
+    cluster = one(objects, "GregorCluster")
+    name, spec = cluster["metadata"]["name"], cluster["spec"]
+    owned = owned_objects(name, namespace, spec, spec["replicas"])
+    return {o["kind"]: o for o in owned}
+
+
+def test_metrics_enabled_and_port_reach_the_broker_pods() -> None:
+    """metrics.enabled and metrics.port go to the GregorCluster's spec.metrics; the
+    operator turns them into the brokers' metrics.port, a container port named metrics
+    and HTTP probes on it, or (off) no metrics.port and TCP probes on the Kafka port."""
+    objects = render({"metrics": {"port": 9500}})
+    assert one(objects, "GregorCluster")["spec"]["metrics"] == {"enabled": True, "port": 9500}
+    owned = _broker_statefulset(objects)
+    (container,) = owned["StatefulSet"]["spec"]["template"]["spec"]["containers"]
+    assert {"name": "metrics", "containerPort": 9500} in container["ports"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert "metrics.port=9500\n" in owned["ConfigMap"]["data"]["server.properties"]
+
+    objects = render({"metrics": {"enabled": False}})
+    assert one(objects, "GregorCluster")["spec"]["metrics"]["enabled"] is False
+    owned = _broker_statefulset(objects)
+    (container,) = owned["StatefulSet"]["spec"]["template"]["spec"]["containers"]
+    assert [p["name"] for p in container["ports"]] == ["kafka"]
+    assert container["readinessProbe"]["tcpSocket"] == {"port": "kafka"}
+    assert container["livenessProbe"]["tcpSocket"] == {"port": "kafka"}
+    assert "metrics.port" not in owned["ConfigMap"]["data"]["server.properties"]
+
+
+def test_pod_monitor_selects_the_broker_pods_only() -> None:
+    """The PodMonitor scrapes the brokers' container port "metrics": its selector is the
+    labels the operator gives the broker pods (component=broker included), and it picks
+    no pod of the release's ZooKeeper or operator, which share name and instance."""
+    from gregor_operator.planners.cluster_objects import labels as broker_labels
+
+    for release in ("gregor", "prod"):  # fullname = release, or release-gregor
+        monitored = render({"metrics": {"serviceMonitor": {"enabled": True}}}, release=release)
+        cluster = one(monitored, "GregorCluster")["metadata"]["name"]
+        pods = one(monitored, "PodMonitor")
+        selector = pods["spec"]["selector"]["matchLabels"]
+        assert selector == broker_labels(cluster)
+        assert selector["app.kubernetes.io/component"] == "broker"
+        assert pods["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+        owned = _broker_statefulset(monitored)
+        workloads = [owned["StatefulSet"], *by_kind(monitored, "StatefulSet")]
+        workloads += by_kind(monitored, "Deployment")
+        picked = [
+            w["metadata"]["name"]
+            for w in workloads
+            if selector.items() <= w["spec"]["template"]["metadata"]["labels"].items()
+        ]
+        assert picked == [cluster], picked
+        (container,) = owned["StatefulSet"]["spec"]["template"]["spec"]["containers"]
+        assert "metrics" in {p["name"] for p in container["ports"]}
     operator = one(monitored, "ServiceMonitor")
     service = one(monitored, "Service", "-operator")
     assert operator["spec"]["selector"]["matchLabels"] == service["spec"]["selector"]
     assert operator["spec"]["endpoints"][0]["port"] in {p["name"] for p in service["spec"]["ports"]}
     off = render({"metrics": {"enabled": False, "serviceMonitor": {"enabled": True}}})
     assert not by_kind(off, "ServiceMonitor") and not by_kind(off, "PodMonitor")
+
+
+def test_broker_placement_reaches_the_gregorcluster_and_the_broker_pods() -> None:
+    """brokers.zones, .affinity, .tolerations and .nodeSelector go to the GregorCluster,
+    and from there (the operator's renderer) to the broker pod template: tolerations and
+    node selector as given, the user's affinity with the zones added to its node selector
+    term, and the brokers spread over the zones."""
+    objects = render({"brokers": BROKER_PLACEMENT})
+    spec = one(objects, "GregorCluster")["spec"]
+    for key, value in BROKER_PLACEMENT.items():
+        assert spec[key] == value, key
+    statefulset = _broker_statefulset(objects)["StatefulSet"]
+    kubernetes_validate.validate(statefulset, KUBERNETES_VERSION, strict=True)
+    pod = statefulset["spec"]["template"]["spec"]
+    assert pod["tolerations"] == BROKER_PLACEMENT["tolerations"]
+    assert pod["nodeSelector"] == BROKER_PLACEMENT["nodeSelector"]
+    affinity = pod["affinity"]
+    assert affinity["podAntiAffinity"] == BROKER_PLACEMENT["affinity"]["podAntiAffinity"]
+    (term,) = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"] == [
+        {"key": "disk", "operator": "In", "values": ["nvme"]},
+        {
+            "key": "topology.kubernetes.io/zone",
+            "operator": "In",
+            "values": BROKER_PLACEMENT["zones"],
+        },
+    ]
+    (spread,) = pod["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "topology.kubernetes.io/zone"
+    assert spread["whenUnsatisfiable"] == "DoNotSchedule"
+
+    # Nothing set: none of them in the GregorCluster or the pods.
+    default = render()
+    spec = one(default, "GregorCluster")["spec"]
+    assert not {"zones", "affinity", "tolerations", "nodeSelector"} & set(spec)
+    pod = _broker_statefulset(default)["StatefulSet"]["spec"]["template"]["spec"]
+    assert not {"affinity", "tolerations", "nodeSelector"} & set(pod)
 
 
 def test_hpa_targets_the_gregorcluster_scale_subresource() -> None:

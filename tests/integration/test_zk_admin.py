@@ -384,3 +384,18 @@ def test_admin_requests_and_isr_notifications(admin, client):
     assert json.loads(data) == {"version": 1, "partitions": [{"topic": "t", "partition": 0}]}
     path = admin.notify_isr_change([("t", 0)])
     assert path.startswith("/isr_change_notification/isr_change_")
+
+
+def test_partition_states_are_read_in_one_pipelined_call(admin, client):
+    """The coordinator's lease renewal reads every __consumer_offsets partition it leads
+    at once; a missing state znode reads as None."""
+    admin.create_topic("t", {0: [1, 2], 1: [2, 1], 2: [1, 2]}, {})
+    first = PartitionState(controller_epoch=1, leader=1, leader_epoch=3, isr=(1, 2))
+    second = PartitionState(controller_epoch=1, leader=2, leader_epoch=0, isr=(2, 1))
+    admin.create_partition_state("t", 0, first)
+    admin.create_partition_state("t", 1, second)
+    assert admin.get_partition_states("t", [0, 1, 2], 10.0) == {
+        0: (first, 0),
+        1: (second, 0),
+        2: None,
+    }

@@ -7,7 +7,10 @@ restarts against real brokers:
 - for ordinals ``0..replicas-1`` it creates a Pod object (name ``<sts>-<ordinal>``, the
   template's labels and annotations, ``apps.kubernetes.io/pod-index``, and the node's
   topology labels copied onto the pod as Kubernetes' PodTopologyLabels admission does) on a
-  zone-labelled fake Node (ordinal ``i`` on node ``i % len(nodes)``), and starts its
+  zone-labelled fake Node (ordinal ``i`` on the ``i % n``-th of the ``n`` nodes the pod
+  fits: the scheduler's filters for its ``nodeSelector``, required node affinity and the
+  nodes' ``NoSchedule``/``NoExecute`` taints against its tolerations; a pod no node fits
+  stays ``Pending``, unscheduled, as it would), and starts its
   container from the rendered spec: command and args, env (values with ``$(VAR)``
   expansion, ``fieldRef`` of name/namespace/labels/annotations, ``configMapKeyRef``),
   ConfigMap volumes written to files, volume claims as directories kept across restarts
@@ -59,6 +62,71 @@ DEFAULT_NODES = {
 COMMANDS = {"gregor-broker": [sys.executable, "-m", "gregor_broker.cli.broker"]}
 _VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 _LABEL_REF = re.compile(r"metadata\.(labels|annotations)\['([^']+)'\]")
+
+
+def _matches(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """One node selector requirement (``matchExpressions`` entry) against node labels."""
+    key, operator = expression["key"], expression["operator"]
+    values = list(expression.get("values") or ())
+    if operator == "In":
+        return labels.get(key) in values
+    if operator == "NotIn":
+        return labels.get(key) not in values
+    if operator == "Exists":
+        return key in labels
+    if operator == "DoesNotExist":
+        return key not in labels
+    if operator in ("Gt", "Lt"):
+        if key not in labels or not labels[key].lstrip("-").isdigit():
+            return False
+        value, bound = int(labels[key]), int(values[0])
+        return value > bound if operator == "Gt" else value < bound
+    raise ValueError(f"node selector operator {operator} is not emulated")
+
+
+def _tolerated(taint: Mapping[str, Any], tolerations: list[Mapping[str, Any]]) -> bool:
+    for toleration in tolerations:
+        if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+            continue
+        operator = toleration.get("operator", "Equal")
+        if not toleration.get("key"):
+            if operator == "Exists":
+                return True
+            continue
+        if toleration["key"] != taint["key"]:
+            continue
+        if operator == "Exists" or toleration.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def fits(
+    spec: Mapping[str, Any], name: str, labels: Mapping[str, str], taints: list[Mapping[str, Any]]
+) -> bool:
+    """Whether the scheduler would place a pod of ``spec`` on the node ``name``: its
+    ``nodeSelector``, the required terms of its node affinity (any term, every expression
+    of it; ``matchFields`` on ``metadata.name``), and every ``NoSchedule``/``NoExecute``
+    taint of the node tolerated. Preferences, pod (anti-)affinity and spread constraints
+    rank nodes and are not emulated."""
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is not None:
+        fields = {"metadata.name": name}
+        if not any(
+            all(_matches(e, labels) for e in term.get("matchExpressions") or ())
+            and all(_matches(e, fields) for e in term.get("matchFields") or ())
+            and (term.get("matchExpressions") or term.get("matchFields"))
+            for term in required.get("nodeSelectorTerms") or ()
+        ):
+            return False
+    tolerations = list(spec.get("tolerations") or ())
+    return all(
+        _tolerated(taint, tolerations)
+        for taint in taints
+        if taint.get("effect") in ("NoSchedule", "NoExecute")
+    )
 
 
 @dataclass
@@ -248,10 +316,13 @@ class Kubelet:
         nodes: Mapping[str, Mapping[str, str]] = DEFAULT_NODES,
         runtime: ProcessRuntime | None = None,
         interval: float = 0.2,
+        taints: Mapping[str, list[Mapping[str, Any]]] | None = None,
     ) -> None:
+        """``nodes``: name -> labels of the fake nodes; ``taints``: name -> their taints."""
         self.client = KubeClient(url)
         self.directory = Path(directory)
         self.nodes = dict(nodes)
+        self.taints = {name: list((taints or {}).get(name, ())) for name in self.nodes}
         self.runtime = runtime or ProcessRuntime(self.client)
         self.interval = interval
         self.pods: dict[tuple[str, str], RunningPod] = {}
@@ -265,7 +336,8 @@ class Kubelet:
             with contextlib.suppress(ApiError):
                 self.client.create(
                     {"apiVersion": "v1", "kind": "Node",
-                     "metadata": {"name": name, "labels": dict(node_labels)}},
+                     "metadata": {"name": name, "labels": dict(node_labels)},
+                     "spec": {"taints": self.taints[name]} if self.taints[name] else {}},
                     "nodes",
                 )  # fmt: skip
         self._thread.start()
@@ -304,22 +376,35 @@ class Kubelet:
                 self.errors.append(repr(error))
             self._stop.wait(self.interval)
 
-    def node_for(self, ordinal: int) -> tuple[str, Mapping[str, str]]:
-        names = sorted(self.nodes)
+    def node_for(
+        self, ordinal: int, spec: Mapping[str, Any] | None = None
+    ) -> tuple[str, Mapping[str, str]] | None:
+        """The node of ordinal ``ordinal``: round robin over the nodes a pod of ``spec``
+        fits (``fits``), None when it fits none."""
+        names = [
+            name for name in sorted(self.nodes)
+            if fits(spec or {}, name, self.nodes[name], self.taints[name])
+        ]  # fmt: skip
+        if not names:
+            return None
         name = names[ordinal % len(names)]
         return name, self.nodes[name]
 
     def render_pod(self, statefulset: Mapping[str, Any], ordinal: int) -> dict[str, Any]:
+        """The Pod of ``ordinal``, bound to a node it fits; unbound and Pending (with the
+        scheduler's PodScheduled=False condition) when none fits."""
         metadata = statefulset["metadata"]
         template = copy.deepcopy(statefulset["spec"]["template"])
-        node, node_labels = self.node_for(ordinal)
+        spec = template["spec"]
+        placed = self.node_for(ordinal, spec)
+        node, node_labels = placed if placed is not None else ("", {})
         name = f"{metadata['name']}-{ordinal}"
         labels = dict(template.get("metadata", {}).get("labels") or {})
         labels[POD_INDEX_LABEL] = str(ordinal)
         labels["statefulset.kubernetes.io/pod-name"] = name
         labels.update({k: v for k, v in node_labels.items() if k in TOPOLOGY_LABELS})
-        spec = template["spec"]
-        spec["nodeName"] = node
+        if node:
+            spec["nodeName"] = node
         spec["hostname"] = name
         spec["subdomain"] = statefulset["spec"].get("serviceName", "")
         return {
@@ -336,7 +421,12 @@ class Kubelet:
                 ],
             },
             "spec": spec,
-            "status": {"phase": "Pending"},
+            "status": {"phase": "Pending"} if node else {
+                "phase": "Pending",
+                "conditions": [{"type": "PodScheduled", "status": "False",
+                                "reason": "Unschedulable",
+                                "message": f"0/{len(self.nodes)} nodes are available"}],
+            },
         }  # fmt: skip
 
     def sync(self, statefulset: Mapping[str, Any]) -> None:
@@ -361,6 +451,11 @@ class Kubelet:
                     self.client.delete("v1", "pods", namespace, name)
                 with self._lock:
                     del self.pods[(namespace, name)]
+        for name in existing.keys() - mine.keys():  # Pending ones run nothing to stop
+            index = name.rsplit("-", 1)[1]
+            if index.isdigit() and int(index) >= replicas:
+                with contextlib.suppress(ApiError):
+                    self.client.delete("v1", "pods", namespace, name)
         ready = 0
         for ordinal in range(replicas):
             name = f"{sts_name}-{ordinal}"
@@ -375,8 +470,16 @@ class Kubelet:
                 if obj is not None:
                     obj = None
             if pod is None:
+                if obj is not None and not obj["spec"].get("nodeName"):
+                    # Unscheduled: placed again once a node fits (a new Pod object here).
+                    if self.node_for(ordinal, obj["spec"]) is None:
+                        continue
+                    self.client.delete("v1", "pods", namespace, name)
+                    obj = None
                 if obj is None:
                     obj = self.client.create(self.render_pod(statefulset, ordinal), "pods")
+                    if not obj["spec"].get("nodeName"):
+                        continue  # Pending: no node fits
                 obj = dict(obj)
                 obj["_volumeClaimTemplates"] = statefulset["spec"].get("volumeClaimTemplates", [])
                 pod = RunningPod(

@@ -87,8 +87,15 @@ class Watcher(threading.Thread):
         self.leaderless: list[tuple[str, int]] = []  # samples of a partition with no leader
         self.samples = 0
         self.held_when: dict[int, set[int]] = {}
+        # The GregorCluster's status as it went: each phase once per stretch, in order, and
+        # every progress it showed (sampled about 10 times a second).
+        self.phases: list[str] = []
+        self.progress: list[dict[str, Any]] = []
 
     def run(self) -> None:
+        # Status in its own thread: an API round trip must not thin out the ISR samples.
+        statuses = threading.Thread(target=self.sample_statuses, daemon=True)
+        statuses.start()
         sts = None
         while not self.stopping.is_set():
             # ZooKeeper every 50 ms; the StatefulSet every 0.5 s, and only its replica count
@@ -114,6 +121,20 @@ class Watcher(threading.Thread):
             time.sleep(0.05)
         self.zk.stop()
         self.zk.close()
+
+    def sample_statuses(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                found = self.kube.client.find(API, "gregorclusters", "default", "gregor")
+            except TimeoutError:
+                continue
+            status = (found or {}).get("status") or {}
+            phase = status.get("phase")
+            if phase and (not self.phases or self.phases[-1] != phase):
+                self.phases.append(phase)
+            if status.get("progress"):
+                self.progress.append({"phase": phase, **status["progress"]})
+            time.sleep(0.1)
 
 
 def status_of(kube: Any) -> dict[str, Any]:

@@ -124,5 +124,21 @@ def test_scale_3_to_5_to_3_under_acks_all_load_and_refuse_going_below_rf(
     assert len(producer.acked) > 100
     assert lost == set()
     assert watcher.below_min_isr == []
+    # Status showed the phases in order: up (register, then move onto the new brokers),
+    # down (move off, then shrink), and the refusal; and progress in partitions and bytes.
+    print(f"phases {watcher.phases}; progress samples {len(watcher.progress)}: "
+          f"{watcher.progress[:1]} ... {watcher.progress[-1:]}")  # fmt: skip
+    order = ["ScalingUp", "MovingReplicasOn", "Running", "MovingReplicasOff", "ScalingDown",
+             "Running", "ScaleDownRefused", "Running"]  # fmt: skip
+    seen = iter(watcher.phases)
+    assert all(phase in seen for phase in order), watcher.phases  # a subsequence
+    moving = [
+        p for p in watcher.progress if p["phase"] in ("MovingReplicasOn", "MovingReplicasOff")
+    ]
+    assert moving, watcher.progress
+    for progress in moving:
+        assert 0 <= progress["partitionsMoved"] <= progress["partitionsTotal"], progress
+        assert 0 <= progress["bytesMoved"] <= progress["bytesTotal"], progress
+    assert max(p["bytesTotal"] for p in moving) > 0, moving
     # Whenever the StatefulSet had 3 brokers, no replica was on brokers 3 or 4.
     assert watcher.held_when[3] <= {0, 1, 2}, json.dumps(sorted(watcher.held_when[3]))

@@ -6,6 +6,7 @@ with progress in bytes until then."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from typing import Any
@@ -19,6 +20,11 @@ from gregor_operator.cli import main as operator_cli
 
 API = "gregor.dev/v1alpha1"
 THROTTLE = 100_000  # bytes/s of the stopped rebalance
+FIRST_FETCH = 1048576  # replica.fetch.max.bytes: what one fetch may carry per partition
+# Kafka's replication quota is a rate over replication.quota.window.num (11) samples of
+# replication.quota.window.size.seconds (1): a leader under it may send a whole fetch, so
+# up to one window's worth of the rate goes out ahead of the average.
+QUOTA_WINDOW_S = 11
 
 
 def test_rebalance_plan_waits_for_approval_then_balances(kube, run_operator, cluster, capsys):
@@ -152,13 +158,14 @@ def test_a_stopped_rebalance_goes_back_to_the_original_replicas(kube, run_operat
             ),
             120,
         )
-        # The throttle holds: beyond a first fetch per moving partition (Kafka's quota
-        # lets one replica.fetch.max.bytes through before it measures), no faster than
-        # 1.5 times the rate.
+        # The throttle holds, as Kafka's quota bounds it (the completed rebalance's test
+        # below measures the rate over a whole copy): beyond one fetch per moving
+        # partition, no more than 1.5 times the rate over the time so far plus one window.
         elapsed = time.time() - started
         moved = partial["progress"]["bytesMoved"]
         print(f"moved {moved} B in {elapsed:.1f} s, throttle {THROTTLE} B/s")
-        assert moved <= 2 * 1048576 + 1.5 * THROTTLE * elapsed, (moved, elapsed)
+        bound = 2 * FIRST_FETCH + 1.5 * THROTTLE * (elapsed + QUOTA_WINDOW_S)
+        assert moved <= bound, (moved, elapsed)
         assert partial["phase"] == "Executing"
         moving = {k for k, r in admin.get_topic("heavy").adding_replicas.items() if r}
         assert moving, "nothing is moving"
@@ -177,6 +184,183 @@ def test_a_stopped_rebalance_goes_back_to_the_original_replicas(kube, run_operat
         events = [e["message"] for e in client.list("v1", "events", "default")]
         assert any("back on their original replicas" in m for m in events), events
         print(f"progress before the stop: {partial['progress']}; cancelled {stopped['cancelled']}")
+    finally:
+        zk.stop()
+        zk.close()
+
+
+PACED_THROTTLE = 100_000  # bytes/s of the completed rebalance
+
+
+def bytes_on_disk(cluster: Any, topic: str, replicas: list[tuple[int, int]]) -> int:
+    """Bytes of the log segments of the given (broker, partition) replicas, read from the
+    brokers' log directories (not from any of Gregor's own accounts)."""
+    total = 0
+    for broker, partition in replicas:
+        directory = cluster.broker(broker).log_dir / f"{topic}-{partition}"
+        for segment in directory.glob("*.log"):
+            with contextlib.suppress(FileNotFoundError):
+                total += segment.stat().st_size
+    return total
+
+
+def test_a_completed_rebalance_is_throttled_while_it_runs_and_clears_its_throttles(
+    kube, run_operator, cluster
+):
+    """kafka-reassign-partitions --throttle, then --verify: while the approved plan moves
+    data, Kafka's throttle configs are in place (both rates on every broker involved, the
+    leader and follower throttled-replica lists on the topic) and the copy runs no faster
+    than the throttle allows (sampled from the new replicas' log segments on disk); once it
+    completes, every one of those configs is gone."""
+    zk = zookeeper_client(cluster.zookeeper_connect)
+    admin = ZkAdmin(zk)
+    try:
+        admin.create_topic("paced", {p: [1] for p in range(3)}, {})
+        fill(cluster.bootstrap_servers, "paced", 3, 2000, 1500)  # about 3 MB per partition
+        run_operator()
+        client = kube.client
+        create_cluster(client, cluster.zookeeper_connect)
+        client.create(
+            {"apiVersion": API, "kind": "GregorRebalance",
+             "metadata": {"name": "paced", "namespace": "default",
+                          "annotations": {"gregor.dev/approve": "true"}},
+             "spec": {"cluster": "gregor", "mode": "full",
+                      "throttleBytesPerSecond": PACED_THROTTLE}},
+            "gregorrebalances",
+        )  # fmt: skip
+
+        def status():
+            return client.get(API, "gregorrebalances", "default", "paced").get("status") or {}
+
+        node = client.wait_for(
+            "the reassignment", lambda: zk.exists("/admin/reassign_partitions"), 120, 0.02
+        )
+        started = node.ctime / 1000  # ZooKeeper's clock: this machine's
+        moves = client.wait_for("the plan in status", lambda: status().get("moves"), 30)
+        current = {p: set(r) for _, p, r in moves["current"]}
+        adding = [(b, p) for _, p, r in moves["target"] for b in r if b not in current[p]]
+        assert len(adding) == 2, moves  # two partitions move off broker 1, one copy each
+        brokers = sorted({b for _, _, r in moves["target"] + moves["current"] for b in r})
+        samples: list[tuple[float, int]] = []
+        throttles_seen: list[dict[str, Any]] = []
+        while zk.exists("/admin/reassign_partitions") is not None:
+            samples.append((time.time() - started, bytes_on_disk(cluster, "paced", adding)))
+            throttles_seen.append(
+                {
+                    "topic": admin.get_topic_config("paced"),
+                    "brokers": {b: admin.get_entity_config(f"brokers/{b}") for b in brokers},
+                }
+            )
+            assert time.time() - started < 180, f"still moving after 180 s: {samples[-3:]}"
+            time.sleep(0.25)
+        finished = time.time() - started
+        completed = client.wait_for(
+            "Completed", lambda: status().get("phase") == "Completed" and status(), 60
+        )
+        total = completed["progress"]["bytesTotal"]
+        moved_on_disk = bytes_on_disk(cluster, "paced", adding)
+        print(
+            f"moved {moved_on_disk} B (plan: {total} B) in {finished:.1f} s at a throttle of "
+            f"{PACED_THROTTLE} B/s; {len(samples)} samples, last {samples[-3:]}"
+        )
+        assert len(samples) >= 10, samples
+
+        # While it ran: Kafka's four throttle configs, as --throttle writes them.
+        running = throttles_seen[len(throttles_seen) // 2]
+        leader_side = {f"{p}:1" for _, p in adding}
+        follower_side = {f"{p}:{b}" for b, p in adding}
+        assert set(running["topic"]["leader.replication.throttled.replicas"].split(",")) == (
+            leader_side
+        ), running
+        assert set(running["topic"]["follower.replication.throttled.replicas"].split(",")) == (
+            follower_side
+        ), running
+        for broker in brokers:
+            config = running["brokers"][broker]
+            assert config.get("leader.replication.throttled.rate") == str(PACED_THROTTLE)
+            assert config.get("follower.replication.throttled.rate") == str(PACED_THROTTLE)
+
+        # The rate, as Kafka's quota bounds it: beyond one fetch of each moving partition,
+        # no more than 1.5 times the throttle over the time so far plus one quota window,
+        # at every sample; and the whole copy no sooner than that allows. Unthrottled, the
+        # 6 MB would be across in a second or two, past either bound.
+        burst = len(adding) * FIRST_FETCH
+        for elapsed, moved in samples:
+            bound = burst + 1.5 * PACED_THROTTLE * (elapsed + QUOTA_WINDOW_S)
+            assert moved <= bound, (elapsed, moved, samples)
+        ahead = burst + 1.5 * PACED_THROTTLE * QUOTA_WINDOW_S
+        assert moved_on_disk >= total > ahead + 1_000_000, (moved_on_disk, total, ahead)
+        assert finished >= (total - ahead) / (1.5 * PACED_THROTTLE), (finished, total)
+
+        # Completed: every throttle config gone (--verify), on the topic and every broker.
+        topic_config = admin.get_topic_config("paced")
+        assert "leader.replication.throttled.replicas" not in topic_config, topic_config
+        assert "follower.replication.throttled.replicas" not in topic_config, topic_config
+        for broker in sorted(set(admin.list_brokers()) | admin.list_broker_config_entities()):
+            config = admin.get_entity_config(f"brokers/{broker}")
+            assert "leader.replication.throttled.rate" not in config, (broker, config)
+            assert "follower.replication.throttled.rate" not in config, (broker, config)
+        after = admin.get_topic("paced").partitions
+        assert sorted(len(r) for r in after.values()) == [1, 1, 1]
+        assert {r[0] for r in after.values()} == {1, 2, 3}, after
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_an_approved_rebalance_survives_an_operator_restart(kube, run_operator, cluster):
+    """The plan lives in the GregorRebalance's status: an operator stopped while the moves
+    run (they go on without it) and started again picks the rebalance up where it was,
+    reports it Completed and clears its throttles."""
+    zk = zookeeper_client(cluster.zookeeper_connect)
+    admin = ZkAdmin(zk)
+    try:
+        admin.create_topic("resumed", {p: [1] for p in range(3)}, {})
+        fill(cluster.bootstrap_servers, "resumed", 3, 2000, 1500)  # about 3 MB per partition
+        run_operator()
+        client = kube.client
+        create_cluster(client, cluster.zookeeper_connect)
+        client.create(
+            {"apiVersion": API, "kind": "GregorRebalance",
+             "metadata": {"name": "resumed", "namespace": "default",
+                          "annotations": {"gregor.dev/approve": "true"}},
+             "spec": {"cluster": "gregor", "mode": "full", "throttleBytesPerSecond": THROTTLE}},
+            "gregorrebalances",
+        )  # fmt: skip
+
+        def status():
+            return client.get(API, "gregorrebalances", "default", "resumed").get("status") or {}
+
+        partial = client.wait_for(
+            "moves under way",
+            lambda: (
+                status().get("phase") == "Executing"
+                and (p := status().get("progress") or {}).get("bytesMoved", 0) > 0
+                and p["bytesMoved"] < p["bytesTotal"]
+                and status()
+            ),
+            120,
+        )
+        run_operator.stop()
+        assert admin.get_reassignment() is not None, "the moves finished before the restart"
+        assert status()["phase"] == "Executing"
+        run_operator()
+        done = client.wait_for(
+            "Completed", lambda: status().get("phase") == "Completed" and status(), 180
+        )
+        print(f"progress before the restart {partial['progress']}, after {done['progress']}")
+        assert done["progress"]["bytesMoved"] == done["progress"]["bytesTotal"] > 0
+        assert done["plan"] == partial["plan"]  # the same plan, not a new one
+        after = admin.get_topic("resumed").partitions
+        assert {r[0] for r in after.values()} == {1, 2, 3}, after
+        config = admin.get_topic_config("resumed")
+        assert "leader.replication.throttled.replicas" not in config, config
+        for broker in sorted(admin.list_brokers()):
+            assert "leader.replication.throttled.rate" not in admin.get_entity_config(
+                f"brokers/{broker}"
+            )
+        events = [e["message"] for e in client.list("v1", "events", "default")]
+        assert any("moved 2 partitions" in m for m in events), events
     finally:
         zk.stop()
         zk.close()

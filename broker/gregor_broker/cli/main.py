@@ -28,6 +28,7 @@ from gregor_broker.cli import (
     reassign,
     records,
     topics,
+    transactions,
 )
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
@@ -42,6 +43,7 @@ COMMAND_GROUPS: list[Register] = [
     reassign.register,
     leaders.register,
     groups.register,
+    transactions.register,
     quotas.register,
     perf.register,
     bench.register,

@@ -479,6 +479,28 @@ class ZkAdmin:
             return None
         return PartitionState.from_json(data), stat.version
 
+    def get_partition_states(
+        self, topic: str, partitions: list[int], timeout_s: float
+    ) -> dict[int, tuple[PartitionState, int] | None]:
+        """The state znodes of ``partitions``, read in one pipelined round trip; a
+        partition whose read failed or took over ``timeout_s`` is left out."""
+        pending = [
+            (index, self.client.get_async(paths.partition_state_path(topic, index)))
+            for index in partitions
+        ]
+        deadline = time.monotonic() + timeout_s
+        found: dict[int, tuple[PartitionState, int] | None] = {}
+        for index, result in pending:
+            try:
+                data, stat = result.get(timeout=max(deadline - time.monotonic(), 0.001))
+            except NoNodeError:
+                found[index] = None
+                continue
+            except Exception:  # connection loss, timeout: this partition stays unconfirmed
+                continue
+            found[index] = PartitionState.from_json(data), stat.version
+        return found
+
     def create_partition_state(self, topic: str, partition: int, state: PartitionState) -> int:
         """Create the state znode (and its parents); returns its version (0).
 

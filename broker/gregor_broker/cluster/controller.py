@@ -40,7 +40,14 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    OperationTimeoutError,
+)
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from . import election, reassignment, zk_paths
@@ -183,8 +190,26 @@ class Controller:
                 payload = topics
             try:
                 self._handle(kind, payload)
+            except (ConnectionLoss, OperationTimeoutError) as error:
+                self._retry_when_connected(kind, payload, error)
             except Exception:
                 log.exception("controller event %s failed", kind)
+
+    def _retry_when_connected(self, kind: str, payload: Any, error: Exception) -> None:
+        """Handle an event again once ZooKeeper answers: dropped, a lost connection in the
+        middle of a broker change or an election would leave its partitions undecided
+        until some later event (Kafka's controller client blocks until reconnected)."""
+        log.warning("controller event %s interrupted (%r); retrying once reconnected", kind, error)
+        while not self._stopped and not self.client.connected:
+            time.sleep(0.1)
+        if self._stopped:
+            return
+        time.sleep(0.1)  # a connection just back may drop again at once: do not spin
+        if kind == "topic":  # a batch of topics: queue them one by one again
+            for topic in payload:
+                self._events.put(("topic", topic))
+        else:
+            self._events.put((kind, payload))
 
     def registration_restored(self) -> None:
         """The broker registered again (after a session loss): stand for election."""

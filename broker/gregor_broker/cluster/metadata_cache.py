@@ -273,6 +273,15 @@ class ZooKeeperMetadataWatcher:
         self._last_config_change = -1
         self._stopped = False
 
+    def _read(self, operation: Callable[..., Any], *args: Any) -> Any:
+        """A ZooKeeper read that waits out a connection loss (the client's retry policy).
+
+        These reads run at start-up and inside watch callbacks: a ``ConnectionLoss`` raised
+        there would end the broker's start or drop the change the watch reported until the
+        next one, where Kafka's client waits for the connection and carries on.
+        """
+        return self.client.retry(operation, *args)
+
     def _post(self, function: Callable[..., Any], *args: Any) -> None:
         if self._stopped or self.loop.is_closed():
             return  # a watch firing while the broker shuts down: nothing left to update
@@ -285,7 +294,7 @@ class ZooKeeperMetadataWatcher:
         DataWatch(self.client, zk_paths.CONTROLLER, self._on_controller)
         # Only changes made after start-up matter: configs are read with each topic.
         try:
-            existing = self.client.get_children(zk_paths.CONFIG_CHANGES)
+            existing = self._read(self.client.get_children, zk_paths.CONFIG_CHANGES)
             self._last_config_change = max((_sequence(n) for n in existing), default=-1)
         except NoNodeError:
             pass
@@ -313,7 +322,7 @@ class ZooKeeperMetadataWatcher:
         brokers: dict[int, BrokerInfo] = {}
         for child in children:
             try:
-                data, _ = self.client.get(zk_paths.broker_path(int(child)))
+                data, _ = self._read(self.client.get, zk_paths.broker_path(int(child)))
                 registration = BrokerRegistration.from_json(data)
             except (NoNodeError, ValueError, ZkDataError):
                 continue
@@ -432,7 +441,7 @@ class ZooKeeperMetadataWatcher:
 
     def _broker_config_entities(self) -> list[str]:
         try:
-            return list(self.client.get_children(zk_paths.CONFIG_BROKERS))
+            return list(self._read(self.client.get_children, zk_paths.CONFIG_BROKERS))
         except NoNodeError:
             return []
 
@@ -448,13 +457,13 @@ class ZooKeeperMetadataWatcher:
 
     def _children(self, path: str) -> list[str]:
         try:
-            return list(self.client.get_children(path))
+            return list(self._read(self.client.get_children, path))
         except NoNodeError:
             return []
 
     def _read_entity_config(self, path: str) -> dict[str, str]:
         try:
-            data, _ = self.client.get(path)
+            data, _ = self._read(self.client.get, path)
         except NoNodeError:
             return {}
         try:
@@ -465,7 +474,7 @@ class ZooKeeperMetadataWatcher:
 
     def _read_topic_config(self, topic: str) -> dict[str, str]:
         try:
-            data, _ = self.client.get(zk_paths.topic_config_path(topic))
+            data, _ = self._read(self.client.get, zk_paths.topic_config_path(topic))
         except NoNodeError:
             return {}
         return self._parse_topic_config(topic, data)
@@ -487,7 +496,7 @@ class ZooKeeperMetadataWatcher:
                 continue
             self._last_config_change = sequence
             try:
-                data, _ = self.client.get(f"{zk_paths.CONFIG_CHANGES}/{child}")
+                data, _ = self._read(self.client.get, f"{zk_paths.CONFIG_CHANGES}/{child}")
                 notification = ConfigChangeNotification.from_json(data)
             except (NoNodeError, ValueError, ZkDataError):
                 continue

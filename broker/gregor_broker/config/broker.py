@@ -227,6 +227,14 @@ class BrokerConfig:
         1.7976931348623157e308, _T.DOUBLE, "Bytes per second the cleaners read and write at most.",
         validator=at_least(0),
     )  # fmt: skip
+    producer_id_expiration_ms: int = _key(
+        86400000, _T.INT,
+        "How long a partition keeps a producer id after its last write (no open transaction).",
+        validator=at_least(1),
+    )  # fmt: skip
+    producer_id_expiration_check_interval_ms: int = _key(
+        600000, _T.INT, "How often partitions drop expired producer ids.", validator=at_least(1)
+    )
     log_message_timestamp_type: str = _key(
         "CreateTime", _T.STRING, "Default timestamp type: CreateTime or LogAppendTime.",
         validator=one_of("CreateTime", "LogAppendTime"),
@@ -394,6 +402,17 @@ class BrokerConfig:
     transaction_state_log_min_isr: int = _key(
         2, _T.INT, "min.insync.replicas of __transaction_state.", validator=at_least(1)
     )
+    transaction_state_log_segment_bytes: int = _key(
+        104857600, _T.INT, "Segment size of __transaction_state.", validator=at_least(1)
+    )
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _key(
+        10000, _T.INT, "How often the transaction coordinator aborts timed-out transactions.",
+        validator=at_least(1),
+    )  # fmt: skip
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = _key(
+        3600000, _T.INT, "How often the transaction coordinator removes expired transactional ids.",
+        validator=at_least(1),
+    )  # fmt: skip
     transactional_id_expiration_ms: int = _key(
         604800000, _T.INT, "Expire idle transactional ids after this long.", validator=at_least(1)
     )

@@ -21,7 +21,11 @@ Pure functions only: no I/O.
 
 from __future__ import annotations
 
+import array
+import operator
 import struct
+import sys
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -38,12 +42,55 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
 
+# Group ids longer than this (in UTF-16 code units) take over a millisecond to hash:
+# their hashes are kept (``_long_hashes``), and handlers compute them off the event loop
+# first (``hash_is_cheap``). Kafka limits group ids only by the request size.
+LONG_STRING_UNITS = 4096
+_LONG_HASHES_KEPT = 1024
+# Keyed by (length, Python's hash of the string), not by the string: the cache keeps no
+# megabyte-long ids alive. Python's string hash is a keyed 64-bit SipHash, computed in C
+# and stored in the string object.
+_long_hashes: OrderedDict[tuple[int, int], int] = OrderedDict()
+_MASK = 0xFFFFFFFF
+_STRIDE = 16
+_STRIDE_POWER = pow(31, _STRIDE, 1 << 32)
+_STRIDE_WEIGHTS = tuple(pow(31, _STRIDE - 1 - j, 1 << 32) for j in range(_STRIDE))
+
+
 def java_string_hashcode(value: str) -> int:
     """Java's ``String.hashCode``: over UTF-16 code units, in 32-bit two's complement."""
+    if len(value) > LONG_STRING_UNITS:
+        key = (len(value), hash(value))
+        found = _long_hashes.get(key)
+        if found is None:
+            found = _long_hashes[key] = _hashcode(value)
+            if len(_long_hashes) > _LONG_HASHES_KEPT:
+                _long_hashes.popitem(last=False)
+        return found
+    return _hashcode(value)
+
+
+def hash_is_cheap(value: str) -> bool:
+    """Whether ``java_string_hashcode(value)`` answers at once (short or already known)."""
+    return len(value) <= LONG_STRING_UNITS or (len(value), hash(value)) in _long_hashes
+
+
+def _hashcode(value: str) -> int:
+    """h = h * 31 + unit, _STRIDE units per step (h * 31^16 + a weighted sum): about 3x
+    fewer interpreted operations than one unit at a time."""
+    units = array.array(
+        "H", value.encode("utf-16-le" if sys.byteorder == "little" else "utf-16-be")
+    )
+    count = len(units)
+    whole = count - count % _STRIDE
     result = 0
-    data = value.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        result = (31 * result + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    if whole:
+        columns = [units[j:whole:_STRIDE] for j in range(_STRIDE)]
+        power, weights = _STRIDE_POWER, _STRIDE_WEIGHTS
+        for row in zip(*columns, strict=True):
+            result = (result * power + sum(map(operator.mul, row, weights))) & _MASK
+    for unit in units[whole:]:
+        result = (result * 31 + unit) & _MASK
     return result - (1 << 32) if result & 0x80000000 else result
 
 
@@ -295,6 +342,11 @@ class LoadedPartition:
 
     offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
+    # Transactional offset commits whose producer has no marker in the partition yet:
+    # group -> producer id -> offsets.
+    pending_txn_offsets: dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]] = field(
+        default_factory=dict
+    )
     records: int = 0
     skipped: int = 0
 

@@ -196,6 +196,11 @@ class BrokerProcess:
         return self.directory / "logs"
 
     @property
+    def started_at(self) -> float:
+        """``time.time()`` of the last start: a registration znode older than it is stale."""
+        return self._started_at
+
+    @property
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
 

@@ -22,7 +22,15 @@ One cleaning pass over a log, as Kafka does it:
    one that loses records is rebuilt with its base offset, last offset delta, producer
    id, epoch, base sequence and codec (recompressed); one that loses all is dropped,
    except the last batch of a producer, which stays as an empty batch so producer
-   state survives (Kafka's rule). Control batches stay (transactions do not exist yet).
+   state survives (Kafka's rule).
+   Transactions (Kafka's ``CleanedTransactionMetadata``): the records of aborted
+   transactions (from the ``.txnindex`` files) go, and never enter the offset map; the
+   range ends at the last stable offset, so open transactions are not touched. An ABORT
+   marker stays while this pass removes data of its transaction (and its ``.txnindex``
+   entry goes to the cleaned copy's index); a COMMIT marker stays while data of its
+   transaction is in the same group. Otherwise a marker goes like a tombstone, once its
+   segment is past the delete horizon (``delete.retention.ms``); the last batch of a
+   producer stays as an empty batch.
 4. **Swap.** ``PartitionLog.replace_segments`` swaps the cleaned segment in with Kafka's
    suffix protocol (``.cleaned`` -> ``.swap`` -> no suffix); see there for crashes.
 
@@ -37,10 +45,12 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Generator
+from collections import deque
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..protocol.control_records import ControlRecordType, marker_of
 from ..protocol.record_batch import (
     COMPRESSION_MASK,
     HEADER_SIZE,
@@ -54,6 +64,7 @@ from ..protocol.records import compress, decompress, iter_record_spans
 from .log_config import LogConfig
 from .partition_log import PartitionLog
 from .segment import LogSegment, iter_headers
+from .transaction_index import AbortedTxn, TransactionIndex
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -92,6 +103,63 @@ class OffsetMap:
 
     def clear(self) -> None:
         self._offsets.clear()
+
+
+class CleanedTransactions:
+    """Which transactional batches a pass drops and which markers may go (Kafka's
+    ``CleanedTransactionMetadata``), fed the batches of a range in offset order with the
+    aborted transactions overlapping it."""
+
+    def __init__(self, aborted: Sequence[AbortedTxn], index: TransactionIndex | None = None):
+        self._pending = deque(sorted(aborted, key=lambda txn: txn.first_offset))
+        # Producer id -> its aborted transaction being walked, and whether a batch of it
+        # was seen in this range.
+        self._aborted: dict[int, tuple[AbortedTxn, bool]] = {}
+        self._committed: set[int] = set()
+        self.index = index  # the cleaned copy's .txnindex
+
+    def _consume_up_to(self, offset: int) -> None:
+        while self._pending and self._pending[0].first_offset <= offset:
+            txn = self._pending.popleft()
+            self._aborted.setdefault(txn.producer_id, (txn, False))
+
+    def on_batch(self, header: BatchHeader) -> bool:
+        """A data batch: True when it belongs to an aborted transaction (its records go)."""
+        self._consume_up_to(header.last_offset)
+        if not header.is_transactional:
+            return False
+        ongoing = self._aborted.get(header.producer_id)
+        if ongoing is not None:
+            self._aborted[header.producer_id] = (ongoing[0], True)
+            return True
+        self._committed.add(header.producer_id)
+        return False
+
+    def on_control_batch(self, data: bytes, header: BatchHeader) -> bool:
+        """A control batch: True when the marker may go (once past the delete horizon)."""
+        self._consume_up_to(header.last_offset)
+        if header.records_count == 0:
+            return True  # already emptied by an earlier pass
+        try:
+            marker = marker_of(data, header)
+        except Exception:
+            marker = None
+        if marker is None:
+            return False  # not a transaction marker: kept
+        producer_id = header.producer_id
+        if marker.type == ControlRecordType.ABORT:
+            ongoing = self._aborted.pop(producer_id, None)
+            if ongoing is not None and ongoing[1]:
+                # Data of the transaction was dropped here: keep the marker (and its
+                # index entry) until a later pass finds nothing of it.
+                if self.index is not None:
+                    self.index.append(ongoing[0])
+                return False
+            return True
+        if producer_id in self._committed:
+            self._committed.discard(producer_id)
+            return False
+        return True
 
 
 @dataclass(slots=True)
@@ -139,7 +207,7 @@ def cleanable_range(log: PartitionLog, checkpoint: int | None, now_ms: int) -> C
     first_dirty = log.log_start_offset
     if checkpoint is not None and log.log_start_offset <= checkpoint <= log.log_end_offset:
         first_dirty = checkpoint
-    first_uncleanable = min(segments[-1].base_offset, log.high_watermark)
+    first_uncleanable = min(segments[-1].base_offset, log.last_stable_offset)
     min_lag = log.config.min_compaction_lag_ms
     if min_lag > 0:
         for segment in segments[:-1]:
@@ -191,10 +259,16 @@ def _payload(data: bytes, header: BatchHeader) -> bytes:
 
 
 def build_offset_map(
-    segments: list[LogSegment], start: int, stop: int, offset_map: OffsetMap, stats: CleanerStats
+    segments: list[LogSegment],
+    start: int,
+    stop: int,
+    offset_map: OffsetMap,
+    stats: CleanerStats,
+    aborted: Sequence[AbortedTxn] = (),
 ) -> Generator[int, None, int]:
-    """Map every keyed record in [start, stop) (step 2); return the end offset: every
-    record below it is in the map."""
+    """Map every keyed record in [start, stop) outside aborted transactions (step 2);
+    return the end offset: every record below it is in the map."""
+    transactions = CleanedTransactions(aborted)
     for segment in segments:
         for data, header in _read_batches(segment):
             if header.last_offset < start:
@@ -202,7 +276,11 @@ def build_offset_map(
             if header.base_offset >= stop:
                 return stop
             stats.map_bytes_read += header.size
-            if header.is_control or header.records_count == 0:
+            if header.is_control:
+                transactions.on_control_batch(data, header)
+                yield header.size
+                continue
+            if transactions.on_batch(header) or header.records_count == 0:
                 yield header.size
                 continue
             for span in iter_record_spans(_payload(data, header), header.records_count):
@@ -281,13 +359,26 @@ def filter_batch(
     retain_tombstones: bool,
     producer_last: dict[int, int],
     stats: CleanerStats,
+    transactions: CleanedTransactions | None = None,
 ) -> bytes | None:
     """The batch as it stays in the cleaned log, or None when it goes."""
     keeps_producer = (
         header.producer_id >= 0 and producer_last.get(header.producer_id) == header.last_offset
     )
     if header.is_control:
-        return data
+        if transactions is None or not transactions.on_control_batch(data, header):
+            return data
+        if retain_tombstones:
+            return data  # a marker goes like a tombstone: past the delete horizon
+        if keeps_producer:
+            return data if header.records_count == 0 else _empty_batch(header)
+        return None
+    if transactions is not None and transactions.on_batch(header):
+        # An aborted transaction's records: gone (the producer's last batch stays empty).
+        stats.records_read += header.records_count
+        if not keeps_producer:
+            return None
+        return data if header.records_count == 0 else _empty_batch(header)
     if header.records_count == 0:
         return data if keeps_producer else None
     payload = _payload(data, header)
@@ -339,9 +430,11 @@ def clean_group(
     delete_horizon_ms: int,
     producer_last: dict[int, int],
     stats: CleanerStats,
+    aborted: Sequence[AbortedTxn] = (),
 ) -> Generator[int, None, LogSegment]:
     """Write the cleaned copy of ``group`` as ``<base>.log.cleaned`` (step 3), fsynced,
-    with its indexes (``.index.cleaned``, ``.timeindex.cleaned``)."""
+    with its indexes (``.index.cleaned``, ``.timeindex.cleaned``, ``.txnindex.cleaned``
+    for the aborted transactions whose markers it keeps with data)."""
     cleaned = LogSegment.create(
         directory,
         group[0].base_offset,
@@ -350,6 +443,8 @@ def clean_group(
         created_ms=0,
         file_suffix=CLEANED_SUFFIX,
     )
+    cleaned.txn_index_path.unlink(missing_ok=True)  # a stale copy of an interrupted pass
+    transactions = CleanedTransactions(aborted, cleaned.txn_index)
     try:
         for segment in group:
             retain_tombstones = segment.last_modified_ms() > delete_horizon_ms
@@ -363,6 +458,7 @@ def clean_group(
                     retain_tombstones=retain_tombstones,
                     producer_last=producer_last,
                     stats=stats,
+                    transactions=transactions,
                 )
                 if kept is not None:
                     kept_header = read_header(kept)
@@ -408,6 +504,8 @@ class PassPlan:
     first_dirty: int
     first_uncleanable: int
     delete_horizon_ms: int
+    # Every aborted transaction of the log (its .txnindex entries), oldest first.
+    aborted: tuple[AbortedTxn, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -437,6 +535,7 @@ def plan_pass(log: PartitionLog, checkpoint: int | None, now_ms: int) -> PassPla
         dirty.first_dirty,
         dirty.first_uncleanable,
         delete_horizon_ms(log, dirty.first_dirty),
+        tuple(log.collect_aborted_transactions(log.log_start_offset, log.log_end_offset)),
     )
 
 
@@ -474,7 +573,7 @@ def copy_pass(plan: PassPlan, offset_map: OffsetMap) -> Generator[int, None, Pas
     try:
         rolled = segments[:-1]
         end = yield from build_offset_map(
-            rolled, plan.first_dirty, plan.first_uncleanable, offset_map, stats
+            rolled, plan.first_dirty, plan.first_uncleanable, offset_map, stats, plan.aborted
         )
         if end <= plan.first_dirty:
             return None  # the map cannot hold even one new key
@@ -489,6 +588,7 @@ def copy_pass(plan: PassPlan, offset_map: OffsetMap) -> Generator[int, None, Pas
                 delete_horizon_ms=plan.delete_horizon_ms,
                 producer_last=producer_last,
                 stats=stats,
+                aborted=plan.aborted,
             )
             written.append(
                 CleanedGroup(tuple(serial_of[s.base_offset] for s in group), cleaned.size)
@@ -506,7 +606,7 @@ def copy_pass(plan: PassPlan, offset_map: OffsetMap) -> Generator[int, None, Pas
 
 def discard_cleaned(directory: Path, group: CleanedGroup) -> None:
     stem = f"{group.segments[0][0]:020d}"
-    for kind in ("log", "index", "timeindex"):
+    for kind in ("log", "index", "timeindex", "txnindex"):
         (directory / f"{stem}.{kind}{CLEANED_SUFFIX}").unlink(missing_ok=True)
 
 

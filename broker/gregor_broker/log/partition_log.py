@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..protocol import record_batch
+from ..protocol.control_records import ControlRecordType, EndTransactionMarker, build_marker_batch
 from ..protocol.record_batch import BatchHeader
 from ..stats import RateLimitedLog
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
@@ -47,6 +48,7 @@ from .inflate import DecompressionBudget
 from .log_config import LogConfig
 from .producer_state import ProducerStateError, ProducerStateManager
 from .segment import LogSegment, iter_headers
+from .transaction_index import AbortedTxn
 from .validator import validate_produce_records, validate_records
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
@@ -203,9 +205,12 @@ class PartitionLog:
             for entry in os.scandir(self.directory):
                 stem, _, suffix = entry.name.partition(".")
                 replaced = stem.isdigit() and base <= int(stem) < next_offset
-                if replaced and suffix in ("log", "index", "timeindex"):
+                if replaced and suffix in ("log", "index", "timeindex", "txnindex"):
                     os.unlink(entry.path)
             os.replace(swap_path, self.directory / f"{base:020d}.log")
+            txn_swap = self.directory / f"{base:020d}.txnindex.swap"
+            if txn_swap.exists():
+                os.replace(txn_swap, self.directory / f"{base:020d}.txnindex")
 
     def _load(self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool) -> None:
         base_offsets: list[int] = []
@@ -218,7 +223,7 @@ class PartitionLog:
                 os.unlink(entry.path)
             elif name.endswith(".log") and len(name) == 24 and name[:20].isdigit():
                 base_offsets.append(int(name[:20]))
-            elif name.endswith((".index", ".timeindex")):
+            elif name.endswith((".index", ".timeindex", ".txnindex")):
                 index_files.append(Path(entry.path))
         base_offsets.sort()
         known = {f"{base:020d}" for base in base_offsets}
@@ -253,6 +258,12 @@ class PartitionLog:
         self._high_watermark = log_end_offset
         self.recovery_point = max(min(recovery_point, log_end_offset), 0)
         self.leader_epoch_cache.truncate_from_end(log_end_offset)
+        # Entries written for markers that recovery cut off (the index is appended after
+        # its marker; what is missing the first scan of producer state writes again).
+        self._segments[-1].txn_index.truncate_to(log_end_offset)
+        self.producer_state.load_snapshot(
+            log_end_offset if had_clean_shutdown else self.recovery_point
+        )
         self.leader_epoch_cache.truncate_from_start(log_start_offset)
 
     def _load_active_after_clean_shutdown(self) -> int:
@@ -419,18 +430,27 @@ class PartitionLog:
             budget=budget,
             compacted=config.compacted,
             topic_partition=f"{self.topic}-{self.partition}",
+            # Kafka's origin COORDINATOR: the broker's own writes skip the client checks
+            # (TxnOffsetCommit's transactional batches carry no sequence number).
+            from_client=api_version is not None,
         )
         return headers
 
     def append_as_leader(
-        self, buffer: bytearray, headers: list[BatchHeader], *, leader_epoch: int
+        self,
+        buffer: bytearray,
+        headers: list[BatchHeader],
+        *,
+        leader_epoch: int,
+        from_client: bool = True,
     ) -> AppendResult:
         """Append validated batches as the leader: offsets assigned here, idempotent
         producers deduplicated and sequence-checked first (``ProducerStateError`` when
         Kafka would refuse the batch; a retry of a batch already written comes back
-        with its original offsets and ``duplicate`` set, and is not written again)."""
+        with its original offsets and ``duplicate`` set, and is not written again).
+        ``from_client`` False: the broker's own write (no sequence checks)."""
         try:
-            duplicate = self.producer_state.check(headers)
+            duplicate = self.producer_state.check(headers, from_client=from_client)
         except ProducerStateError as error:
             producer_state_log.info("%s-%d refused a batch: %s", self.topic, self.partition, error)
             raise
@@ -451,6 +471,116 @@ class PartitionLog:
         result = self.append(buffer, headers, leader_epoch=leader_epoch)
         self.producer_state.record_append(buffer, headers)
         return result
+
+    def append_txn_marker(
+        self,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        leader_epoch: int,
+    ) -> AppendResult:
+        """Append a transaction marker as the leader (WriteTxnMarkers): a control batch
+        that ends the producer's transaction here. ``ProducerStateError`` when its
+        producer epoch or coordinator epoch is stale (Kafka's ``appendEndTxnMarker``)."""
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        marker = EndTransactionMarker(
+            ControlRecordType.COMMIT if commit else ControlRecordType.ABORT, coordinator_epoch
+        )
+        buffer = bytearray(
+            build_marker_batch(
+                marker,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                timestamp=self._now_ms(),
+            )
+        )
+        headers = record_batch.scan_batches(buffer, verify_crc=False)
+        result = self.append(buffer, headers, leader_epoch=leader_epoch)
+        self.producer_state.record_append(buffer, headers)
+        return result
+
+    def append_as_follower(self, buffer: bytearray, headers: list[BatchHeader]) -> AppendResult:
+        """Append batches copied from the leader (offsets as the leader gave them) and
+        apply them to the producer state, so that a follower's open transactions and
+        ``.txnindex`` follow its log as the leader's do."""
+        result = self.append(buffer, headers, assign_offsets=False)
+        self.producer_state.record_append(buffer, headers)
+        return result
+
+    # -- transactions --------------------------------------------------------------------
+
+    def index_aborted_transaction(self, entry: AbortedTxn) -> None:
+        """Record an aborted transaction in the ``.txnindex`` of the segment holding its
+        marker, unless it is there already (a rescan of the log after a restart or a
+        truncation finds markers already indexed)."""
+        i = bisect.bisect_right(self._base_offsets, entry.last_offset) - 1
+        if i < 0:
+            return
+        index = self._segments[i].txn_index
+        if index.entries and index.entries[-1].last_offset >= entry.last_offset:
+            return
+        index.append(entry)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: read_committed consumers read up to it (the first offset of the
+        oldest undecided transaction, else the high watermark)."""
+        if not self.producer_state.built and self.log_end_offset == self.log_start_offset:
+            return self._high_watermark
+        return self.producer_state.last_stable_offset(self._high_watermark)
+
+    @property
+    def known_last_stable_offset(self) -> int:
+        """The LSO when the producer state is built, else the high watermark: for
+        answers that carry an LSO but do not depend on it (read_uncommitted fetches,
+        followers), which must not make a restarted broker scan the log."""
+        if not self.producer_state.built:
+            return self._high_watermark
+        return self.producer_state.last_stable_offset(self._high_watermark)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        return self.producer_state.first_unstable_offset(self._high_watermark)
+
+    def active_producers(self) -> list[tuple[int, int, int, int, int, int]]:
+        """Kafka's ``activeProducers`` (DescribeProducers): (producer id, epoch, last
+        sequence, last timestamp, coordinator epoch, open transaction's first offset or
+        -1) for every producer this partition knows."""
+        state = self.producer_state.state()
+        open_txns = state.transactions.first_offsets
+        return [
+            (
+                producer_id,
+                entry.producer_epoch,
+                entry.last_sequence,
+                entry.last_timestamp,
+                entry.coordinator_epoch,
+                open_txns.get(producer_id, -1),
+            )
+            for producer_id, entry in state.entries.items()
+        ]
+
+    def open_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction in this partition."""
+        return dict(self.producer_state.state().transactions.first_offsets)
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound), from the
+        ``.txnindex`` of the segment holding ``fetch_offset`` on (Kafka's
+        ``collectAbortedTransactions``)."""
+        self.producer_state.state()  # indexes markers a restart has not scanned yet
+        found: list[AbortedTxn] = []
+        first = max(bisect.bisect_right(self._base_offsets, fetch_offset) - 1, 0)
+        for segment in self._segments[first:]:
+            # A marker may sit past the bound in a later segment: search on until an
+            # entry's LSO says nothing later can overlap (Kafka's isComplete).
+            entries, complete = segment.txn_index.collect(fetch_offset, upper_bound)
+            found.extend(entries)
+            if complete:
+                break
+        return found
 
     def append(
         self,
@@ -533,6 +663,8 @@ class PartitionLog:
             active.seal()
         segment = self._segment(base_offset)
         self._add_segment(segment)
+        if base_offset == self.log_end_offset:
+            self.producer_state.take_snapshot()  # Kafka's snapshot at every roll
         return segment
 
     def maybe_roll(self) -> None:
@@ -647,7 +779,8 @@ class PartitionLog:
         if offset >= self.log_end_offset:
             return
         self.truncations += 1
-        if offset < self.log_start_offset:
+        kept = offset >= self.log_start_offset
+        if not kept:
             for segment in self._segments:
                 self._delete_segment(segment)
             self._segments, self._base_offsets = [], []
@@ -664,6 +797,8 @@ class PartitionLog:
         self._high_watermark = min(self._high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        # A full truncation leaves nothing a snapshot could describe.
+        self.producer_state.delete_snapshots_after(self.log_end_offset if kept else -1)
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start to ``offset`` and delete whole segments below."""
@@ -793,6 +928,7 @@ class PartitionLog:
         if self._segments:
             self._segments[-1].seal()
             self.flush()
+            self.producer_state.take_snapshot()  # Kafka's snapshot at clean shutdown
         for segment in self._segments:
             segment.close()
         self.close_deleted_segments(force=True)

@@ -15,11 +15,17 @@ does (``NumBatchesToRetain``). Before a leader appends a batch carrying a produc
 
 State is a function of the batch headers in the log, in offset order: ``apply`` takes
 headers that already carry their offsets, so a leader (after appending) and a follower
-(copying batches with ``assign_offsets=False``) update it the same way. Nothing is
-persisted: after a restart ``state_for`` rebuilds the state by reading only the 61-byte
-batch headers from the log start (Kafka also keeps ``.snapshot`` files to skip that scan;
-Gregor does not write them yet). ``state_for`` also catches up with appends it was not
-told about (a follower's copies).
+(copying batches with ``assign_offsets=False``) update it the same way. ``state()``
+catches up with appends it was not told about by reading only the 61-byte batch headers.
+
+Snapshots (Kafka's ``.snapshot`` files, ``ProducerSnapshot`` version 1, byte for byte):
+``<offset>.snapshot`` holds every producer's epoch, last batch, coordinator epoch and
+open transaction as of ``offset``. The log takes one when it rolls a segment and when
+it closes, once producer state exists; opening a log loads the newest snapshot at or
+below its end and scans only the batches after it, so a restart does not rescan whole
+logs. Snapshots past a truncation point are deleted, older ones go with the segments.
+A snapshot keeps a producer's last batch only (as Kafka's): a retry of an older one of
+its last five after a restart is OUT_OF_ORDER_SEQUENCE_NUMBER, not a duplicate.
 
 Truncation. Matches Kafka's ``UnifiedLog.truncateTo``, which reloads producer state
 after every truncation: when ``PartitionLog.truncations`` moved since the state was
@@ -29,32 +35,57 @@ where it was, and a retry of the truncated batch must then be appended again, no
 answered as a duplicate at offsets that now hold someone else's records. Moving the log
 start (retention, DeleteRecords) keeps the entries, as Kafka does since KIP-360.
 
-Not handled here: transactions (control batches are skipped) and the expiry of idle
-producer ids (``producer.id.expiration.ms``); entries live as long as the broker runs.
+Transactions (Kafka's ``ProducerAppendInfo``): a transactional batch of a producer with
+no open transaction opens one at its base offset; a non-transactional batch while one is
+open is INVALID_TXN_STATE; the producer's commit or abort marker (a control batch the
+leader appends for the coordinator, ``check_marker`` first: an older producer epoch is
+INVALID_PRODUCER_EPOCH, an older coordinator epoch TRANSACTION_COORDINATOR_FENCED) closes
+it. The open transactions give the last stable offset (``transaction_index.py``
+``OpenTransactions``); an aborted one becomes an entry of the ``.txnindex`` of the
+segment holding its marker, written through ``ProducerStateLog.index_aborted_transaction``
+(on the leader and on followers alike, since both apply the batches of their log).
+Writes of the broker itself (the group coordinator's transactional offset commits, no
+sequence numbers) are Kafka's origin COORDINATOR: epoch checked, sequence not.
+
+Expiry (``producer.id.expiration.ms``, Kafka's ``removeExpiredProducers``): a producer
+with no open transaction whose last batch or marker is older than the expiration (by its
+timestamp) is forgotten; its next batch is then accepted at any sequence, as an unknown
+producer's. The log manager runs it every ``producer.id.expiration.check.interval.ms``.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import struct
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
+from crc32c import crc32c
 from kio.schema.errors import ErrorCode
 
+from ..protocol.control_records import ControlRecordType, EndTransactionMarker, marker_of
 from ..protocol.record_batch import HEADER_SIZE, BatchHeader, read_header
+from .transaction_index import AbortedTxn, OpenTransactions
 
 
 class ProducerStateLog(Protocol):
     """The partition log as its producer state reads it (``PartitionLog``, which owns
     the state: ``PartitionLog.producer_state``)."""
 
+    directory: Path
     log_start_offset: int
     log_end_offset: int
     truncations: int
 
     def read(self, fetch_offset: int, max_bytes: int) -> Any: ...
 
+    def index_aborted_transaction(self, entry: AbortedTxn) -> None: ...
+
+
+log = logging.getLogger(__name__)
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -86,6 +117,10 @@ class ProducerEntry:
     producer_id: int
     producer_epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
+    # The epoch of the transaction coordinator that wrote this producer's last marker.
+    coordinator_epoch: int = -1
+    # The max timestamp of its last batch or marker (Kafka's lastTimestamp).
+    last_timestamp: int = -1
 
     @property
     def last_sequence(self) -> int:
@@ -116,6 +151,10 @@ def _is_idempotent(header: BatchHeader) -> bool:
     return header.producer_id != NO_PRODUCER_ID and not header.is_control
 
 
+# A batch header, with the transaction marker it carries when it is a control batch.
+LoggedBatch = tuple[BatchHeader, EndTransactionMarker | None]
+
+
 class ProducerState:
     """The producer entries of one partition and the log offset they are current to."""
 
@@ -125,16 +164,21 @@ class ProducerState:
         self.next_offset = next_offset
         # The log's truncation count this state was built at (``PartitionLog.truncations``).
         self.truncations = truncations
+        self.transactions = OpenTransactions()
 
-    def check(self, headers: list[BatchHeader]) -> BatchMetadata | None:
+    def check(
+        self, headers: list[BatchHeader], *, from_client: bool = True
+    ) -> BatchMetadata | None:
         """Validate batches about to be appended (offsets not assigned yet).
 
         Returns the original batch when the request is a retry of one already in the
         log (then nothing must be appended); raises ``ProducerStateError`` when Kafka
-        would refuse the batch.
+        would refuse the batch. ``from_client`` False is the broker's own write (Kafka's
+        origin COORDINATOR): no sequence numbers, only the epoch is checked.
         """
         # Earlier batches of the same request count for the later ones.
         pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last sequence)
+        opened: set[int] = set()  # producers whose transaction a batch here opens
         for header in headers:
             if not _is_idempotent(header):
                 continue
@@ -142,6 +186,20 @@ class ProducerState:
             epoch = header.producer_epoch
             first = header.base_sequence
             entry = self.entries.get(producer_id)
+            in_txn = producer_id in opened or producer_id in self.transactions.first_offsets
+            if in_txn and not header.is_transactional:
+                raise ProducerStateError(
+                    ErrorCode.invalid_txn_state,
+                    f"expected a transactional write from producer {producer_id}: its "
+                    "transaction in this partition is still open",
+                )
+            if header.is_transactional:
+                opened.add(producer_id)
+            if not from_client:
+                current = entry.producer_epoch if entry is not None else NO_PRODUCER_EPOCH
+                if current != NO_PRODUCER_EPOCH and epoch < current:
+                    raise _fenced(producer_id, epoch, current)
+                continue
             if entry is not None and producer_id not in pending:
                 duplicate = entry.find_duplicate(epoch, first, last_sequence_of(header))
                 if duplicate is not None:
@@ -153,11 +211,7 @@ class ProducerState:
             else:
                 current_epoch, current_last = NO_PRODUCER_EPOCH, -1
             if current_epoch != NO_PRODUCER_EPOCH and epoch < current_epoch:
-                raise ProducerStateError(
-                    ErrorCode.invalid_producer_epoch,
-                    f"producer {producer_id} epoch {epoch} is older than the current "
-                    f"epoch {current_epoch}; a newer producer with this id fenced it",
-                )
+                raise _fenced(producer_id, epoch, current_epoch)
             if epoch != current_epoch:
                 if first != 0 and current_epoch != NO_PRODUCER_EPOCH:
                     raise ProducerStateError(
@@ -172,20 +226,66 @@ class ProducerState:
             pending[producer_id] = (epoch, last_sequence_of(header))
         return None
 
-    def apply(self, headers: list[BatchHeader]) -> None:
-        """Record batches as they are in the log (base offsets assigned), in order."""
-        for header in headers:
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers idle for ``expiration_ms`` (by their last batch's timestamp)
+        with no open transaction (Kafka's ``removeExpiredProducers``); how many went."""
+        open_txns = self.transactions.first_offsets
+        expired = [
+            producer_id
+            for producer_id, entry in self.entries.items()
+            if producer_id not in open_txns and now_ms - entry.last_timestamp >= expiration_ms
+        ]
+        for producer_id in expired:
+            del self.entries[producer_id]
+        return len(expired)
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Before a leader appends a transaction marker (Kafka's ``appendEndTxnMarker``):
+        INVALID_PRODUCER_EPOCH for an epoch older than the producer's,
+        TRANSACTION_COORDINATOR_FENCED for a coordinator older than the last one that
+        wrote a marker for it here."""
+        entry = self.entries.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.producer_epoch:
+            raise _fenced(producer_id, producer_epoch, entry.producer_epoch)
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise ProducerStateError(
+                ErrorCode.transaction_coordinator_fenced,
+                f"marker for producer {producer_id} from coordinator epoch "
+                f"{coordinator_epoch}, older than {entry.coordinator_epoch} (a zombie coordinator)",
+            )
+
+    def apply(self, batches: list[LoggedBatch]) -> list[AbortedTxn]:
+        """Record batches as they are in the log (base offsets assigned), in order.
+        Returns the transactions their abort markers ended (for the ``.txnindex``)."""
+        aborted: list[AbortedTxn] = []
+        for header, marker in batches:
             if header.next_offset > self.next_offset:
                 self.next_offset = header.next_offset
-            if not _is_idempotent(header):
+            producer_id = header.producer_id
+            if producer_id == NO_PRODUCER_ID:
                 continue
-            entry = self.entries.get(header.producer_id)
+            entry = self.entries.get(producer_id)
             if entry is None:
-                entry = ProducerEntry(header.producer_id, header.producer_epoch)
-                self.entries[header.producer_id] = entry
+                entry = ProducerEntry(producer_id, header.producer_epoch)
+                self.entries[producer_id] = entry
             elif header.producer_epoch != entry.producer_epoch:
                 entry.producer_epoch = header.producer_epoch
                 entry.batches.clear()
+            entry.last_timestamp = header.max_timestamp
+            if header.is_control:
+                if marker is None:
+                    continue  # an emptied control batch (compaction) or not a marker
+                entry.coordinator_epoch = marker.coordinator_epoch
+                ended = self.transactions.on_marker(
+                    producer_id, header.base_offset, aborted=marker.type == ControlRecordType.ABORT
+                )
+                if ended is not None:
+                    aborted.append(ended)
+                continue
+            if header.is_transactional:
+                self.transactions.on_transactional_batch(producer_id, header.base_offset)
             entry.batches.append(
                 BatchMetadata(
                     header.base_sequence,
@@ -195,12 +295,40 @@ class ProducerState:
                     header.max_timestamp,
                 )
             )
+        return aborted
 
 
-def read_batch_headers(log: ProducerStateLog, start: int, end: int) -> list[BatchHeader]:
+def _fenced(producer_id: int, epoch: int, current: int) -> ProducerStateError:
+    return ProducerStateError(
+        ErrorCode.invalid_producer_epoch,
+        f"producer {producer_id} epoch {epoch} is older than the current "
+        f"epoch {current}; a newer producer with this id fenced it",
+    )
+
+
+def _marker(
+    batch: bytes | bytearray | memoryview, header: BatchHeader
+) -> EndTransactionMarker | None:
+    try:
+        return marker_of(batch, header)
+    except Exception:  # a control batch that does not parse is not a marker (Kafka skips it)
+        return None
+
+
+def logged_batches(buffer: bytes | bytearray, headers: list[BatchHeader]) -> list[LoggedBatch]:
+    """The batches of an appended buffer (offsets as written) with their markers."""
+    batches: list[LoggedBatch] = []
+    for h in headers:
+        header = read_header(buffer, h.position)
+        batches.append((header, _marker(buffer, header) if header.is_control else None))
+    return batches
+
+
+def read_batch_headers(log: ProducerStateLog, start: int, end: int) -> list[LoggedBatch]:
     """Headers of the batches holding offsets [start, end), read from the segment files
-    (61 bytes per batch; record data is never read)."""
-    headers: list[BatchHeader] = []
+    (61 bytes per batch; record data is read only for control batches, to decode their
+    transaction marker)."""
+    batches: list[LoggedBatch] = []
     offset = max(start, log.log_start_offset)
     while offset < end:
         found = log.read(offset, 2**31 - 1)
@@ -214,15 +342,119 @@ def read_batch_headers(log: ProducerStateLog, start: int, end: int) -> list[Batc
                 break
             header = read_header(raw, 0)
             if header.base_offset >= end:
-                return headers
+                return batches
             if header.next_offset > offset:
-                headers.append(header)
+                marker = None
+                if header.is_control:
+                    whole = os.pread(found.fd, header.size, position)
+                    if len(whole) == header.size:
+                        marker = _marker(whole, read_header(whole, 0))
+                batches.append((header, marker))
             last_next = header.next_offset
             position += header.size
         if last_next <= offset:
             break
         offset = last_next
-    return headers
+    return batches
+
+
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+_SNAPSHOT_HEAD = struct.Struct(">hIi")  # version, crc (over what follows it), entry count
+_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+_CRC_END = 6  # the CRC covers the bytes from here on
+
+
+class CorruptSnapshot(ValueError):
+    """A ``.snapshot`` that does not parse or whose CRC does not match."""
+
+
+def snapshot_path(directory: Path, offset: int) -> Path:
+    return directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def snapshot_offsets(directory: Path) -> list[int]:
+    """Offsets of the snapshot files in ``directory``, oldest first."""
+    offsets = []
+    for entry in os.scandir(directory):
+        name = entry.name
+        if name.endswith(SNAPSHOT_SUFFIX) and name[:20].isdigit() and len(name) == 29:
+            offsets.append(int(name[:20]))
+    return sorted(offsets)
+
+
+def encode_snapshot(state: ProducerState) -> bytes:
+    """Kafka's ``ProducerSnapshot`` v1: each producer's epoch, last batch (sequence,
+    offset, offset delta, timestamp), coordinator epoch and open transaction's first
+    offset (-1: none)."""
+    open_txns = state.transactions.first_offsets
+    body = bytearray()
+    for producer_id, entry in state.entries.items():
+        if entry.batches:
+            last = entry.batches[-1]
+            fields = (
+                last.last_sequence,
+                last.last_offset,
+                last.last_offset - last.first_offset,
+                entry.last_timestamp,
+            )
+        else:
+            fields = (-1, -1, 0, entry.last_timestamp)
+        body += _SNAPSHOT_ENTRY.pack(
+            producer_id,
+            entry.producer_epoch,
+            *fields,
+            entry.coordinator_epoch,
+            open_txns.get(producer_id, -1),
+        )
+    count = struct.pack(">i", len(state.entries))
+    crc = crc32c(count + body)
+    return struct.pack(">hI", SNAPSHOT_VERSION, crc) + count + bytes(body)
+
+
+def decode_snapshot(data: bytes, next_offset: int) -> ProducerState:
+    """The state a snapshot at ``next_offset`` holds; ``CorruptSnapshot`` if it is not one."""
+    if len(data) < _SNAPSHOT_HEAD.size:
+        raise CorruptSnapshot(f"{len(data)} bytes is shorter than a snapshot header")
+    version, crc, count = _SNAPSHOT_HEAD.unpack_from(data)
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshot(f"snapshot version {version}")
+    if crc32c(data[_CRC_END:]) != crc:
+        raise CorruptSnapshot("snapshot CRC mismatch")
+    if count < 0 or len(data) != _SNAPSHOT_HEAD.size + count * _SNAPSHOT_ENTRY.size:
+        raise CorruptSnapshot(f"{len(data)} bytes for {count} entries")
+    state = ProducerState(next_offset)
+    for i in range(count):
+        (
+            producer_id,
+            epoch,
+            last_sequence,
+            last_offset,
+            offset_delta,
+            timestamp,
+            coordinator_epoch,
+            txn_first_offset,
+        ) = _SNAPSHOT_ENTRY.unpack_from(data, _SNAPSHOT_HEAD.size + i * _SNAPSHOT_ENTRY.size)
+        entry = ProducerEntry(
+            producer_id, epoch, coordinator_epoch=coordinator_epoch, last_timestamp=timestamp
+        )
+        if last_offset >= 0:
+            first_sequence = last_sequence - offset_delta
+            if first_sequence < 0:  # Kafka's decrementSequence: sequences wrap
+                first_sequence += _INT32_MAX + 1
+            entry.batches.append(
+                BatchMetadata(
+                    first_sequence,
+                    last_sequence,
+                    last_offset - offset_delta,
+                    last_offset,
+                    timestamp,
+                )
+            )
+        state.entries[producer_id] = entry
+        if txn_first_offset >= 0:
+            state.transactions.first_offsets[producer_id] = txn_first_offset
+    return state
 
 
 class ProducerStateManager:
@@ -234,6 +466,85 @@ class ProducerStateManager:
         self._log = log
         self._state: ProducerState | None = None
 
+    # -- snapshots ---------------------------------------------------------------------
+
+    def load_snapshot(self, max_offset: int) -> bool:
+        """At open: delete snapshots past the log end and start from the newest one at
+        or below ``max_offset`` (the log end after a clean shutdown, else the recovery
+        point, so that the batches recovery checked are scanned again and their
+        aborted transactions indexed); the batches after it are scanned on first use.
+        False when there is none."""
+        log = self._log
+        skipped = False
+        for offset in reversed(snapshot_offsets(log.directory)):
+            path = snapshot_path(log.directory, offset)
+            if offset > log.log_end_offset:
+                path.unlink(missing_ok=True)  # recovery cut the log below it
+                continue
+            if offset > max_offset:
+                skipped = True
+                continue
+            state = self._read_snapshot(path, offset)
+            if state is not None:
+                state.truncations = log.truncations
+                self._state = state
+                return True
+        if skipped:
+            # Producers wrote here, but only past the recovery point is there a
+            # snapshot: scan from the log start on first use rather than from it.
+            self._state = ProducerState(log.log_start_offset, log.truncations)
+        return False
+
+    def _read_snapshot(self, path: Path, offset: int) -> ProducerState | None:
+        try:
+            return decode_snapshot(path.read_bytes(), offset)
+        except (OSError, CorruptSnapshot) as error:
+            log.warning("ignoring producer state snapshot %s: %s", path, error)
+            path.unlink(missing_ok=True)
+            return None
+
+    def take_snapshot(self) -> None:
+        """Write ``<log end>.snapshot`` (fsynced) when the state exists; drop snapshots
+        below the log start. Kafka does this at every roll and at clean shutdown."""
+        if self._state is None:
+            return
+        log = self._log
+        state = self.state()
+        path = snapshot_path(log.directory, log.log_end_offset)
+        temporary = path.with_name(path.name + ".tmp")
+        with open(temporary, "wb") as file:
+            file.write(encode_snapshot(state))
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+        for offset in snapshot_offsets(log.directory):
+            if offset < log.log_start_offset:
+                snapshot_path(log.directory, offset).unlink(missing_ok=True)
+
+    def delete_snapshots_after(self, offset: int) -> None:
+        """A truncation to ``offset``: snapshots past it describe batches that are gone."""
+        for found in snapshot_offsets(self._log.directory):
+            if found > offset:
+                snapshot_path(self._log.directory, found).unlink(missing_ok=True)
+
+    def _rebuild_start(self) -> ProducerState:
+        """After a truncation: the newest snapshot at or below the log end, else empty
+        state at the log start (Kafka's ``truncateAndReload``)."""
+        log = self._log
+        for offset in reversed(snapshot_offsets(log.directory)):
+            if offset <= log.log_end_offset:
+                state = self._read_snapshot(snapshot_path(log.directory, offset), offset)
+                if state is not None:
+                    state.truncations = log.truncations
+                    return state
+        return ProducerState(log.log_start_offset, log.truncations)
+
+    @property
+    def built(self) -> bool:
+        """Whether the state exists (it is built on the first idempotent or
+        transactional write, or the first read that needs the last stable offset)."""
+        return self._state is not None
+
     def state(self) -> ProducerState:
         """The state current to the log's end: scans what it has not seen yet and
         starts over from the log when the log was truncated since it was built."""
@@ -244,18 +555,33 @@ class ProducerStateManager:
             or state.truncations != log.truncations
             or log.log_end_offset < state.next_offset
         ):
-            state = self._state = ProducerState(log.log_start_offset, log.truncations)
+            state = self._state = self._rebuild_start()
         if state.next_offset < log.log_end_offset:
-            state.apply(read_batch_headers(log, state.next_offset, log.log_end_offset))
+            self._index(state.apply(read_batch_headers(log, state.next_offset, log.log_end_offset)))
             state.next_offset = log.log_end_offset
         return state
 
-    def check(self, headers: list[BatchHeader]) -> BatchMetadata | None:
+    def _index(self, aborted: list[AbortedTxn]) -> None:
+        for entry in aborted:
+            self._log.index_aborted_transaction(entry)
+
+    def check(
+        self, headers: list[BatchHeader], *, from_client: bool = True
+    ) -> BatchMetadata | None:
         """Before a leader's append: the batch it duplicates, or None to append it;
         ProducerStateError when Kafka would refuse it."""
         if self._state is None and not any(_is_idempotent(h) for h in headers):
             return None  # plain producers pay nothing until an idempotent one appears
-        return self.state().check(headers)
+        return self.state().check(headers, from_client=from_client)
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        self.state().check_marker(producer_id, producer_epoch, coordinator_epoch)
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """``producer.id.expiration.ms``: drop idle producers (only once state exists)."""
+        if self._state is None:
+            return 0
+        return self.state().remove_expired(now_ms, expiration_ms)
 
     def epoch_bumps(self, headers: list[BatchHeader]) -> list[tuple[int, int, int]]:
         """(producer id, current epoch, new epoch) for each batch about to be appended
@@ -276,8 +602,31 @@ class ProducerStateManager:
         return bumps
 
     def record_append(self, buffer: bytes | bytearray, headers: list[BatchHeader]) -> None:
-        """After an append: apply the batches with the offsets the log gave them."""
+        """After an append (a leader's, offsets assigned, or a follower's copy): apply
+        the batches. The first transactional batch or marker builds the state (a scan of
+        the log, these batches included), so every replica indexes its aborted
+        transactions as it appends their markers."""
         state = self._state
         if state is None:
+            if any(h.is_transactional for h in headers):  # markers are transactional too
+                self.state()
             return
-        state.apply([read_header(buffer, h.position) for h in headers])
+        batches = logged_batches(buffer, headers)
+        log = self._log
+        if (
+            state.truncations != log.truncations
+            or not batches
+            or batches[0][0].base_offset != state.next_offset
+        ):
+            self.state()  # out of step (a truncation, or appends it did not see): rescan
+            return
+        self._index(state.apply(batches))
+        state.next_offset = max(state.next_offset, log.log_end_offset)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """Kafka's LSO: the first offset of the oldest transaction not yet decided and
+        replicated, capped by ``high_watermark``. Builds the state if needed."""
+        return self.state().transactions.last_stable_offset(high_watermark)
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        return self.state().transactions.first_unstable_offset(high_watermark)

@@ -1,4 +1,5 @@
-"""One log segment: ``<base>.log`` plus its ``.index`` and ``.timeindex``.
+"""One log segment: ``<base>.log`` plus its ``.index``, ``.timeindex`` and ``.txnindex``
+(aborted transactions whose marker is in this segment, loaded on first use).
 
 A segment owns its file descriptor, its size and its indexes, and answers positional
 questions ("where does the batch holding offset X start", "which batches fit in N
@@ -30,6 +31,7 @@ from ..protocol.record_batch import (
 from ..protocol.records import iter_batch_records
 from .index import OffsetIndex, TimeIndex
 from .open_files import OPEN_FILES
+from .transaction_index import TransactionIndex
 
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 # Every LogSegment object of the process gets a serial: the cleaner's swap checks that the
@@ -168,6 +170,8 @@ class LogSegment:
         self.time_index = TimeIndex(
             directory / f"{stem}.timeindex{file_suffix}", base_offset, max_index_bytes
         )
+        self.txn_index_path = directory / f"{stem}.txnindex{file_suffix}"
+        self._txn_index: TransactionIndex | None = None
         self.index_interval_bytes = index_interval_bytes
         self.size = size
         self.created_ms = created_ms
@@ -251,17 +255,27 @@ class LogSegment:
         self._close_when_unpinned = True
         return False
 
+    @property
+    def txn_index(self) -> TransactionIndex:
+        """The segment's aborted transactions (``<base>.txnindex``, read on first use)."""
+        index = self._txn_index
+        if index is None:
+            index = self._txn_index = TransactionIndex.load(self.txn_index_path)
+        return index
+
     def write_indexes(self) -> None:
         if self.indexes_loaded:
             self.offset_index.write_pending()
             self.time_index.write_pending()
 
     def sync(self) -> None:
-        """fsync the log and both indexes."""
+        """fsync the log and its indexes."""
         os.fsync(self.fd)
         if self.indexes_loaded:
             self.offset_index.sync()
             self.time_index.sync()
+        if self._txn_index is not None:
+            self._txn_index.sync()
 
     def seal(self) -> None:
         """The segment stops being active: record its max timestamp in the time index
@@ -298,10 +312,21 @@ class LogSegment:
             if path.exists():
                 os.replace(path, renamed)
             setattr(holder, attribute, renamed)
+        renamed = self.txn_index_path.with_name(self.txn_index_path.name.removesuffix(old) + new)
+        if self.txn_index_path.exists():
+            os.replace(self.txn_index_path, renamed)
+        self.txn_index_path = renamed
+        if self._txn_index is not None:
+            self._txn_index.path = renamed
 
     def unlink_files(self) -> None:
         """Remove the files; an open descriptor (and any FileSlice on it) stays valid."""
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in (
+            self.log_path,
+            self.offset_index.path,
+            self.time_index.path,
+            self.txn_index_path,
+        ):
             path.unlink(missing_ok=True)
 
     def last_modified_ms(self) -> int:
@@ -536,4 +561,5 @@ class LogSegment:
         if position is not None and position < self.size:
             os.ftruncate(self.fd, position)
             self.size = position
+        self.txn_index.truncate_to(offset)
         return self.recover(verify_crc=False, min_offset=self.base_offset, truncate=True)

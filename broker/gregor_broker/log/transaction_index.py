@@ -64,7 +64,10 @@ class TransactionIndex:
             return index
         data = path.read_bytes()
         if len(data) % ENTRY_SIZE:
-            raise CorruptTransactionIndex(f"{path}: {len(data)} bytes is not whole entries")
+            # A crash tore the last append (entries are written after their marker, so
+            # the marker is in the log and the next scan of the log writes it again).
+            data = data[: len(data) - len(data) % ENTRY_SIZE]
+            os.truncate(path, len(data))
         for position in range(0, len(data), ENTRY_SIZE):
             version, *fields = _ENTRY.unpack_from(data, position)
             if version != ABORTED_TXN_VERSION:
@@ -117,10 +120,13 @@ class TransactionIndex:
 
 class OpenTransactions:
     """Open transactions of one partition: producer id -> first offset (Kafka's
-    ``ongoingTxns``), fed batch headers in offset order."""
+    ``ongoingTxns``), fed batch headers in offset order, and the transactions that ended
+    but whose marker the high watermark has not passed yet (Kafka's ``unreplicatedTxns``):
+    until it has, a new leader may not have the marker, so they still hold the LSO back."""
 
     def __init__(self) -> None:
         self.first_offsets: dict[int, int] = {}
+        self.unreplicated: list[tuple[int, int]] = []  # (first offset, marker offset)
 
     def on_transactional_batch(self, producer_id: int, base_offset: int) -> None:
         self.first_offsets.setdefault(producer_id, base_offset)
@@ -130,17 +136,35 @@ class OpenTransactions:
     ) -> AbortedTxn | None:
         """Close the producer's transaction; the index entry when it was aborted."""
         first = self.first_offsets.pop(producer_id, None)
-        if first is None or not aborted:
+        if first is None:
+            return None
+        self.unreplicated.append((first, marker_offset))
+        if not aborted:
             return None
         return AbortedTxn(
-            producer_id, first, marker_offset, self.last_stable_offset(marker_offset + 1)
+            producer_id, first, marker_offset, self.next_unstable_offset(marker_offset + 1)
         )
 
+    def next_unstable_offset(self, default: int) -> int:
+        """First offset of the oldest open transaction, else ``default`` (the LSO an
+        aborted transaction records: Kafka's ``lastStableOffset(completedTxn)``)."""
+        return min(self.first_offsets.values(), default=default)
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """First offset of the oldest transaction still open or whose marker is at or
+        past ``high_watermark``; None when there is none."""
+        if self.unreplicated:
+            self.unreplicated = [t for t in self.unreplicated if t[1] >= high_watermark]
+        first = min(self.first_offsets.values(), default=None)
+        for txn_first, _ in self.unreplicated:
+            if first is None or txn_first < first:
+                first = txn_first
+        return first
+
     def last_stable_offset(self, high_watermark: int) -> int:
-        """The first offset of the oldest open transaction, capped by the high watermark."""
-        if not self.first_offsets:
-            return high_watermark
-        return min(min(self.first_offsets.values()), high_watermark)
+        """The first unstable offset, capped by the high watermark (Kafka's LSO)."""
+        first = self.first_unstable_offset(high_watermark)
+        return high_watermark if first is None else min(first, high_watermark)
 
     def truncate_to(self, offset: int) -> None:
         """Forget transactions opened at or after ``offset`` (the rest stay open; a
@@ -148,3 +172,4 @@ class OpenTransactions:
         self.first_offsets = {
             producer: first for producer, first in self.first_offsets.items() if first < offset
         }
+        self.unreplicated = [t for t in self.unreplicated if t[1] < offset]

@@ -159,6 +159,22 @@ def _plan(cls: type) -> list[tuple[str, Callable[[Any], Any] | None, Any]]:
     return plan
 
 
+def prepare_builder(cls: type) -> None:
+    """Make ``build`` and ``encode`` ready for ``cls`` and the entities it nests (their
+    first use would otherwise pay for type hints and kio's writer)."""
+    _writer(cls)
+    pending, seen = [cls], {cls}
+    while pending:
+        current = pending.pop()
+        _plan(current)
+        hints = typing.get_type_hints(current)
+        for field in fields(current):
+            nested, _sequence = nested_entity_class(hints[field.name])
+            if nested is not None and nested not in seen:
+                seen.add(nested)
+                pending.append(nested)
+
+
 def build(cls: type, data: Mapping[str, Any]) -> Any:
     """Instantiate kio class ``cls`` from a dict, ignoring keys the class does not have."""
     kwargs = {}

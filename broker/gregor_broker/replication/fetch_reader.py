@@ -150,12 +150,20 @@ class FetchReader:
                             self.redirected = True
                             continue
                 limit = min(requested.partition_max_bytes, remaining)
+                # read_committed consumers stop at the last stable offset (Kafka's
+                # FetchTxnCommitted); the others read up to the high watermark.
+                if self.read_committed and not from_follower:
+                    stable = partition_log.last_stable_offset
+                    bound: int | None = stable
+                else:
+                    stable = partition_log.known_last_stable_offset
+                    bound = None if from_follower else high_watermark
                 try:
                     # Followers copy up to the log end; consumers see committed data only.
                     region = partition_log.read(
                         requested.fetch_offset,
                         limit,
-                        max_offset=None if from_follower else high_watermark,
+                        max_offset=bound,
                         min_one_batch=total == 0,
                     )
                 except OffsetOutOfRange:
@@ -164,7 +172,7 @@ class FetchReader:
                             index,
                             ErrorCode.offset_out_of_range,
                             high_watermark,
-                            high_watermark,
+                            stable,
                             partition_log.log_start_offset,
                         )
                     )
@@ -178,6 +186,7 @@ class FetchReader:
                         partition, self.replica_id, requested.fetch_offset
                     )
                     high_watermark = partition_log.high_watermark
+                    stable = partition_log.known_last_stable_offset
                 size = region.size if region is not None else 0
                 throttled = topic_config is not None and is_throttled(
                     topic_config, LEADER_REPLICAS, index, broker_id
@@ -200,15 +209,27 @@ class FetchReader:
                     self.throttled_bytes += size
                 total += size
                 remaining = max(remaining - size, 0)
+                aborted = None
+                if self.read_committed:
+                    aborted = (
+                        [
+                            (txn.producer_id, txn.first_offset)
+                            for txn in partition_log.collect_aborted_transactions(
+                                requested.fetch_offset, stable
+                            )
+                        ]
+                        if size
+                        else []
+                    )
                 result.partitions.append(
                     PartitionResult(
                         index,
                         ErrorCode.none,
                         high_watermark,
-                        high_watermark,  # last stable offset: no transactions yet
+                        stable,
                         partition_log.log_start_offset,
                         region if region is not None else b"",
-                        aborted_transactions=[] if self.read_committed else None,
+                        aborted_transactions=aborted,
                     )
                 )
         if self.held_back and bound is not None:

@@ -65,6 +65,11 @@ class Partition:
     state_version: int = -1
     followers: dict[int, FollowerState] = field(default_factory=dict)
     isr_change_in_flight: bool = False
+    # Replicas an ISR expansion being written adds (Kafka's "maximal ISR", KIP-497). Once
+    # ZooKeeper holds the new ISR they can be elected, and the leader learns that only
+    # when the write's answer comes back (or, after a lost answer, later): until then the
+    # high watermark must not pass what they hold.
+    pending_isr_additions: tuple[int, ...] = ()
 
     def is_leader(self, broker_id: int) -> bool:
         return self.leader == broker_id
@@ -102,6 +107,29 @@ class Partition:
             return log.append_as_leader(
                 bytearray(records),  # type: ignore[arg-type]  # validated: not None
                 headers,
+                leader_epoch=self.leader_epoch,
+                from_client=api_version is not None,
+            )
+        except ProducerStateError as error:
+            raise PartitionError(error.error_code, str(error)) from error
+
+    def append_txn_marker(
+        self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool
+    ) -> AppendResult:
+        """A transaction marker, as leader: acks=all semantics, so the ISR must hold
+        ``min.insync.replicas`` (Kafka appends markers with requiredAcks -1)."""
+        min_insync_replicas = self.log.config.min_insync_replicas
+        if len(self.isr) < min_insync_replicas:
+            raise PartitionError(
+                ErrorCode.not_enough_replicas,
+                f"{len(self.isr)} in-sync replicas, min.insync.replicas={min_insync_replicas}",
+            )
+        try:
+            return self.log.append_txn_marker(
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                coordinator_epoch=coordinator_epoch,
+                commit=commit,
                 leader_epoch=self.leader_epoch,
             )
         except ProducerStateError as error:
@@ -153,9 +181,13 @@ class Partition:
         follower.last_fetch_leader_log_end_offset = leader_end
         follower.last_fetch_ms = now_ms
 
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The ISR plus the replicas an expansion in flight adds."""
+        return self.isr + tuple(r for r in self.pending_isr_additions if r not in self.isr)
+
     def high_watermark_candidate(self, broker_id: int) -> int:
         offsets = [self.log.log_end_offset]
-        for replica in self.isr:
+        for replica in self.maximal_isr():
             if replica == broker_id:
                 continue
             follower = self.followers.get(replica)

@@ -50,6 +50,8 @@ TopicPartition = tuple[str, int]
 # produce.decompressed.max.bytes: socket.request.max.bytes, so a compressed request costs
 # at most the validation work of the largest uncompressed one.
 DEFAULT_PRODUCE_DECOMPRESSED_MAX_BYTES = 104857600
+# Loop time one turn of the periodic ISR shrink may take (``shrink_lagging_isrs``).
+SHRINK_TURN_S = 0.005
 
 __all__ = ["Partition", "PartitionError", "ReplicaManager"]
 
@@ -261,13 +263,21 @@ class ReplicaManager:
             )
             self._change_isr(partition, assigned, expand=False)
 
-    def shrink_lagging_isrs(self) -> None:
+    async def shrink_lagging_isrs(self) -> None:
         """Kafka's periodic ISR shrink: drop followers lagging replica.lag.time.max.ms,
-        and brokers no longer assigned (when the immediate removal could not run)."""
+        and brokers no longer assigned (when the immediate removal could not run).
+
+        At 10,000 partitions one pass took over 100 ms of a loaded machine's event loop:
+        it gives the loop a turn every ``SHRINK_TURN_S``."""
         lag = self.replication_config.replica_lag_time_max_ms
         now = now_ms()
-        for partition in self.partitions.values():
-            if not partition.is_leader(self.broker_id):
+        turn_ends = time.perf_counter() + SHRINK_TURN_S
+        for key, partition in list(self.partitions.items()):
+            if time.perf_counter() >= turn_ends:
+                await asyncio.sleep(0)
+                turn_ends = time.perf_counter() + SHRINK_TURN_S
+                now = now_ms()
+            if self.partitions.get(key) is not partition or not partition.is_leader(self.broker_id):
                 continue
             lagging = partition.out_of_sync_replicas(self.broker_id, now, lag)
             lagging |= {r for r in partition.isr if r not in partition.replicas}
@@ -295,13 +305,18 @@ class ReplicaManager:
         """Persist an ISR change with a conditional write, then apply it.
 
         Applying only after ZooKeeper accepted it is what fences a deposed leader: its
-        expected version is stale, the write fails, and it cannot commit alone.
+        expected version is stale, the write fails, and it cannot commit alone. An
+        expansion's new replicas count for the high watermark from the moment the write is
+        sent (``Partition.pending_isr_additions``): ZooKeeper may hold the new ISR, and a
+        controller may elect from it, before the answer arrives, or when it is lost.
         """
         assert self.zk_admin is not None
         state = PartitionState(
             partition.controller_epoch, self.broker_id, partition.leader_epoch, new_isr
         )
         expected = partition.state_version
+        if expand:
+            partition.pending_isr_additions = tuple(r for r in new_isr if r not in partition.isr)
         try:
             version = await asyncio.to_thread(
                 self.zk_admin.set_partition_state,
@@ -310,6 +325,14 @@ class ReplicaManager:
                 state,
                 expected,
             )
+            if partition.leader_epoch == state.leader_epoch and partition.is_leader(self.broker_id):
+                # The new ISR first, then the additions are no longer pending: the high
+                # watermark never sees an ISR without them in between.
+                self._apply_isr(partition, new_isr, version)
+                if expand:
+                    self.isr_expands_total += 1
+                else:
+                    self.isr_shrinks_total += 1
         except BadVersion:
             log.info(
                 "ISR change of %s-%d lost to a newer state (version %d); waiting for metadata",
@@ -317,23 +340,80 @@ class ReplicaManager:
                 partition.index,
                 expected,
             )
-            return
         except Exception:
             log.exception("writing the ISR of %s-%d failed", partition.topic, partition.index)
-            return
+            if partition.pending_isr_additions:
+                # The write may have reached ZooKeeper: keep counting the additions until
+                # ZooKeeper says which state is there (no other ISR change meanwhile).
+                await self._resolve_isr_write(partition, state, expected)
         finally:
             partition.isr_change_in_flight = False
-        if partition.leader_epoch != state.leader_epoch or not partition.is_leader(self.broker_id):
-            return
+            self._settle_pending_isr_additions(partition)
+
+    def _settle_pending_isr_additions(self, partition: Partition) -> None:
+        """The expansion is decided (applied, refused, or read back): stop counting its
+        replicas beyond the ISR."""
+        if partition.pending_isr_additions:
+            partition.pending_isr_additions = ()
+            if partition.is_leader(self.broker_id):
+                self._after_high_watermark_inputs_changed(partition)
+
+    def _apply_isr(self, partition: Partition, new_isr: tuple[int, ...], version: int) -> None:
         partition.isr = new_isr
         partition.state_version = version
-        if expand:
-            self.isr_expands_total += 1
-        else:
-            self.isr_shrinks_total += 1
         self._after_high_watermark_inputs_changed(partition)
         # Shrinking may leave acks=all produces short of min.insync.replicas: wake them.
         self.high_watermark_waiters.notify((partition.topic, partition.index))
+
+    async def _resolve_isr_write(
+        self, partition: Partition, written: PartitionState, expected: int
+    ) -> None:
+        """After an ISR write of unknown outcome, read the state back (retrying while
+        ZooKeeper is away and this broker still leads at that epoch) and take on the ISR
+        ZooKeeper holds for this leadership; then the pending additions are settled."""
+        assert self.zk_admin is not None
+        backoff = 0.1
+        try:
+            while partition.is_leader(self.broker_id) and (
+                partition.leader_epoch == written.leader_epoch
+            ):
+                try:
+                    current = await asyncio.to_thread(
+                        self.zk_admin.get_partition_state, partition.topic, partition.index
+                    )
+                except Exception as error:
+                    log.info(
+                        "reading back the ISR of %s-%d failed (%s); retrying",
+                        partition.topic,
+                        partition.index,
+                        error,
+                    )
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 2.0)
+                    continue
+                if current is None:
+                    return
+                stored, version = current
+                if version == expected or version <= partition.state_version:
+                    return  # the write did not land
+                if (
+                    stored.leader == self.broker_id
+                    and stored.leader_epoch == partition.leader_epoch
+                    and partition.leader_epoch == written.leader_epoch
+                ):
+                    log.info(
+                        "ISR of %s-%d read back after a failed write: %s (version %d)",
+                        partition.topic,
+                        partition.index,
+                        list(stored.isr),
+                        version,
+                    )
+                    self._apply_isr(partition, stored.isr, version)
+                    if stored.isr == written.isr:
+                        self.isr_expands_total += 1
+                return
+        finally:
+            self._settle_pending_isr_additions(partition)
 
     # lookups -----------------------------------------------------------------------
     def partition_or_error(
@@ -447,6 +527,42 @@ class ReplicaManager:
         self._after_high_watermark_inputs_changed(partition)
         return result
 
+    def append_txn_marker(
+        self,
+        topic: str,
+        index: int,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+    ) -> AppendResult:
+        """Append a transaction marker as leader (WriteTxnMarkers; Kafka's append with
+        origin COORDINATOR). For acks=all, follow with ``wait_for_replication``.
+        ``PartitionError``: UNKNOWN_TOPIC_OR_PARTITION when no replica is here,
+        NOT_LEADER_OR_FOLLOWER when this broker does not lead it, INVALID_PRODUCER_EPOCH
+        or TRANSACTION_COORDINATOR_FENCED for a stale marker, NOT_ENOUGH_REPLICAS under
+        ``min.insync.replicas``, KAFKA_STORAGE_ERROR."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            self._raise_if_offline(topic, index)
+            # Kafka: no local replica (getMagic is empty) is UNKNOWN_TOPIC_OR_PARTITION.
+            raise PartitionError(ErrorCode.unknown_topic_or_partition)
+        if not partition.is_leader(self.broker_id):
+            raise PartitionError(ErrorCode.not_leader_or_follower)
+        try:
+            result = partition.append_txn_marker(
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                coordinator_epoch=coordinator_epoch,
+                commit=commit,
+            )
+        except OSError as error:
+            raise self.storage_failed(partition, error) from error
+        self.append_waiters.notify((topic, index))
+        self._after_high_watermark_inputs_changed(partition)
+        return result
+
     def topic_counters_for(self, topic: str) -> TopicCounters:
         counters = self.topic_counters.get(topic)
         if counters is None:
@@ -491,7 +607,7 @@ class ReplicaManager:
         """Append copied batches. On a disk error the partition goes offline here (and
         stops being fetched); the fetcher carries on with the others."""
         try:
-            partition.log.append(buffer, headers, assign_offsets=False)
+            partition.log.append_as_follower(buffer, headers)
         except OSError as error:
             self.storage_failed(partition, error)
             return

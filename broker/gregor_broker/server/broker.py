@@ -137,15 +137,20 @@ class Broker:
         self.zk = KazooClient(
             hosts=config.zookeeper_connect,
             timeout=config.zookeeper_session_timeout_ms / 1000,
+            # ``zk.retry`` waits out connection losses, as Kafka's ZooKeeper client blocks
+            # requests until it is connected again: retried for good, at most 1 s apart.
+            command_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
         )
         self.zk.add_listener(self._on_zk_state)
         await asyncio.to_thread(
             self.zk.start, (config.zookeeper_connection_timeout_ms or 18000) / 1000
         )
-        await asyncio.to_thread(self.zk.ensure_path, "/")
+        await asyncio.to_thread(self.zk.retry, self.zk.ensure_path, "/")
         self.zk_admin = ZkAdmin(self.zk)
-        await asyncio.to_thread(self.zk_admin.ensure_paths)
-        self.metadata.cluster_id = await asyncio.to_thread(self.zk_admin.get_or_create_cluster_id)
+        await asyncio.to_thread(self.zk.retry, self.zk_admin.ensure_paths)
+        self.metadata.cluster_id = await asyncio.to_thread(
+            self.zk.retry, self.zk_admin.get_or_create_cluster_id
+        )
 
         log_dirs = [Path(d) for d in config.log_dirs]
         self._lock_fds = [_lock_log_dir(d) for d in log_dirs]
@@ -155,7 +160,7 @@ class Broker:
             max_open_files=config.log_max_open_files,
         )
         self.logs.write_meta_properties(config.broker_id, self.metadata.cluster_id)
-        topic_configs = await asyncio.to_thread(self._read_all_topic_configs)
+        topic_configs = await asyncio.to_thread(self.zk.retry, self._read_all_topic_configs)
         self.logs.load(lambda topic: log_config_for(config, topic_configs.get(topic, {})))
         self.log_cleaner = LogCleaner(
             self.logs,
@@ -229,10 +234,16 @@ class Broker:
             asyncio.create_task(self._every(1000, self._roll)),
             asyncio.create_task(
                 self._every(
+                    config.producer_id_expiration_check_interval_ms, self._expire_producer_ids
+                )
+            ),
+            asyncio.create_task(
+                self._every(
                     config.replica_lag_time_max_ms // 2, self.replica_manager.shrink_lagging_isrs
                 )
             ),
         ]
+        self.router.preparer.start_background(self.router.versions())
         self.started.set()
         log.info(
             "broker %d serving on %s:%d (cluster %s)",
@@ -374,6 +385,11 @@ class Broker:
         if deleted:
             log.info("retention deleted %d segments", deleted)
 
+    def _expire_producer_ids(self) -> None:
+        removed = self.logs.remove_expired_producers(self.config.producer_id_expiration_ms)
+        if removed:
+            log.info("expired %d producer ids (producer.id.expiration.ms)", removed)
+
     async def _flush(self) -> None:
         await self.logs.flush_due_sliced()
 
@@ -428,6 +444,7 @@ class Broker:
             await self._controlled_shutdown()
         for task in self._tasks:
             task.cancel()
+        await self.router.preparer.stop()
         if getattr(self, "coordinator", None) is not None:
             await self.coordinator.stop()
         if self.metrics_server is not None:

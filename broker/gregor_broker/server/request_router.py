@@ -26,6 +26,7 @@ from ..protocol import entities
 from ..protocol.error_response import RequestFailed, error_response
 from ..protocol.fetch_response import encode_fetch_response
 from ..protocol.frame_guard import check_request
+from ..protocol.preparation import Preparer
 from ..protocol.wire import (
     API_VERSIONS_KEY,
     MalformedRequest,
@@ -91,6 +92,20 @@ class RequestRouter:
         # acks=all waits included, quota delays not).
         self.latency: dict[int, LatencyHistogram] = {key: LatencyHistogram() for key in apis}
         self._supported: tuple[tuple[int, int, int], ...] | None = None
+        # First use of a version (kio classes, generated checker) off the event loop.
+        self.preparer = Preparer()
+
+    def versions(self) -> list[tuple[int, int]]:
+        """Every (api key, version) served, newest first (what clients use most)."""
+        return [
+            (spec.key, version)
+            for spec in self.apis.values()
+            for version in range(spec.max_version, spec.min_version - 1, -1)
+        ]
+
+    def _served(self, api_key: int, version: int) -> bool:
+        spec = self.apis.get(api_key)
+        return spec is not None and spec.min_version <= version <= spec.max_version
 
     def decode(self, frame_bytes: memoryview | bytes) -> tuple[ApiSpec, RequestHeader, Any]:
         """Parse a frame into (api, header, kio request); MalformedRequest if it cannot be."""
@@ -121,6 +136,27 @@ class RequestRouter:
         return spec, header, request
 
     def __call__(self, connection: Connection, frame_bytes: memoryview) -> Any:
+        if len(frame_bytes) >= 4:
+            api_key, version = _KEY_AND_VERSION.unpack_from(frame_bytes, 0)
+            if not self.preparer.ready(api_key, version) and self._served(api_key, version):
+                # The connection's buffer moves on: keep this frame for later.
+                return self._prepare_then_handle(connection, bytes(frame_bytes), api_key, version)
+        return self._handle(connection, frame_bytes)
+
+    async def _prepare_then_handle(
+        self, connection: Connection, frame_bytes: bytes, api_key: int, version: int
+    ) -> Any:
+        try:
+            await self.preparer.prepare(api_key, version)
+        except Exception:  # decoding below answers as it would have without preparing
+            log.debug("preparing api %d v%d failed", api_key, version, exc_info=True)
+            self.preparer.mark_ready(api_key, version)
+        result = self._handle(connection, memoryview(frame_bytes))
+        if is_awaitable(result):
+            result = await result
+        return result
+
+    def _handle(self, connection: Connection, frame_bytes: memoryview) -> Any:
         started = perf_counter()
         try:
             spec, header, request = self.decode(frame_bytes)

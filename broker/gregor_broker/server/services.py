@@ -25,6 +25,7 @@ from ..config import BrokerConfig
 from ..coordinator.service import CoordinatorService
 from ..log.log_cleaner import LogCleaner
 from ..log.log_manager import LogManager
+from ..protocol.preparation import Preparer
 from ..replication.replica_manager import ReplicaManager
 from ..stats import LatencyHistogram
 from .connection import Connection, SendfileCounter
@@ -39,6 +40,10 @@ class ServedApis(Protocol):
     apis: Mapping[int, Any]
     requests_total: dict[int, int]
     latency: dict[int, LatencyHistogram]
+
+    # Runs rare expensive work (a version's first use, a huge group id's hash) off the
+    # event loop.
+    preparer: Preparer
 
     def advertised(self) -> list[dict[str, int]]: ...
 

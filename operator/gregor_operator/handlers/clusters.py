@@ -1,6 +1,7 @@
 """GregorCluster resources: the owned objects (``planners.cluster_objects``), safe scaling
 (``planners.scaling``: replicas move before a broker goes), and preferred-leader
-rebalancing every check interval.
+rebalancing every check interval (its own fixed schedule, ``Periodic.on_schedule``: a check
+is never later than one interval after the previous one, whatever the reconcile steps do).
 
 One reconcile step runs on create/update/resume and every status interval (``periodic``:
 not a kopf timer, which would put a finalizer on the resource); each step observes
@@ -42,11 +43,13 @@ from gregor_operator.planners.scaling import (
     plan_step,
 )
 from gregor_operator.rebalancing import (
+    bytes_progress,
     finish_moves,
     moves_done,
     plan_from_json,
     plan_to_json,
     read_cluster,
+    replica_sizes,
     roll_observation,
     start_moves,
 )
@@ -60,7 +63,6 @@ ROLL_REFUSED = "RollingRestartRefused"
 
 
 def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) -> None:
-    last_leader_check: dict[str, float] = {}
     applied: dict[str, tuple[str, float]] = {}  # uid -> (owned objects as applied, when)
     # uid -> the last step's phase, message and plan: the status in kopf's body may lag one
     # step behind (a timer and an update handler in a row), ZooKeeper state never does.
@@ -94,6 +96,7 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
         view = read_cluster(admin)
         plan = plan_from_json(status["plan"]) if status.get("plan") else None
         done, total = moves_done(admin, plan) if plan else (0, 0)
+        in_flight = admin.get_reassignment() is not None
         observed = Observation(
             desired=int(spec["replicas"]),
             statefulset=current,
@@ -102,8 +105,10 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
             isr=view.isr,
             phase=status.get("phase") or CREATING,
             plan=plan,
-            plan_done=plan is not None and done == total,
-            reassignment_in_flight=admin.get_reassignment() is not None,
+            # Done once the controller has dropped the request too: only then can
+            # finish_moves clear the throttles (the plan is forgotten right after).
+            plan_done=plan is not None and done == total and not in_flight,
+            reassignment_in_flight=in_flight,
             auto_rebalance=rebalancing.get("autoRebalanceOnScale", True),
         )
         decided = plan_step(observed)
@@ -155,7 +160,6 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
                 api().delete("Pod", namespace, pod.name)
         elif status.get("phase") in (ROLLING, ROLL_REFUSED) and phase == RUNNING:
             api().post_event(body, "Normal", "RollingRestart", "every broker runs the new template")
-        maybe_elect_preferred_leaders(admin, view, uid, rebalancing, body)
         memory[uid] = {
             "phase": phase,
             "message": message,
@@ -170,8 +174,16 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
                 held[replica] = held.get(replica, 0) + 1
         metrics.CLUSTER_BROKERS.labels(f"{namespace}/{name}").set(len(view.brokers))
         sts_status = (statefulset or {}).get("status") or {}
+        progress = None
         if decided_plan is not None:
             done, total = moves_done(admin, decided_plan)
+            # Bytes as a GregorRebalance counts them: what the added replicas hold
+            # (DescribeLogDirs; a broker that does not answer within 3 s holds nothing).
+            moved, to_move = bytes_progress(decided_plan, replica_sizes(admin, timeout=3.0))
+            progress = {
+                "partitionsMoved": done, "partitionsTotal": total,
+                "bytesMoved": moved, "bytesTotal": to_move,
+            }  # fmt: skip
         patch.status.update(
             {
                 "observedGeneration": metadata.get("generation"),
@@ -181,9 +193,7 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
                 "phase": phase,
                 "message": message,
                 "plan": plan_to_json(decided_plan) if decided_plan is not None else None,
-                "progress": {"partitionsMoved": done, "partitionsTotal": total}
-                if decided_plan is not None
-                else None,
+                "progress": progress,
                 "rollingRestart": {
                     "brokersPending": list(rolling.pending),
                     "brokersUpdated": [b for b in range(current or 0) if b not in rolling.pending],
@@ -244,24 +254,40 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
             )
         return found
 
-    def maybe_elect_preferred_leaders(
-        admin: Any, view: Any, uid: str, rebalancing: dict, body: Any
-    ) -> None:
-        interval = float(rebalancing.get("preferredLeaderCheckIntervalSeconds", 300))
-        if interval <= 0 or time.monotonic() - last_leader_check.get(uid, 0) < interval:
+    def leader_check_interval(body: Any) -> float:
+        rebalancing = (body.get("spec") or {}).get("rebalancing") or {}
+        return float(rebalancing.get("preferredLeaderCheckIntervalSeconds", 300))
+
+    def check_preferred_leaders(body: Any) -> None:
+        """Kafka's auto leader rebalance, from outside: when some broker leads fewer of
+        the partitions it is the preferred replica of than the threshold allows, elect the
+        preferred replicas that are in their ISR. Reads ZooKeeper itself, not a reconcile
+        step's view, and takes no lock: a step in progress (a scale, a rolling restart
+        waiting on an ISR) must not delay it past its interval."""
+        spec, name = body["spec"], body["metadata"]["name"]
+        try:
+            admin = ctx.sessions.admin(spec["zookeeper"]["connect"])
+            view = read_cluster(admin)
+            threshold = int((spec.get("rebalancing") or {}).get("imbalanceThresholdPercent", 10))
+            states = {k: (v, view.leaders.get(k, -1)) for k, v in view.assignment.items()}
+            if not imbalanced_brokers(states, threshold):
+                return
+            partitions = plan_preferred_leaders(
+                view.assignment, view.leaders, view.brokers, view.isr
+            )
+            if not partitions or admin.client.exists("/admin/preferred_replica_election"):
+                return
+            admin.request_preferred_replica_election(partitions)
+        except (ZooKeeperUnavailable, *CONNECTION_ERRORS) as error:
+            metrics.RECONCILE_ERRORS.labels("GregorCluster").inc()
+            log.warning("cluster %s: preferred leader check: %s", name, error)
             return
-        last_leader_check[uid] = time.monotonic()
-        threshold = int(rebalancing.get("imbalanceThresholdPercent", 10))
-        states = {k: (v, view.leaders.get(k, -1)) for k, v in view.assignment.items()}
-        if not imbalanced_brokers(states, threshold):
-            return
-        partitions = plan_preferred_leaders(view.assignment, view.leaders, view.brokers, view.isr)
-        if not partitions or admin.client.exists("/admin/preferred_replica_election"):
-            return
-        admin.request_preferred_replica_election(partitions)
         message = f"preferred leader election for {len(partitions)} partitions"
-        log.info("cluster %s: %s", body["metadata"]["name"], message)
+        log.info("cluster %s: %s", name, message)
         api().post_event(body, "Normal", "PlanApplied", message)
+        metrics.PLANS.labels("GregorCluster", "applied").inc()
+
+    periodic.on_schedule("gregorclusters", leader_check_interval, check_preferred_leaders)
 
     @kopf.on.create(GROUP, VERSION, "gregorclusters", registry=registry)
     @kopf.on.update(GROUP, VERSION, "gregorclusters", field="spec", registry=registry)

@@ -134,8 +134,7 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
             reverted = [tuple(k.rsplit("-", 1)) for k in status.get("cancelled") or ()]
             back = Plan({(t, int(p)): plan.current[(t, int(p))] for t, p in reverted}, plan.current)
             done, total = moves_done(admin, back)
-            if done == total:
-                finish_moves(admin, plan)
+            if done == total and finish_moves(admin, plan):
                 phase = STOPPED
                 ctx.kube().post_event(
                     body, "Normal", "Stopped", f"{total} partitions back on their original replicas"
@@ -170,8 +169,8 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
                 "partitionsMoved": done, "partitionsTotal": total,
                 "bytesMoved": moved, "bytesTotal": to_move,
             }  # fmt: skip
-            if done == total:
-                finish_moves(admin, plan)
+            # Completed once the throttles are gone too (else a later step never would).
+            if done == total and finish_moves(admin, plan):
                 phase = COMPLETED
                 ctx.kube().post_event(body, "Normal", "Completed", f"moved {total} partitions")
             patch.status["phase"] = phase

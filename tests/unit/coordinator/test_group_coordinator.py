@@ -22,11 +22,19 @@ class MemoryStore:
         self.records: list[tuple[bytes, bytes | None]] = []
         self.fail: ErrorCode | None = None
 
-    def append(self, group_id, records):
+    def append(self, group_id, records, producer=None):
         if self.fail is not None:
             return self.fail
         self.records += records
         return ErrorCode.none
+
+
+def commit(c: GroupCoordinator, *args, replicated: ErrorCode = ErrorCode.none):
+    """Commit and report the append's replication outcome, as the handler does."""
+    outcome = c.commit_offsets(*args)
+    if outcome.pending is not None:
+        c.complete_offset_commit(outcome.pending, replicated)
+    return outcome.errors
 
 
 def coordinator(**config) -> tuple[GroupCoordinator, MemoryStore]:
@@ -187,22 +195,17 @@ def test_offset_commits_are_validated_like_kafka() -> None:
     c, _store = coordinator()
     offsets = {("t", 0): OffsetAndMetadata(5, -1, "", 1)}
     # A group without members (assign() + commit) commits with generation -1.
-    assert c.commit_offsets("simple", -1, "", None, offsets, 1) == {("t", 0): ErrorCode.none}
+    assert commit(c, "simple", -1, "", None, offsets, 1) == {("t", 0): ErrorCode.none}
     assert c.fetch_offsets("simple", [("t", 0), ("t", 1)])[1] == {
         ("t", 0): offsets[("t", 0)],
         ("t", 1): None,
     }
     ids, _, generation = stable_group_of(c, 1)
-    assert (
-        c.commit_offsets(GROUP, -1, "", None, offsets, 1)[("t", 0)] is ErrorCode.unknown_member_id
-    )
-    assert (
-        c.commit_offsets(GROUP, 7, ids[0], None, offsets, 1)[("t", 0)]
-        is ErrorCode.illegal_generation
-    )
-    assert c.commit_offsets(GROUP, generation, ids[0], None, offsets, 1)[("t", 0)] is ErrorCode.none
+    assert commit(c, GROUP, -1, "", None, offsets, 1)[("t", 0)] is ErrorCode.unknown_member_id
+    assert commit(c, GROUP, 7, ids[0], None, offsets, 1)[("t", 0)] is ErrorCode.illegal_generation
+    assert commit(c, GROUP, generation, ids[0], None, offsets, 1)[("t", 0)] is ErrorCode.none
     big = {("t", 0): OffsetAndMetadata(5, -1, "x" * 5000, 1)}
-    assert c.commit_offsets(GROUP, generation, ids[0], None, big, 1)[("t", 0)] is (
+    assert commit(c, GROUP, generation, ids[0], None, big, 1)[("t", 0)] is (
         ErrorCode.offset_metadata_too_large
     )
 
@@ -210,9 +213,7 @@ def test_offset_commits_are_validated_like_kafka() -> None:
 def test_offsets_survive_unload_and_reload_from_the_stored_records() -> None:
     c, store = coordinator()
     ids, _, generation = stable_group_of(c, 2)
-    c.commit_offsets(
-        GROUP, generation, ids[0], None, {("t", 0): OffsetAndMetadata(9, -1, "m", 1)}, 1
-    )
+    commit(c, GROUP, generation, ids[0], None, {("t", 0): OffsetAndMetadata(9, -1, "m", 1)}, 1)
     c.unload_partition(0)
     assert c.fetch_offsets(GROUP, None)[0] is ErrorCode.not_coordinator
     c.begin_loading(0)
@@ -228,9 +229,7 @@ def test_offsets_survive_unload_and_reload_from_the_stored_records() -> None:
 def test_delete_group_and_offset_retention_write_tombstones() -> None:
     c, store = coordinator(offsets_retention_ms=1000)
     ids, _, generation = stable_group_of(c, 1)
-    c.commit_offsets(
-        GROUP, generation, ids[0], None, {("t", 0): OffsetAndMetadata(1, -1, "", 1)}, 1
-    )
+    commit(c, GROUP, generation, ids[0], None, {("t", 0): OffsetAndMetadata(1, -1, "", 1)}, 1)
     assert c.delete_group(GROUP, 2) is ErrorCode.non_empty_group
     c.leave(GROUP, [(ids[0], None)], 10)
     assert c.expire_offsets(500) == 0
@@ -238,7 +237,7 @@ def test_delete_group_and_offset_retention_write_tombstones() -> None:
     assert GROUP not in c.groups
     assert store.records[-1][1] is None and store.records[-2][1] is None
     assert c.delete_group(GROUP, 2000) is ErrorCode.group_id_not_found
-    c.commit_offsets("other", -1, "", None, {("t", 0): OffsetAndMetadata(1, -1, "", 1)}, 1)
+    commit(c, "other", -1, "", None, {("t", 0): OffsetAndMetadata(1, -1, "", 1)}, 1)
     assert c.delete_group("other", 2) is ErrorCode.none
     assert replay(store.records).offsets == {}
 
@@ -246,7 +245,7 @@ def test_delete_group_and_offset_retention_write_tombstones() -> None:
 def test_store_failure_is_returned_to_the_committer() -> None:
     c, store = coordinator()
     store.fail = ErrorCode.not_coordinator
-    result = c.commit_offsets("x", -1, "", None, {("t", 0): OffsetAndMetadata(1)}, 1)
+    result = commit(c, "x", -1, "", None, {("t", 0): OffsetAndMetadata(1)}, 1)
     assert result == {("t", 0): ErrorCode.not_coordinator}
     assert c.fetch_offsets("x", [("t", 0)])[1] == {("t", 0): None}
 
@@ -256,12 +255,56 @@ def test_a_coordinator_without_its_leadership_lease_answers_not_coordinator() ->
     serves no offsets and takes no commits: the client finds the coordinator again."""
     c, _store = coordinator()
     offsets = {("t", 0): OffsetAndMetadata(9, -1, "", 1)}
-    assert c.commit_offsets(GROUP, -1, "", None, offsets, 1)[("t", 0)] is ErrorCode.none
+    assert commit(c, GROUP, -1, "", None, offsets, 1)[("t", 0)] is ErrorCode.none
     lease = {0: False}
     c.holds_lease = lease.__getitem__
     assert c.fetch_offsets(GROUP, None) == (ErrorCode.not_coordinator, {})
-    assert c.commit_offsets(GROUP, -1, "", None, offsets, 2)[("t", 0)] is (
-        ErrorCode.not_coordinator
-    )
+    assert commit(c, GROUP, -1, "", None, offsets, 2)[("t", 0)] is (ErrorCode.not_coordinator)
     lease[0] = True
     assert c.fetch_offsets(GROUP, None)[1] == offsets
+
+
+def test_a_commit_is_visible_only_once_its_append_is_replicated() -> None:
+    """Kafka's pendingOffsetCommits: OffsetFetch never shows a commit that may still be
+    lost; require_stable readers are told the offset is unstable meanwhile."""
+    c, _store = coordinator()
+    first = {("t", 0): OffsetAndMetadata(5, -1, "", 1)}
+    assert commit(c, GROUP, -1, "", None, first, 1) == {("t", 0): ErrorCode.none}
+    outcome = c.commit_offsets(GROUP, -1, "", None, {("t", 0): OffsetAndMetadata(9)}, 2)
+    assert outcome.errors == {("t", 0): ErrorCode.none} and outcome.pending is not None
+    assert c.fetch_offsets(GROUP, [("t", 0)])[1] == first
+    assert c.has_pending_offset_commit(GROUP, ("t", 0))
+    assert not c.has_pending_offset_commit(GROUP, ("t", 1))
+    c.complete_offset_commit(outcome.pending, ErrorCode.request_timed_out)
+    assert c.fetch_offsets(GROUP, [("t", 0)])[1] == first
+    assert not c.has_pending_offset_commit(GROUP, ("t", 0))
+    assert commit(c, GROUP, -1, "", None, {("t", 0): OffsetAndMetadata(12)}, 3) == {
+        ("t", 0): ErrorCode.none
+    }
+    assert c.fetch_offsets(GROUP, [("t", 0)])[1] == {("t", 0): OffsetAndMetadata(12)}
+
+
+def test_overlapping_commits_complete_in_log_order() -> None:
+    c, _store = coordinator()
+    older = c.commit_offsets(GROUP, -1, "", None, {("t", 0): OffsetAndMetadata(5)}, 1)
+    newer = c.commit_offsets(GROUP, -1, "", None, {("t", 0): OffsetAndMetadata(9)}, 2)
+    assert older.pending is not None and newer.pending is not None
+    c.complete_offset_commit(older.pending, ErrorCode.none)
+    assert c.fetch_offsets(GROUP, [("t", 0)])[1] == {("t", 0): OffsetAndMetadata(5)}
+    assert c.has_pending_offset_commit(GROUP, ("t", 0))  # the newer one still is
+    c.complete_offset_commit(newer.pending, ErrorCode.none)
+    assert c.fetch_offsets(GROUP, [("t", 0)])[1] == {("t", 0): OffsetAndMetadata(9)}
+    assert not c.has_pending_offset_commit(GROUP, ("t", 0))
+    # A late completion of an older commit never overwrites a newer one.
+    c.complete_offset_commit(older.pending, ErrorCode.none)
+    assert c.fetch_offsets(GROUP, [("t", 0)])[1] == {("t", 0): OffsetAndMetadata(9)}
+
+
+def test_a_commit_completing_after_its_partition_moved_away_is_dropped() -> None:
+    c, _store = coordinator()
+    outcome = c.commit_offsets(GROUP, -1, "", None, {("t", 0): OffsetAndMetadata(5)}, 1)
+    assert outcome.pending is not None
+    c.unload_partition(0)
+    c.load_partition(0, replay([]), 2)
+    c.complete_offset_commit(outcome.pending, ErrorCode.none)
+    assert c.fetch_offsets(GROUP, [("t", 0)])[1] == {("t", 0): None}

@@ -20,6 +20,7 @@ from gregor_broker.coordinator.records import (
     encode_group_metadata_value,
     encode_offset_commit_key,
     encode_offset_commit_value,
+    hash_is_cheap,
     java_string_hashcode,
     partition_for,
     replay,
@@ -34,6 +35,29 @@ def test_java_string_hashcode_matches_java() -> None:
     assert java_string_hashcode("Aa") == java_string_hashcode("BB") == 2112
     assert java_string_hashcode("polygenelubricants") == -(2**31)
     assert java_string_hashcode("ü€") == 252 * 31 + 0x20AC
+
+
+def _one_unit_at_a_time(value: str) -> int:
+    """The definition: h = 31 * h + unit over UTF-16 code units, in 32 bits."""
+    result = 0
+    data = value.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        result = (31 * result + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return result - (1 << 32) if result & 0x80000000 else result
+
+
+@given(st.text(max_size=80))
+def test_java_string_hashcode_in_strides_matches_the_definition(value: str) -> None:
+    assert java_string_hashcode(value) == _one_unit_at_a_time(value)
+
+
+def test_long_ids_hash_like_short_ones_and_are_kept() -> None:
+    long_id = "group-\U0001f600-" + "x" * 5000 + "-end"
+    assert not hash_is_cheap(long_id)
+    assert java_string_hashcode(long_id) == _one_unit_at_a_time(long_id)
+    assert hash_is_cheap(long_id)
+    assert java_string_hashcode(long_id) == _one_unit_at_a_time(long_id)
+    assert hash_is_cheap("short")
 
 
 def test_partition_for_follows_kafka_utils_abs() -> None:

@@ -394,3 +394,105 @@ def test_a_swap_is_refused_when_retention_or_truncation_changed_the_log(tmp_path
     assert result is not None and result.stats.swaps_refused == 1
     assert [r[0] for r in read_all(log)] == [0, 1, 2]
     assert not [p for p in (tmp_path / "t-0").iterdir() if p.name.endswith((".cleaned", ".swap"))]
+
+
+# -- transactions (Kafka's CleanedTransactionMetadata) --------------------------------------
+
+
+def _txn_append(log: PartitionLog, producer_id: int, sequence: int, entries: list[Entry]) -> None:
+    from gregor_broker.protocol.record_batch import TRANSACTIONAL_FLAG, rewrite_header
+
+    batch = rewrite_header(
+        keyed_batch(entries, producer_id=producer_id, producer_epoch=0, base_sequence=sequence),
+        attributes=TRANSACTIONAL_FLAG,
+    )
+    buffer = bytearray(batch)
+    log.append_as_leader(buffer, scan_batches(buffer), leader_epoch=0)
+
+
+def _end(log: PartitionLog, producer_id: int, *, commit: bool) -> int:
+    return log.append_txn_marker(
+        producer_id=producer_id,
+        producer_epoch=0,
+        coordinator_epoch=0,
+        commit=commit,
+        leader_epoch=0,
+    ).first_offset
+
+
+def _layout(log: PartitionLog) -> list[tuple[int, bool, int]]:
+    """(base offset, is control, record count) of every batch from the log start."""
+    out = []
+    for segment in log.segments:
+        data = os.pread(segment.fd, segment.size, 0)
+        if data:
+            out.extend(
+                (h.base_offset, h.is_control, h.records_count)
+                for h in scan_batches(data, dense=False)
+            )
+    return out
+
+
+def _data(log: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
+    return [
+        (offset, key, value)
+        for offset, key, value in read_all(log)
+        if not any(base == offset and control for base, control, _ in _layout(log))
+    ]
+
+
+def _age_everything(log: PartitionLog, seconds: float) -> None:
+    for segment in log.segments:
+        old = segment.last_modified_ms() / 1000 - seconds
+        os.utime(segment.log_path, (old, old))
+
+
+def test_aborted_records_go_and_never_shadow_committed_values(tmp_path):
+    log = open_log(tmp_path, replace(COMPACT, segment_bytes=10**6, delete_retention_ms=0))
+    _txn_append(log, 7, 0, [(b"k", b"committed")])  # 0
+    _txn_append(log, 8, 0, [(b"k", b"aborted"), (b"x", b"aborted")])  # 1-2
+    assert _end(log, 8, commit=False) == 3
+    assert _end(log, 7, commit=True) == 4
+    produce(log, keyed_batch([(b"l", b"plain")]))  # 5
+    roll(log)
+    first = run_pass(log)
+    # The aborted value of k neither stays nor takes the committed one's place.
+    assert _data(log) == [(0, b"k", b"committed"), (5, b"l", b"plain")]
+    # Both markers stay: this pass dropped data of the aborted transaction (its index
+    # entry moves to the cleaned segment), and the committed one's data is still here.
+    assert [(b, c) for b, c, _ in _layout(log) if c] == [(3, True), (4, True)]
+    assert [
+        (e.producer_id, e.first_offset, e.last_offset) for e in log.segments[0].txn_index.entries
+    ] == [(8, 1, 3)]
+    assert log.collect_aborted_transactions(0, 6) == log.segments[0].txn_index.entries
+
+    # A later pass past the delete horizon: nothing of producer 8's transaction is left,
+    # so its marker goes (as an empty batch: it is producer 8's last batch); producer
+    # 7's marker stays with its data.
+    produce(log, keyed_batch([(b"m", b"1")]))
+    roll(log)
+    _age_everything(log, 3600)
+    run_pass(log, first.end)
+    layout = _layout(log)
+    assert (3, True, 0) in layout and (4, True, 1) in layout
+    assert (1, False, 0) not in layout and all(b != 1 for b, _, _ in layout)
+    assert log.segments[0].txn_index.entries == []
+    assert _data(log) == [(0, b"k", b"committed"), (5, b"l", b"plain"), (6, b"m", b"1")]
+    # Producer state rebuilt from the cleaned log: no transaction left open.
+    assert ProducerStateManager(log).state().transactions.first_offsets == {}
+
+
+def test_an_open_transaction_bounds_the_cleanable_range(tmp_path):
+    log = open_log(tmp_path, replace(COMPACT, segment_bytes=10**6))
+    produce(log, keyed_batch([(b"a", b"1")]))  # 0
+    _txn_append(log, 9, 0, [(b"a", b"open")])  # 1: open
+    produce(log, keyed_batch([(b"a", b"2")]))  # 2
+    roll(log)
+    assert cleanable_range(log, None, log._now_ms()).first_uncleanable == 1
+    run_pass(log)
+    # Only offset 0 was in range: nothing past the open transaction is touched.
+    assert _data(log) == [(0, b"a", b"1"), (1, b"a", b"open"), (2, b"a", b"2")]
+    _end(log, 9, commit=False)
+    roll(log)
+    run_pass(log)
+    assert _data(log) == [(2, b"a", b"2")]

@@ -64,6 +64,7 @@ def test_the_router_answers_a_failing_handler_and_logs_one_line_per_request(
         broker=SimpleNamespace(quotas=SimpleNamespace(active=False)),  # type: ignore[arg-type]
         apis={20: ApiSpec(20, "DeleteTopics", 1, 6, _failing)},
     )
+    router.preparer.prepare_now(20, 4)  # answers now, not after preparing off the loop
     connection = SimpleNamespace(peer="client:1")
     request = entities.encode(
         entities.build(

@@ -148,3 +148,19 @@ def test_truncation_takes_the_high_watermark_down_with_the_log_end(tmp_path: Pat
     assert log.high_watermark == 6  # alone, it follows the log end
     log.truncate_to(3)
     assert (log.log_end_offset, log.high_watermark) == (3, 3)
+
+
+def test_replicas_an_isr_expansion_in_flight_adds_hold_the_high_watermark(partition: Partition):
+    """Kafka's maximal ISR (KIP-497): once the expansion's write reaches ZooKeeper the
+    joining replica can be elected, before the leader hears the answer (or when the answer
+    is lost), so the high watermark must not pass what it holds meanwhile."""
+    partition.isr = (LEADER, FOLLOWER_A)
+    append(partition.log, 10)
+    partition.record_follower_fetch(FOLLOWER_A, 10, now_ms=1)
+    partition.record_follower_fetch(FOLLOWER_B, 4, now_ms=1)  # caught up to the old HW
+    partition.pending_isr_additions = (FOLLOWER_B,)
+    assert partition.maybe_advance_high_watermark(LEADER)
+    assert partition.log.high_watermark == 4
+    partition.pending_isr_additions = ()  # refused: only the ISR counts again
+    assert partition.maybe_advance_high_watermark(LEADER)
+    assert partition.log.high_watermark == 10

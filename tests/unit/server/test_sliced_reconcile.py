@@ -80,3 +80,25 @@ def test_the_roll_sweep_yields_to_the_loop_between_slices(tmp_path) -> None:
     assert sorted(seen) == list(range(300))
     assert ticks >= 1, ticks  # 300 logs, 256 per slice: two slices
     logs.close()
+
+
+def test_a_slow_sweep_ends_its_turn_after_a_few_milliseconds(tmp_path) -> None:
+    """On a starved machine 256 logs can take 100 ms: a turn also ends on time."""
+    logs = LogManager([tmp_path / "d1"], default_config=LogConfig())
+    for index in range(20):
+        logs.get_or_create("t", index, LogConfig())
+    turns: list[list[int]] = [[]]
+
+    async def scenario() -> None:
+        sweep = asyncio.ensure_future(
+            logs.sweep(lambda log: (time.sleep(0.003), turns[-1].append(log.partition)))
+        )
+        while not sweep.done():
+            await asyncio.sleep(0)
+            turns.append([])
+
+    asyncio.run(scenario())
+    assert sorted(p for turn in turns for p in turn) == list(range(20))
+    # 3 ms per log, 5 ms per turn: at most two logs a turn (not 20 in one).
+    assert max(len(turn) for turn in turns) <= 2, turns
+    logs.close()

@@ -14,6 +14,7 @@ from .configs import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
+from .describe_producers import handle_describe_producers
 from .fetch import handle_fetch
 from .groups import (
     handle_delete_groups,
@@ -41,6 +42,15 @@ from .producer_ids import handle_init_producer_id
 from .records_admin import handle_delete_records
 from .replication import handle_offset_for_leader_epoch
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
+from .transactions import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_describe_transactions,
+    handle_end_txn,
+    handle_list_transactions,
+    handle_txn_offset_commit,
+)
+from .txn_markers import handle_write_txn_markers
 
 API_TABLE: dict[int, ApiSpec] = {
     spec.key: spec
@@ -64,6 +74,11 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(21, "DeleteRecords", 0, 2, handle_delete_records),
         ApiSpec(22, "InitProducerId", 0, 5, handle_init_producer_id),
         ApiSpec(23, "OffsetForLeaderEpoch", 2, 4, handle_offset_for_leader_epoch),
+        ApiSpec(24, "AddPartitionsToTxn", 0, 4, handle_add_partitions_to_txn),
+        ApiSpec(25, "AddOffsetsToTxn", 0, 3, handle_add_offsets_to_txn),
+        ApiSpec(26, "EndTxn", 0, 3, handle_end_txn),
+        ApiSpec(28, "TxnOffsetCommit", 0, 3, handle_txn_offset_commit),
+        ApiSpec(27, "WriteTxnMarkers", 1, 2, handle_write_txn_markers),
         ApiSpec(32, "DescribeConfigs", 1, 4, handle_describe_configs),
         ApiSpec(33, "AlterConfigs", 0, 2, handle_alter_configs),
         ApiSpec(35, "DescribeLogDirs", 1, 4, handle_describe_log_dirs),
@@ -77,5 +92,8 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(48, "DescribeClientQuotas", 0, 1, handle_describe_client_quotas),
         ApiSpec(49, "AlterClientQuotas", 0, 1, handle_alter_client_quotas),
         ApiSpec(60, "DescribeCluster", 0, 2, handle_describe_cluster),
+        ApiSpec(65, "DescribeTransactions", 0, 0, handle_describe_transactions),
+        ApiSpec(66, "ListTransactions", 0, 1, handle_list_transactions),
+        ApiSpec(61, "DescribeProducers", 0, 0, handle_describe_producers),
     ]
 }

@@ -9,13 +9,17 @@ coordinator calls back with the outcome of the rebalance.
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from ...coordinator.group_coordinator import JoinRequest, JoinResult, SyncResult
-from ...coordinator.records import OffsetAndMetadata
+from ...coordinator.records import OffsetAndMetadata, hash_is_cheap, java_string_hashcode
 from ...coordinator.service import CoordinatorUnavailable, now_ms
+from ...coordinator.transaction_coordinator import TransactionCoordinatorUnavailable
 from ...protocol.acl_operations import AclResourceType, authorized_operations
 from ...protocol.requests import (
     DeleteGroupsRequest,
@@ -33,8 +37,51 @@ from ...protocol.requests import (
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
+Handler = Callable[..., Any]
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+
+
+def _group_ids(request: Any) -> list[str]:
+    """The group ids, transactional ids (coordinator keys) a group or transaction request
+    names: each is hashed to find its coordinator's partition."""
+    ids: list[str] = []
+    for name in ("group_id", "key", "transactional_id", "v3_and_below_transactional_id"):
+        value = getattr(request, name, None)
+        if isinstance(value, str):
+            ids.append(value)
+    for name in ("coordinator_keys", "groups_names", "transactional_ids"):
+        ids.extend(getattr(request, name, None) or ())
+    for transaction in getattr(request, "transactions", None) or ():
+        ids.append(transaction.transactional_id)
+    for group in getattr(request, "groups", None) or ():
+        ids.append(group if isinstance(group, str) else group.group_id)
+    return ids
+
+
+def hashes_group_ids_off_loop(handler: Handler) -> Handler:
+    """Run ``handler`` once the ``__consumer_offsets`` partitions of its group ids are
+    known. A flexible request may carry a group id of megabytes, whose Java hashCode
+    would take seconds of the event loop: such ids are hashed on the preparation thread
+    first (one at a time, the hash kept), every other connection keeps being served."""
+
+    @functools.wraps(handler)
+    def wrapped(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+        if all(hash_is_cheap(group_id) for group_id in _group_ids(request)):
+            return handler(broker, context, request)
+        return _after_hashing(handler, broker, context, request)
+
+    return wrapped
+
+
+async def _after_hashing(
+    handler: Handler, broker: BrokerServices, context: RequestContext, request: Any
+) -> Any:
+    for group_id in _group_ids(request):
+        if not hash_is_cheap(group_id):
+            await broker.router.preparer.run_off_loop(java_string_hashcode, group_id)
+    result = handler(broker, context, request)
+    return await result if inspect.isawaitable(result) else result
 
 
 def _ms(value: Any) -> int:
@@ -50,6 +97,7 @@ def _client_host(context: RequestContext) -> str:
 # -- FindCoordinator -------------------------------------------------------------------
 
 
+@hashes_group_ids_off_loop
 async def handle_find_coordinator(
     broker: BrokerServices, context: RequestContext, request: FindCoordinatorRequest
 ) -> Any:
@@ -68,24 +116,32 @@ async def _find_one(broker: BrokerServices, key_type: int, key: str) -> dict[str
     def failed(code: ErrorCode, message: str) -> dict[str, Any]:
         return {"error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}
 
-    if key_type == TRANSACTION_KEY_TYPE:
-        return failed(
-            ErrorCode.coordinator_not_available,
-            "transactions are not implemented by Gregor yet; no transaction coordinator",
-        )
-    if key_type != GROUP_KEY_TYPE:
-        return failed(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
-    if not key:
-        return failed(ErrorCode.invalid_group_id, "the group id is empty")
     service = broker.coordinator
-    try:
-        if not await service.ensure_offsets_topic():
-            return failed(
-                ErrorCode.coordinator_not_available, "__consumer_offsets has no leaders yet"
-            )
-        node = service.coordinator_for_group(key)
-    except CoordinatorUnavailable as error:
-        return failed(ErrorCode.coordinator_not_available, str(error))
+    if key_type == TRANSACTION_KEY_TYPE:
+        if not key:
+            return failed(ErrorCode.invalid_request, "the transactional id is empty")
+        transactions = service.transactions
+        try:
+            if not await transactions.ensure_state_topic():
+                return failed(
+                    ErrorCode.coordinator_not_available, "__transaction_state has no leaders yet"
+                )
+            node = transactions.coordinator_for(key)
+        except TransactionCoordinatorUnavailable as error:
+            return failed(ErrorCode.coordinator_not_available, str(error))
+    elif key_type != GROUP_KEY_TYPE:
+        return failed(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
+    elif not key:
+        return failed(ErrorCode.invalid_group_id, "the group id is empty")
+    else:
+        try:
+            if not await service.ensure_offsets_topic():
+                return failed(
+                    ErrorCode.coordinator_not_available, "__consumer_offsets has no leaders yet"
+                )
+            node = service.coordinator_for_group(key)
+        except CoordinatorUnavailable as error:
+            return failed(ErrorCode.coordinator_not_available, str(error))
     return {
         "error_code": ErrorCode.none,
         "error_message": None,
@@ -98,6 +154,7 @@ async def _find_one(broker: BrokerServices, key_type: int, key: str) -> dict[str
 # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup --------------------------------------------
 
 
+@hashes_group_ids_off_loop
 async def handle_join_group(
     broker: BrokerServices, context: RequestContext, request: JoinGroupRequest
 ) -> Any:
@@ -153,6 +210,7 @@ async def handle_join_group(
     }
 
 
+@hashes_group_ids_off_loop
 async def handle_sync_group(
     broker: BrokerServices, context: RequestContext, request: SyncGroupRequest
 ) -> Any:
@@ -187,6 +245,7 @@ async def handle_sync_group(
     }
 
 
+@hashes_group_ids_off_loop
 def handle_heartbeat(
     broker: BrokerServices, context: RequestContext, request: HeartbeatRequest
 ) -> Any:
@@ -203,6 +262,7 @@ def handle_heartbeat(
     return {"throttle_time": 0, "error_code": error}
 
 
+@hashes_group_ids_off_loop
 def handle_leave_group(
     broker: BrokerServices, context: RequestContext, request: LeaveGroupRequest
 ) -> Any:
@@ -229,16 +289,14 @@ def handle_leave_group(
 # -- offsets ---------------------------------------------------------------------------
 
 
-async def handle_offset_commit(
-    broker: BrokerServices, context: RequestContext, request: OffsetCommitRequest
-) -> Any:
-    now = now_ms()
-    retention = getattr(request, "retention_time", None)
-    retention_ms = _ms(retention) if retention is not None else -1
-    expire = now + retention_ms if retention_ms >= 0 else -1
+def offsets_to_commit(
+    broker: BrokerServices, topics: Any, now: int, expire: int = -1
+) -> tuple[dict[tuple[str, int], ErrorCode], dict[tuple[str, int], OffsetAndMetadata]]:
+    """(UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist, the offsets of the
+    others) from an OffsetCommit's or TxnOffsetCommit's topics."""
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    for topic in request.topics:
+    for topic in topics:
         known = broker.metadata.topics.get(topic.name)
         for partition in topic.partitions:
             key = (topic.name, partition.partition_index)
@@ -252,11 +310,23 @@ async def handle_offset_commit(
                 commit_timestamp=now,
                 expire_timestamp=expire,
             )
+    return errors, offsets
+
+
+@hashes_group_ids_off_loop
+async def handle_offset_commit(
+    broker: BrokerServices, context: RequestContext, request: OffsetCommitRequest
+) -> Any:
+    now = now_ms()
+    retention = getattr(request, "retention_time", None)
+    retention_ms = _ms(retention) if retention is not None else -1
+    expire = now + retention_ms if retention_ms >= 0 else -1
+    errors, offsets = offsets_to_commit(broker, request.topics, now, expire)
     if not request.group_id:
         errors.update(dict.fromkeys(offsets, ErrorCode.invalid_group_id))
     elif offsets:
         service = broker.coordinator
-        results = service.groups.commit_offsets(
+        outcome = service.groups.commit_offsets(
             request.group_id,
             request.generation_id_or_member_epoch,
             request.member_id,
@@ -264,8 +334,15 @@ async def handle_offset_commit(
             offsets,
             now,
         )
-        if any(code is ErrorCode.none for code in results.values()):
-            replicated = await service.wait_for_replication(request.group_id)
+        results = outcome.errors
+        if outcome.pending is not None:
+            replicated = ErrorCode.unknown_server_error
+            try:
+                replicated = await service.wait_for_replication(request.group_id)
+            finally:
+                # Visible to OffsetFetch only once replicated; dropped otherwise, also
+                # when this wait is cancelled (the connection closed).
+                service.groups.complete_offset_commit(outcome.pending, replicated)
             if replicated is not ErrorCode.none:
                 results = {
                     k: (replicated if v is ErrorCode.none else v) for k, v in results.items()
@@ -280,40 +357,60 @@ async def handle_offset_commit(
     }
 
 
+@hashes_group_ids_off_loop
 def handle_offset_fetch(
     broker: BrokerServices, context: RequestContext, request: OffsetFetchRequest
 ) -> Any:
     version = context.version
+    # KIP-447 (v7+): a client reading with isolation.level=read_committed asks for stable
+    # offsets only.
+    require_stable = bool(getattr(request, "require_stable", False))
     if version >= 8:
         groups = [
-            _fetch_group(broker, version, group.group_id, group.topics) for group in request.groups
+            _fetch_group(broker, version, group.group_id, group.topics, require_stable)
+            for group in request.groups
         ]
         return {"throttle_time": 0, "groups": groups}
-    result = _fetch_group(broker, version, request.group_id, request.topics)
+    result = _fetch_group(broker, version, request.group_id, request.topics, require_stable)
     return {"throttle_time": 0, "error_code": result["error_code"], "topics": result["topics"]}
 
 
 def _fetch_group(
-    broker: BrokerServices, version: int, group_id: str, topics: Any
+    broker: BrokerServices, version: int, group_id: str, topics: Any, require_stable: bool
 ) -> dict[str, Any]:
     requested = (
         None
         if topics is None
         else [(t.name, index) for t in topics for index in t.partition_indexes]
     )
-    error, offsets = broker.coordinator.groups.fetch_offsets(group_id, requested)
+    groups = broker.coordinator.groups
+    error, offsets = groups.fetch_offsets(group_id, requested)
     if error is not ErrorCode.none and version < 2:
         # v1 has no top-level error: every partition carries it.
         offsets = dict.fromkeys(requested or [], None)
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    for (name, index), value in offsets.items():
+    for key, value in offsets.items():
+        partition_error = error if version < 2 else ErrorCode.none
+        if (
+            require_stable
+            and requested is not None
+            and error is ErrorCode.none
+            and (
+                groups.has_pending_offset_commit(group_id, key)
+                # KIP-447: an open transaction holds an offset here too.
+                or groups.has_pending_transactional_offset(group_id, key)
+            )
+        ):
+            # Matches Kafka's GroupMetadataManager.getOffsets: the client retries.
+            partition_error, value = ErrorCode.unstable_offset_commit, None
+        name, index = key
         by_topic.setdefault(name, []).append(
             {
                 "partition_index": index,
                 "committed_offset": value.offset if value is not None else -1,
                 "committed_leader_epoch": value.leader_epoch if value is not None else -1,
                 "metadata": value.metadata if value is not None else "",
-                "error_code": error if version < 2 else ErrorCode.none,
+                "error_code": partition_error,
             }
         )
     return {
@@ -323,6 +420,7 @@ def _fetch_group(
     }
 
 
+@hashes_group_ids_off_loop
 def handle_offset_delete(
     broker: BrokerServices, context: RequestContext, request: OffsetDeleteRequest
 ) -> Any:
@@ -373,6 +471,7 @@ def handle_list_groups(
     return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}
 
 
+@hashes_group_ids_off_loop
 def handle_describe_groups(
     broker: BrokerServices, context: RequestContext, request: DescribeGroupsRequest
 ) -> Any:
@@ -414,6 +513,7 @@ def handle_describe_groups(
     return {"throttle_time": 0, "groups": described}
 
 
+@hashes_group_ids_off_loop
 def handle_delete_groups(
     broker: BrokerServices, context: RequestContext, request: DeleteGroupsRequest
 ) -> Any:

@@ -1,8 +1,10 @@
 """ListOffsets: earliest, latest, max timestamp, and offsets for times.
 
 Matches Kafka: "latest" is the high watermark (the next offset to be committed, not
-the last batch's base offset + 1), and a timestamp lookup returns the first offset
-whose record timestamp is at or after the target, or -1 when there is none.
+the last batch's base offset + 1), or the last stable offset for a read_committed
+consumer (``isolation_level`` 1, v2+); a timestamp lookup returns the first offset
+whose record timestamp is at or after the target and below that same bound, or -1 when
+there is none.
 """
 
 from __future__ import annotations
@@ -26,16 +28,19 @@ LATEST_TIERED = -5
 def handle_list_offsets(
     broker: BrokerServices, context: RequestContext, request: ListOffsetsRequest
 ) -> Any:
+    read_committed = getattr(request, "isolation_level", 0) == 1
     topics = []
     for topic in request.topics:
         partitions = []
         for requested in topic.partitions:
-            partitions.append(_lookup(broker, topic.name, requested))
+            partitions.append(_lookup(broker, topic.name, requested, read_committed))
         topics.append({"name": topic.name, "partitions": partitions})
     return {"topics": topics, "throttle_time": 0}
 
 
-def _lookup(broker: BrokerServices, topic: str, requested: Any) -> dict[str, Any]:
+def _lookup(
+    broker: BrokerServices, topic: str, requested: Any, read_committed: bool
+) -> dict[str, Any]:
     index = requested.partition_index
     try:
         partition = broker.replica_manager.partition_or_error(topic, index)
@@ -45,8 +50,10 @@ def _lookup(broker: BrokerServices, topic: str, requested: Any) -> dict[str, Any
     partition_log = partition.log
     epoch = partition.leader_epoch
     target = requested.timestamp
+    # Kafka's lastFetchableOffset: what this consumer may read.
+    fetchable = partition_log.last_stable_offset if read_committed else partition_log.high_watermark
     if target == LATEST:
-        return _result(index, ErrorCode.none, -1, partition_log.high_watermark, epoch)
+        return _result(index, ErrorCode.none, -1, fetchable, epoch)
     if target in (EARLIEST, EARLIEST_LOCAL):
         return _result(index, ErrorCode.none, -1, partition_log.log_start_offset, epoch)
     if target == LATEST_TIERED:
@@ -58,7 +65,7 @@ def _lookup(broker: BrokerServices, topic: str, requested: Any) -> dict[str, Any
         return _result(index, ErrorCode.invalid_request, -1, -1, -1)
     else:
         found = partition_log.offset_for_timestamp(target)
-    if found is None or found[0] >= partition_log.high_watermark:
+    if found is None or found[0] >= fetchable:
         return _result(index, ErrorCode.none, -1, -1, -1)
     offset, timestamp = found
     return _result(index, ErrorCode.none, timestamp, offset, epoch)

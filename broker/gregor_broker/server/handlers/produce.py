@@ -1,5 +1,10 @@
 """Produce: validate whole batches, append them to the leader's log, acknowledge.
 
+Transactional batches come with the request's ``transactional_id`` (Kafka refuses them
+without one); the log checks them like idempotent ones and tracks the transaction they
+open (``log/producer_state.py``). Whether the partition was added to the transaction
+(KIP-890 verification) is not checked.
+
 acks=0 gets no response; as in Kafka, a failed acks=0 produce closes the connection
 so the producer notices. acks=1 answers once the leader has appended; acks=all once
 the high watermark has passed the append, i.e. every in-sync replica has it.
@@ -22,9 +27,9 @@ from ..services import BrokerServices
 
 
 def handle_produce(broker: BrokerServices, context: RequestContext, request: ProduceRequest) -> Any:
-    if request.transactional_id is not None or _has_transactional_records(request):
-        # No transactions here: matches Kafka's answer to transactional records that
-        # come without an authorized transactional id (the whole request fails).
+    if request.transactional_id is None and _has_transactional_records(request):
+        # Matches Kafka's answer to transactional records that come without an
+        # (authorized) transactional id: the whole request fails.
         return _reject_all(request, ErrorCode.transactional_id_authorization_failed)
     acks = request.acks
     if acks not in (0, 1, -1):

@@ -1,0 +1,96 @@
+"""The first use of a request version, done off the event loop.
+
+The first request of an API version pays for its kio classes (imported on demand), the
+frame guard's generated checker, kio's reader and writer and the response builder's
+plan: 2 to 15 ms a version, about 0.8 s for all 169 versions the broker serves. Paid
+on the event loop, a client sending every version once (a fuzzer, a newer client
+probing) stalled every other connection for that long. ``Preparer`` does this work on
+one background thread: a cold request waits there (so at most one preparation runs at a
+time, whatever the number of connections), and after startup the remaining versions are
+prepared one by one with pauses, so they cost neither the start nor the clients.
+
+Other rare, expensive first-time work (hashing a huge group id) can run on the same
+thread with ``run_off_loop``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from . import entities
+from .frame_guard import prepare_checker
+
+log = logging.getLogger(__name__)
+
+# Preparing in the background starts this long after startup (brokers of short tests
+# never pay for it) and pauses this long between versions (a small share of one core).
+BACKGROUND_DELAY_S = 10.0
+BACKGROUND_PAUSE_S = 0.05
+
+
+def prepare(api_key: int, version: int) -> None:
+    """Everything the first request and response of ``api_key`` v``version`` need."""
+    request_class = entities.payload_class(api_key, version, "request")
+    entities.is_flexible(api_key, version)
+    prepare_checker(request_class)
+    entities.request_reader(api_key, version)
+    response_class = entities.payload_class(api_key, version, "response")
+    entities.prepare_builder(response_class)
+
+
+class Preparer:
+    """One thread that prepares request versions; ``ready`` says which are done."""
+
+    def __init__(self) -> None:
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="gregor-prepare"
+        )
+        self._ready: set[tuple[int, int]] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    def ready(self, api_key: int, version: int) -> bool:
+        return (api_key, version) in self._ready
+
+    def prepare_now(self, api_key: int, version: int) -> None:
+        """Prepare on the calling thread (benchmarks and tests that call the router
+        directly and want its answer, not a coroutine)."""
+        prepare(api_key, version)
+        self._ready.add((api_key, version))
+
+    def mark_ready(self, api_key: int, version: int) -> None:
+        self._ready.add((api_key, version))
+
+    async def prepare(self, api_key: int, version: int) -> None:
+        if (api_key, version) in self._ready:
+            return
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, prepare, api_key, version)
+        self._ready.add((api_key, version))
+
+    async def run_off_loop(self, function: Any, *args: Any) -> Any:
+        """``function(*args)`` on the preparation thread (one at a time)."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+
+    def start_background(self, versions: Iterable[tuple[int, int]]) -> None:
+        self._task = asyncio.create_task(self._prepare_all(list(versions)))
+
+    async def _prepare_all(self, versions: list[tuple[int, int]]) -> None:
+        await asyncio.sleep(BACKGROUND_DELAY_S)
+        for api_key, version in versions:
+            try:
+                await self.prepare(api_key, version)
+            except Exception:  # a schema kio cannot load: its requests will say so
+                log.debug("cannot prepare api %d v%d", api_key, version, exc_info=True)
+            await asyncio.sleep(BACKGROUND_PAUSE_S)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,101 @@
+"""The overlapping nemesis's bookkeeping: claims, the seeded schedule, overlaps (no
+cluster: the cluster object is never started)."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from pathlib import Path
+
+from .cluster import ChaosCluster
+from .nemesis import Claims, FaultRecord, Nemesis
+
+
+def test_a_claimed_resource_is_granted_again_only_after_release() -> None:
+    claims = Claims()
+    claims.acquire(["broker 1"])
+    granted = threading.Event()
+
+    def second() -> None:
+        claims.acquire(["broker 1", "broker 2"])
+        granted.set()
+
+    thread = threading.Thread(target=second, daemon=True)
+    thread.start()
+    assert not granted.wait(0.3)
+    assert claims.try_acquire(["broker 3"])  # unrelated resources stay free
+    claims.release(["broker 1"])
+    assert granted.wait(5)
+    assert not claims.try_acquire(["broker 2"])
+    thread.join(5)
+
+
+def test_an_earlier_waiter_is_served_first() -> None:
+    """crash_all waiting for every broker is not starved by single-broker faults."""
+    claims = Claims()
+    claims.acquire(["broker 1"])
+    everyone_granted = threading.Event()
+
+    def crash_all() -> None:
+        claims.acquire(["broker 1", "broker 2", "broker 3"])
+        everyone_granted.set()
+
+    thread = threading.Thread(target=crash_all, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while not claims._waiting and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # broker 2 is free, but the waiter asked for it first.
+    assert not claims.try_acquire(["broker 2"])
+    claims.release(["broker 1"])
+    assert everyone_granted.wait(5)
+    thread.join(5)
+
+
+def _nemesis(tmp_path: Path, seed: int) -> Nemesis:
+    return Nemesis(
+        ChaosCluster(tmp_path),
+        "chaos",
+        6,
+        random.Random(seed),
+        log=lambda line: None,
+        concurrency=4,
+    )
+
+
+def test_a_seed_replays_the_schedule_whichever_worker_draws(tmp_path: Path) -> None:
+    first, second = _nemesis(tmp_path, 7), _nemesis(tmp_path, 7)
+    drawn_first = [first.draw(worker=n % 4) for n in range(30)]
+    drawn_second = [second.draw(worker=(n * 3) % 4) for n in range(30)]
+    for (a, a_rng, a_pause), (b, b_rng, b_pause) in zip(drawn_first, drawn_second, strict=True):
+        assert (a.kind, a_pause) == (b.kind, b_pause)
+        assert a_rng.random() == b_rng.random()
+    # Network kinds are skipped without namespaces; every other kind comes up each deck.
+    kinds = [record.kind for record, _, _ in drawn_first[:10]]
+    assert sorted(kinds) == sorted(first.kinds)
+    other = _nemesis(tmp_path, 8)
+    assert [other.draw(0)[2] for _ in range(30)] != [pause for _, _, pause in drawn_first]
+
+
+def test_overlaps_are_counted_per_kind_and_pair(tmp_path: Path) -> None:
+    nemesis = _nemesis(tmp_path, 1)
+    spans = [
+        ("kill_broker", 0, 10),
+        ("zookeeper_kill", 5, 8),
+        ("reassign", 7, 20),
+        ("kill_leader", 30, 31),
+    ]
+    for number, (kind, started, ended) in enumerate(spans, start=1):
+        nemesis.history.append(
+            FaultRecord(kind, drawn=started, started=started, ended=ended, number=number)
+        )
+    assert nemesis.overlaps() == {1: [2, 3], 2: [1, 3], 3: [1, 2], 4: []}
+    summary = nemesis.overlap_summary()
+    assert summary["most_at_once"] == 3
+    assert summary["overlapped_by_kind"] == {"kill_broker": 1, "reassign": 1, "zookeeper_kill": 1}
+    assert summary["overlapping_pairs"] == {
+        "kill_broker + zookeeper_kill": 1,
+        "kill_broker + reassign": 1,
+        "reassign + zookeeper_kill": 1,
+    }
