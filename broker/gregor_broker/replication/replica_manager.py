@@ -110,11 +110,18 @@ class ReplicaManager:
         logs.dir_failure_listeners.append(self._on_log_dir_failure)
 
     # metadata -> local state ---------------------------------------------------------
-    def reconcile(self, topics: set[str] | None = None) -> None:
+    def reconcile(
+        self, topics: set[str] | None = None, *, max_new_logs: int | None = None
+    ) -> set[str]:
         """Create, update and delete local partitions to match the metadata cache
-        (only for ``topics`` when given)."""
+        (only for ``topics`` when given). At most ``max_new_logs`` partition logs are
+        created per call (each is a directory and three files: a topic of thousands of
+        partitions held the event loop for seconds); returns the topics with partitions
+        still to create, for the caller to apply again later."""
         names = set(self.metadata.topics) if topics is None else topics
         wanted: set[TopicPartition] = set()
+        unfinished: set[str] = set()
+        created = 0
         for name in names:
             topic = self.metadata.topics.get(name)
             if topic is None:
@@ -129,6 +136,10 @@ class ReplicaManager:
                     continue  # Kafka: an offline replica stays offline until a restart
                 partition = self.partitions.get(key)
                 if partition is None:
+                    if max_new_logs is not None and created >= max_new_logs:
+                        unfinished.add(name)
+                        continue
+                    created += 1
                     try:
                         partition = self._create(topic, index, config)
                     except LogDirOffline as error:
@@ -143,6 +154,7 @@ class ReplicaManager:
         for key in self.logs.offline_partitions():
             if (topics is None or key[0] in topics) and key not in wanted:
                 self.logs.delete_log(*key)  # forgets it; the files stay on the failed dir
+        return unfinished
 
     def _create(self, topic: TopicInfo, index: int, config: LogConfig) -> Partition:
         partition_log = self.logs.get_or_create(topic.name, index, config)
