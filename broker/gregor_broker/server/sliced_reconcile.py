@@ -6,9 +6,10 @@ hold the event loop for one to seven seconds while every other client waited (is
 the Metadata tail at 10,000 partitions, the fuzzer's hangs). Kafka applies LeaderAndIsr on
 its request handler threads; here the topics that changed are reconciled a slice at a
 time, each slice bounded by a time budget, with the rest handed back to the loop. One
-topic is not a unit of work either: a call creates at most ``NEW_LOGS_PER_CALL`` logs and
-hands back the topics it did not finish (the fuzzer's CreateTopics of 1,000 partitions
-still held the loop for 1.5 to 8 s in one call, since slices counted topics).
+topic is not a unit of work either: a call creates, moves leadership of or drops at most
+``CHANGES_PER_CALL`` partitions and hands back the topics it did not finish (the
+fuzzer's CreateTopics of 1,000 partitions still held the loop for 1.5 to 8 s in one
+call while slices counted topics).
 
 A small change (the usual case: a test creating a few topics) is still applied at once,
 before the loop runs anything else, as before.
@@ -28,15 +29,16 @@ log = logging.getLogger(__name__)
 MIN_TOPICS_PER_SLICE = 64
 # The loop time one slice may take before the rest waits for the next turn of the loop.
 SLICE_BUDGET_S = 0.02
-# Partition logs one call may create (a millisecond each, several when the disk is busy).
-NEW_LOGS_PER_CALL = 16
+# Partitions one call may create (a log: a millisecond, several when the disk is busy),
+# make leader or follower, or drop.
+CHANGES_PER_CALL = 16
 
 
 class Apply(Protocol):
-    """``ReplicaManager.reconcile``: applies the topics, creating at most
-    ``max_new_logs`` logs; returns the topics it did not finish."""
+    """``ReplicaManager.reconcile``: applies the topics, changing at most
+    ``max_changes`` partitions; returns the topics it did not finish."""
 
-    def __call__(self, topics: set[str], *, max_new_logs: int | None = None) -> set[str]: ...
+    def __call__(self, topics: set[str], *, max_changes: int | None = None) -> set[str]: ...
 
 
 class SlicedReconcile:
@@ -49,13 +51,13 @@ class SlicedReconcile:
         *,
         budget_s: float = SLICE_BUDGET_S,
         min_topics: int = MIN_TOPICS_PER_SLICE,
-        new_logs_per_call: int = NEW_LOGS_PER_CALL,
+        changes_per_call: int = CHANGES_PER_CALL,
     ) -> None:
         self._take_changed = take_changed
         self._apply = apply
         self._budget_s = budget_s
         self._min_topics = min_topics
-        self._new_logs_per_call = new_logs_per_call
+        self._changes_per_call = changes_per_call
         self._pending: set[str] = set()
         self._scheduled = False
 
@@ -80,7 +82,7 @@ class SlicedReconcile:
         while pending:
             batch = {pending.pop() for _ in range(min(len(pending), 16))}
             try:
-                unfinished = self._apply(batch, max_new_logs=self._new_logs_per_call)
+                unfinished = self._apply(batch, max_changes=self._changes_per_call)
             except Exception:
                 log.exception("applying metadata to local partitions failed")
                 unfinished = set()

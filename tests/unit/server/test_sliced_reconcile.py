@@ -23,7 +23,7 @@ def test_a_large_change_is_applied_in_slices_with_the_loop_running_between() -> 
             taken, changed = changed, set()
             return taken
 
-        def apply(topics: set[str], *, max_new_logs: int | None = None) -> set[str]:
+        def apply(topics: set[str], *, max_changes: int | None = None) -> set[str]:
             time.sleep(0.002)  # creating logs: about a millisecond per partition
             calls.append(topics)
             applied.update(topics)
@@ -55,7 +55,7 @@ def test_a_small_change_is_applied_at_once() -> None:
         calls: list[set[str]] = []
         changed = {"a", "b", "c"}
 
-        def apply(topics: set[str], *, max_new_logs: int | None = None) -> set[str]:
+        def apply(topics: set[str], *, max_changes: int | None = None) -> set[str]:
             calls.append(topics)
             return set()
 
@@ -71,17 +71,17 @@ def test_a_small_change_is_applied_at_once() -> None:
 def test_one_topic_of_many_partitions_is_created_over_several_turns_of_the_loop() -> None:
     """A CreateTopics of 1,000 partitions is one topic: a slice counting topics created
     every log in one call (1.5 to 8 s of loop time in the fuzzer). A call creates at
-    most ``new_logs_per_call`` logs and the slice ends on time once one was capped."""
+    most ``changes_per_call`` logs and the slice ends on time once one was capped."""
 
     async def scenario() -> tuple[list[int], int]:
         to_create = 400
         per_call: list[int] = []
         ticks = 0
 
-        def apply(topics: set[str], *, max_new_logs: int | None = None) -> set[str]:
+        def apply(topics: set[str], *, max_changes: int | None = None) -> set[str]:
             nonlocal to_create
             assert topics == {"big"}
-            count = to_create if max_new_logs is None else min(to_create, max_new_logs)
+            count = to_create if max_changes is None else min(to_create, max_changes)
             time.sleep(0.0005 * count)  # half a millisecond a log
             to_create -= count
             per_call.append(count)
@@ -95,7 +95,7 @@ def test_one_topic_of_many_partitions_is_created_over_several_turns_of_the_loop(
             taken[0] = True
             return {"big"}
 
-        reconcile = SlicedReconcile(take, apply, budget_s=0.01, new_logs_per_call=16)
+        reconcile = SlicedReconcile(take, apply, budget_s=0.01, changes_per_call=16)
         reconcile.schedule()
         while to_create:
             ticks += 1
