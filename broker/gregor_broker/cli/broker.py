@@ -74,10 +74,12 @@ def main(argv: list[str] | None = None) -> int:
         overrides[key.strip()] = value.strip()
     try:
         config = load_broker_config(args.config, overrides)
+        # Builds the listeners' TLS contexts and SASL settings: bad ones stop it here.
+        broker = Broker(config)
     except (ConfigError, OSError) as error:
         print(f"gregor-broker: {error}", file=sys.stderr)
         return 2
-    return asyncio.run(run(Broker(config)))
+    return asyncio.run(run(broker))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ from gregor_broker.cli import (
     reassign,
     records,
     topics,
+    transactions,
+    users,
 )
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
@@ -42,7 +44,9 @@ COMMAND_GROUPS: list[Register] = [
     reassign.register,
     leaders.register,
     groups.register,
+    transactions.register,
     quotas.register,
+    users.register,
     perf.register,
     bench.register,
     completion.register,

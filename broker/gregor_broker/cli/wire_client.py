@@ -30,6 +30,16 @@ def split_address(address: str) -> tuple[str, int]:
 def request(address: str, api_key: int, version: int, body: Mapping[str, Any]) -> Any:
     """Send ``body`` (a dict with Kafka's field names) as ``api_key`` v``version`` to the
     broker at ``address``; return kio's decoded response."""
+    frame, position = request_raw(address, api_key, version, body)
+    response, _ = entities.response_reader(api_key, version)(frame, position)
+    return response
+
+
+def request_raw(
+    address: str, api_key: int, version: int, body: Mapping[str, Any]
+) -> tuple[memoryview, int]:
+    """Like ``request``, but the response frame undecoded, with the position where its
+    body starts (for the few fields kio cannot read, such as a -1 timestamp)."""
     flexible = entities.is_flexible(api_key, version)
     payload = entities.build(entities.payload_class(api_key, version, "request"), body)
     header = (
@@ -49,9 +59,7 @@ def request(address: str, api_key: int, version: int, body: Mapping[str, Any]) -
             exit_code=2,
         ) from error
     # Response header: correlation id, then (flexible responses) an empty tagged-field section.
-    position = 4 + (1 if flexible else 0)
-    response, _ = entities.response_reader(api_key, version)(frame, position)
-    return response
+    return frame, 4 + (1 if flexible else 0)
 
 
 def _read(sock: socket.socket, size: int) -> bytes:

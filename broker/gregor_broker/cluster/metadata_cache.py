@@ -17,7 +17,7 @@ import contextlib
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,10 +44,22 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
+    """A live broker. ``host``/``port``: its PLAINTEXT endpoint, else its first one;
+    ``endpoints``: every advertised listener's ``(host, port)`` by listener name."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None
+    endpoints: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+
+    def endpoint(self, listener: str | None) -> tuple[str, int] | None:
+        """Where to reach this broker on ``listener`` (Kafka answers a client with the
+        endpoints of the listener it connected to); None when it has no such listener.
+        ``None`` as the listener: the default endpoint."""
+        if listener is None or not self.endpoints:
+            return self.host, self.port
+        return self.endpoints.get(listener)
 
 
 @dataclass(slots=True)
@@ -326,13 +338,17 @@ class ZooKeeperMetadataWatcher:
                 registration = BrokerRegistration.from_json(data)
             except (NoNodeError, ValueError, ZkDataError):
                 continue
+            try:
+                tuples = registration.endpoint_tuples()
+            except ValueError:
+                continue
             host, port = registration.host, registration.port
             if host is None or port < 0:
-                tuples = registration.endpoint_tuples()
                 if not tuples:
                     continue
                 _, host, port = tuples[0]
-            brokers[int(child)] = BrokerInfo(int(child), host, port, registration.rack)
+            endpoints = {name: (h, p) for name, h, p in tuples}
+            brokers[int(child)] = BrokerInfo(int(child), host, port, registration.rack, endpoints)
         self._post(self.cache.set_brokers, brokers)
         return True
 

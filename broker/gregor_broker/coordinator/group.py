@@ -102,6 +102,11 @@ class Group:
     # member ids handed out with MEMBER_ID_REQUIRED, not joined yet -> expiry deadline
     pending_members: dict[str, int] = field(default_factory=dict)
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    # TxnOffsetCommit: producer id -> offsets written in its open transaction, committed
+    # when its COMMIT marker reaches this group's partition, dropped on ABORT.
+    pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(
+        default_factory=dict
+    )
     # Kafka's pendingOffsetCommits: partition -> sequence of the latest commit written to
     # __consumer_offsets but not yet replicated. ``offsets`` shows a commit only once its
     # append is replicated; ``offset_sequences`` holds the sequence of the commit shown

@@ -57,8 +57,11 @@ TopicPartition = tuple[str, int]
 
 
 class Store(Protocol):
-    def append(self, group_id: str, records: Records) -> ErrorCode:
-        """Append records to the group's ``__consumer_offsets`` partition."""
+    def append(
+        self, group_id: str, records: Records, producer: tuple[int, int] | None = None
+    ) -> ErrorCode:
+        """Append records to the group's ``__consumer_offsets`` partition; with
+        ``producer`` (id, epoch) as a transactional batch of that producer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,12 +188,16 @@ class GroupCoordinator:
     def load_partition(self, partition: int, loaded: LoadedPartition, now_ms: int) -> None:
         """Adopt the groups replayed from ``partition`` (Kafka's loadGroupsAndOffsets):
         a group with members comes back Stable, its members with fresh session timers."""
-        for group_id in set(loaded.groups) | set(loaded.offsets):
+        for group_id in set(loaded.groups) | set(loaded.offsets) | set(loaded.pending_txn_offsets):
             if self.partition_for(group_id) != partition:
                 continue
             value = loaded.groups.get(group_id)
             group = Group(group_id)
             group.offsets = dict(loaded.offsets.get(group_id, {}))
+            group.pending_txn_offsets = {
+                producer_id: dict(offsets)
+                for producer_id, offsets in loaded.pending_txn_offsets.get(group_id, {}).items()
+            }
             if value is not None:
                 group.generation_id = value.generation
                 group.protocol_type = value.protocol_type or None
@@ -765,6 +772,25 @@ class GroupCoordinator:
         member = group.members.get(member_id)
         if member is not None:
             member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+        results, records, accepted = self._offset_commit_records(group_id, offsets)
+        if not records:
+            return OffsetCommitResult(results)
+        store_error = self.store.append(group_id, records)
+        for key in accepted:
+            results[key] = store_error
+        if store_error is not ErrorCode.none:
+            return OffsetCommitResult(results)
+        self._commit_sequence += 1
+        pending = PendingOffsetCommit(group, accepted, self._commit_sequence)
+        for key in accepted:
+            group.pending_offset_commits[key] = pending.sequence
+        return OffsetCommitResult(results, pending)
+
+    def _offset_commit_records(
+        self, group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> tuple[dict[TopicPartition, ErrorCode], Records, dict[TopicPartition, OffsetAndMetadata]]:
+        """(refused partitions, the records of the accepted ones, the accepted offsets):
+        metadata over ``offset.metadata.max.bytes`` is OFFSET_METADATA_TOO_LARGE."""
         results: dict[TopicPartition, ErrorCode] = {}
         records: Records = []
         accepted: dict[TopicPartition, OffsetAndMetadata] = {}
@@ -779,18 +805,7 @@ class GroupCoordinator:
                     encode_offset_commit_value(value),
                 )
             )
-        if not records:
-            return OffsetCommitResult(results)
-        store_error = self.store.append(group_id, records)
-        for key in accepted:
-            results[key] = store_error
-        if store_error is not ErrorCode.none:
-            return OffsetCommitResult(results)
-        self._commit_sequence += 1
-        pending = PendingOffsetCommit(group, accepted, self._commit_sequence)
-        for key in accepted:
-            group.pending_offset_commits[key] = pending.sequence
-        return OffsetCommitResult(results, pending)
+        return results, records, accepted
 
     def complete_offset_commit(self, pending: PendingOffsetCommit, error: ErrorCode) -> None:
         """The append of ``pending`` was replicated (``error`` none) or failed: apply it
@@ -817,6 +832,80 @@ class GroupCoordinator:
         answers UNSTABLE_OFFSET_COMMIT (KIP-447), as Kafka does."""
         group = self.groups.get(group_id)
         return group is not None and key in group.pending_offset_commits
+
+    def commit_transactional_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        now_ms: int,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit (Kafka's ``handleTxnCommitOffsets``): the offsets are written
+        as a transactional batch of the producer and held pending until its marker
+        reaches this partition (``complete_transactional_offsets``)."""
+
+        def all_fail(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+            return dict.fromkeys(offsets, code)
+
+        error = self.ownership_error(group_id)
+        if error is not None:
+            return all_fail(error)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return all_fail(ErrorCode.illegal_generation)
+            group = Group(group_id, state_timestamp_ms=now_ms)
+            self.groups[group_id] = group
+        if group.state is GroupState.DEAD:
+            return all_fail(ErrorCode.coordinator_not_available)
+        if group_instance_id is not None or member_id != UNKNOWN_MEMBER_ID:
+            error = self._validate_member(group, member_id, group_instance_id)
+            if error is not None:
+                return all_fail(error)
+        if generation_id >= 0 and generation_id != group.generation_id:
+            return all_fail(ErrorCode.illegal_generation)
+        results, records, accepted = self._offset_commit_records(group_id, offsets)
+        if records:
+            store_error = self.store.append(group_id, records, (producer_id, producer_epoch))
+            for key in accepted:
+                results[key] = store_error
+            if store_error is ErrorCode.none:
+                group.pending_txn_offsets.setdefault(producer_id, {}).update(accepted)
+        return results
+
+    def complete_transactional_offsets(
+        self, producer_id: int, partitions: Iterable[int], commit: bool
+    ) -> int:
+        """The producer's marker reached these ``__consumer_offsets`` partitions: its
+        pending offsets of their groups become the committed offsets (COMMIT) or are
+        dropped (ABORT). Returns how many groups changed."""
+        wanted = set(partitions)
+        changed = 0
+        for group in self.groups.values():
+            if producer_id not in group.pending_txn_offsets:
+                continue
+            if self.partition_for(group.group_id) not in wanted:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id)
+            if commit:
+                # Newer than any commit applied so far: a regular commit completing later
+                # with an older sequence does not overwrite it.
+                self._commit_sequence += 1
+                for key, value in pending.items():
+                    group.offsets[key] = value
+                    group.offset_sequences[key] = self._commit_sequence
+            changed += 1
+        return changed
+
+    def has_pending_transactional_offset(self, group_id: str, key: TopicPartition) -> bool:
+        """OffsetFetch with require_stable: UNSTABLE_OFFSET_COMMIT while an open
+        transaction holds an offset for ``key``."""
+        group = self.groups.get(group_id)
+        return group is not None and any(key in p for p in group.pending_txn_offsets.values())
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None

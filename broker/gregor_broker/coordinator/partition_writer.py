@@ -10,13 +10,17 @@ coordinator never sees the broker object, so it sits below the server layer.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
 from ..log.partition_log import AppendResult
+from ..protocol.errors import KafkaError
 from ..replication.partition import Partition
+
+log = logging.getLogger(__name__)
 
 
 class PartitionWriter(Protocol):
@@ -54,3 +58,28 @@ class InternalTopicCreator(Protocol):
     ) -> str: ...
 
     async def wait_for_leaders(self, names: list[str], timeout: float) -> bool: ...
+
+
+async def create_internal_topic(
+    creator: InternalTopicCreator,
+    name: str,
+    num_partitions: int,
+    replication_factor: int,
+    configs: Mapping[str, str | None],
+) -> None:
+    """Create ``__consumer_offsets`` / ``__transaction_state`` on first use; another
+    broker creating it at the same time is fine. Raises the topic admin's ``KafkaError``
+    otherwise."""
+    try:
+        plan = creator.plan_topic(name, num_partitions, replication_factor, None, configs)
+        await creator.create_topic(name, plan, configs)
+    except KafkaError as error:  # topic admin's TopicAdminError
+        if error.error_code is not ErrorCode.topic_already_exists:
+            raise
+        return
+    log.info(
+        "created %s with %d partitions, replication factor %d",
+        name,
+        len(plan),
+        replication_factor,
+    )

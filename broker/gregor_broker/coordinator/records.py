@@ -342,6 +342,11 @@ class LoadedPartition:
 
     offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
+    # Transactional offset commits whose producer has no marker in the partition yet:
+    # group -> producer id -> offsets.
+    pending_txn_offsets: dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]] = field(
+        default_factory=dict
+    )
     records: int = 0
     skipped: int = 0
 

@@ -18,7 +18,12 @@ This is the I/O side of the group coordinator; the rules are in
 - the leadership lease: a group is served only while this broker has confirmed in
   ZooKeeper, within the last ``LEASE_FRACTION`` of its session timeout, that it still
   leads the group's partition (see ``holds_lease``);
-- producer ids for InitProducerId (``producer_ids.py``).
+- producer ids for InitProducerId (``producer_ids.py``);
+- the transaction coordinator (``transaction_coordinator.py``), which shares the seams, and
+  the ``__consumer_offsets`` end of transactions: TxnOffsetCommit's offsets stay pending
+  until the producer's marker reaches the group's partition
+  (``complete_transactional_offsets``, called by the WriteTxnMarkers handler; on load, a
+  transactional batch waits for its producer's marker in the partition).
 
 It is given narrow seams (``partition_writer.py``), never the broker object, so it sits
 below the server layer: the broker wires it to its replica manager and topic admin.
@@ -38,14 +43,16 @@ from ..cluster.admin import ZkAdmin
 from ..cluster.metadata_cache import BrokerInfo, MetadataCache
 from ..config import BrokerConfig
 from ..log.partition_log import AppendResult, PartitionLog
+from ..protocol.control_records import ControlRecordType, marker_of
 from ..protocol.errors import KafkaError
-from ..protocol.record_batch import InvalidBatch, scan_batches
+from ..protocol.record_batch import TRANSACTIONAL_FLAG, InvalidBatch, rewrite_header, scan_batches
 from ..protocol.records import Record, iter_batch_records, make_batch
 from ..replication.partition import Partition
 from .group_coordinator import CoordinatorConfig, GroupCoordinator, Records
-from .partition_writer import InternalTopicCreator, PartitionWriter
+from .partition_writer import InternalTopicCreator, PartitionWriter, create_internal_topic
 from .producer_ids import ProducerIdManager
 from .records import OFFSETS_TOPIC, LoadedPartition, replay
+from .transaction_coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +106,19 @@ class CoordinatorService:
         self._create_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         partition_writer.leadership_listeners.append(self.on_leadership_change)
+        self.transactions = TransactionCoordinator(
+            config,
+            metadata,
+            partition_writer,
+            topic_creator,
+            self._generate_producer_id,
+            read_records,
+        )
+
+    async def _generate_producer_id(self) -> int:
+        if self.producer_ids is None:
+            raise RuntimeError("the coordinator has not started")
+        return await self.producer_ids.generate()
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self, zk_admin: ZkAdmin) -> None:
@@ -109,8 +129,10 @@ class CoordinatorService:
             asyncio.create_task(self._expire_offsets_forever()),
             asyncio.create_task(self._confirm_leadership_forever()),
         ]
+        self.transactions.start()
 
     async def stop(self) -> None:
+        await self.transactions.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -216,25 +238,16 @@ class CoordinatorService:
             "compression.type": "producer",
             "segment.bytes": str(config.offsets_topic_segment_bytes),
         }
-        admin = self.topic_creator
         try:
-            plan = admin.plan_topic(
+            await create_internal_topic(
+                self.topic_creator,
                 OFFSETS_TOPIC,
                 config.offsets_topic_num_partitions,
                 replication_factor,
-                None,
                 configs,
             )
-            await admin.create_topic(OFFSETS_TOPIC, plan, configs)
-            log.info(
-                "created %s with %d partitions, replication factor %d",
-                OFFSETS_TOPIC,
-                len(plan),
-                replication_factor,
-            )
         except KafkaError as error:  # topic admin's TopicAdminError
-            if error.error_code is not ErrorCode.topic_already_exists:
-                raise CoordinatorUnavailable(str(error)) from error
+            raise CoordinatorUnavailable(str(error)) from error
 
     def coordinator_for_group(self, group_id: str) -> BrokerInfo:
         metadata = self.metadata
@@ -253,12 +266,20 @@ class CoordinatorService:
         return broker
 
     # -- the Store the coordinator writes through -----------------------------------------
-    def append(self, group_id: str, records: Records) -> ErrorCode:
+    def append(
+        self, group_id: str, records: Records, producer: tuple[int, int] | None = None
+    ) -> ErrorCode:
         partition = self.groups.partition_for(group_id)
         batch = make_batch(
             [Record(i, 0, key, value) for i, (key, value) in enumerate(records)],
             base_timestamp=now_ms(),
+            producer_id=producer[0] if producer else -1,
+            producer_epoch=producer[1] if producer else -1,
         )
+        if producer is not None:
+            # TxnOffsetCommit: a transactional batch of the producer, no sequence (Kafka's
+            # origin COORDINATOR append); its marker decides whether it counts.
+            batch = rewrite_header(batch, attributes=TRANSACTIONAL_FLAG)
         try:
             # acks=all, like Kafka's offsets.commit.required.acks=-1: min.insync.replicas
             # holds for commits too, or a commit acknowledged by a lone in-sync leader is
@@ -276,8 +297,12 @@ class CoordinatorService:
                 ErrorCode.not_enough_replicas_after_append,
             ):
                 return ErrorCode.not_coordinator
-            if error.error_code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
-                return ErrorCode.unknown_server_error
+            if error.error_code in (
+                ErrorCode.invalid_producer_epoch,
+                ErrorCode.producer_fenced,
+                ErrorCode.invalid_txn_state,
+            ):
+                return ErrorCode(error.error_code)
             return ErrorCode.unknown_server_error
         self.last_append[partition] = result
         return ErrorCode.none
@@ -297,6 +322,25 @@ class CoordinatorService:
         if error is ErrorCode.request_timed_out:
             return ErrorCode.request_timed_out
         return ErrorCode(error)
+
+    # -- the __consumer_offsets end of WriteTxnMarkers ----------------------------------------
+    def complete_transactional_offsets(
+        self, producer_id: int, partitions: list[int], commit: bool
+    ) -> None:
+        """The producer's marker is in these ``__consumer_offsets`` partitions (Kafka's
+        ``GroupCoordinator.scheduleHandleTxnCompletion``); never raises."""
+        try:
+            changed = self.groups.complete_transactional_offsets(producer_id, partitions, commit)
+        except Exception:
+            log.exception("completing the transactional offsets of producer %d failed", producer_id)
+            return
+        if changed:
+            log.debug(
+                "%s the transactional offsets of producer %d in %d groups",
+                "committed" if commit else "aborted",
+                producer_id,
+                changed,
+            )
 
     # -- loading --------------------------------------------------------------------------
     def on_leadership_change(self, partition: Partition) -> None:
@@ -324,7 +368,11 @@ class CoordinatorService:
             return  # leadership moved away again before loading started
         started = time.monotonic()
         try:
-            loaded = replay(read_records(partition.log))
+            committed, pending = read_offsets_log(partition.log)
+            loaded = replay(committed)
+            for producer_id, records in pending.items():
+                for group_id, offsets in replay(records).offsets.items():
+                    loaded.pending_txn_offsets.setdefault(group_id, {})[producer_id] = offsets
         except Exception:
             log.exception("loading %s-%d failed", OFFSETS_TOPIC, index)
             loaded = LoadedPartition()
@@ -341,9 +389,19 @@ class CoordinatorService:
             )
 
 
-def read_records(partition_log: PartitionLog) -> list[tuple[bytes | None, bytes | None]]:
-    """Every (key, value) in the log, in offset order."""
-    records: list[tuple[bytes | None, bytes | None]] = []
+KeyValues = list[tuple[bytes | None, bytes | None]]
+
+
+def read_records(partition_log: PartitionLog) -> KeyValues:
+    """Every (key, value) outside aborted or open transactions, in offset order (the
+    records of a committed transaction where its COMMIT marker is)."""
+    return read_offsets_log(partition_log)[0]
+
+
+def read_offsets_log(partition_log: PartitionLog) -> tuple[KeyValues, dict[int, KeyValues]]:
+    """(committed records in order, producer id -> records of its open transaction)."""
+    records: KeyValues = []
+    open_transactions: dict[int, KeyValues] = {}
     offset = partition_log.log_start_offset
     end = partition_log.log_end_offset
     while offset < end:
@@ -361,9 +419,20 @@ def read_records(partition_log: PartitionLog) -> list[tuple[bytes | None, bytes 
         if not headers:
             break
         for header in headers:
-            if header.is_control or header.next_offset <= offset:
+            if header.next_offset <= offset:
                 continue
+            if header.is_control:
+                marker = marker_of(data, header)
+                held = open_transactions.pop(header.producer_id, None)
+                if marker is not None and marker.type == ControlRecordType.COMMIT and held:
+                    records.extend(held)
+                continue
+            target = (
+                open_transactions.setdefault(header.producer_id, [])
+                if header.is_transactional
+                else records
+            )
             for record in iter_batch_records(data, header):
-                records.append((record.key, record.value))
+                target.append((record.key, record.value))
         offset = headers[-1].next_offset
-    return records
+    return records, open_transactions

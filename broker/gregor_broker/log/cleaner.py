@@ -28,7 +28,8 @@ One cleaning pass over a log, as Kafka does it:
    range ends at the last stable offset, so open transactions are not touched. An ABORT
    marker stays while this pass removes data of its transaction (and its ``.txnindex``
    entry goes to the cleaned copy's index); a COMMIT marker stays while data of its
-   transaction is in the same group. Otherwise a marker goes like a tombstone, once its
+   transaction is still in the log before it (Kafka looks in the same group only).
+   Otherwise a marker goes like a tombstone, once its
    segment is past the delete horizon (``delete.retention.ms``); the last batch of a
    producer stays as an empty batch.
 4. **Swap.** ``PartitionLog.replace_segments`` swaps the cleaned segment in with Kafka's
@@ -430,11 +431,12 @@ def clean_group(
     delete_horizon_ms: int,
     producer_last: dict[int, int],
     stats: CleanerStats,
-    aborted: Sequence[AbortedTxn] = (),
+    transactions: CleanedTransactions | None = None,
 ) -> Generator[int, None, LogSegment]:
     """Write the cleaned copy of ``group`` as ``<base>.log.cleaned`` (step 3), fsynced,
     with its indexes (``.index.cleaned``, ``.timeindex.cleaned``, ``.txnindex.cleaned``
-    for the aborted transactions whose markers it keeps with data)."""
+    for the aborted transactions whose markers it keeps with data). ``transactions``
+    walks the whole pass, group after group."""
     cleaned = LogSegment.create(
         directory,
         group[0].base_offset,
@@ -444,7 +446,9 @@ def clean_group(
         file_suffix=CLEANED_SUFFIX,
     )
     cleaned.txn_index_path.unlink(missing_ok=True)  # a stale copy of an interrupted pass
-    transactions = CleanedTransactions(aborted, cleaned.txn_index)
+    if transactions is None:
+        transactions = CleanedTransactions(())
+    transactions.index = cleaned.txn_index
     try:
         for segment in group:
             retain_tombstones = segment.last_modified_ms() > delete_horizon_ms
@@ -578,6 +582,11 @@ def copy_pass(plan: PassPlan, offset_map: OffsetMap) -> Generator[int, None, Pas
         if end <= plan.first_dirty:
             return None  # the map cannot hold even one new key
         producer_last = producer_last_offsets(segments)
+        # One walk over every group: a COMMIT marker stays while data of its transaction
+        # is anywhere before it in the pass, not only in its own group (Kafka's walk is
+        # per group, so a marker could go while its data stays in an earlier group, and
+        # a producer state rebuilt from that log would see the transaction still open).
+        transactions = CleanedTransactions(plan.aborted)
         for group in group_segments(rolled, end, config.segment_bytes):
             cleaned = yield from clean_group(
                 plan.directory,
@@ -588,7 +597,7 @@ def copy_pass(plan: PassPlan, offset_map: OffsetMap) -> Generator[int, None, Pas
                 delete_horizon_ms=plan.delete_horizon_ms,
                 producer_last=producer_last,
                 stats=stats,
-                aborted=plan.aborted,
+                transactions=transactions,
             )
             written.append(
                 CleanedGroup(tuple(serial_of[s.base_offset] for s in group), cleaned.size)

@@ -67,7 +67,13 @@ from crc32c import crc32c
 from kio.schema.errors import ErrorCode
 
 from ..protocol.control_records import ControlRecordType, EndTransactionMarker, marker_of
-from ..protocol.record_batch import HEADER_SIZE, BatchHeader, read_header
+from ..protocol.record_batch import (
+    CONTROL_FLAG,
+    HEADER_SIZE,
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+    read_header,
+)
 from .transaction_index import AbortedTxn, OpenTransactions
 
 
@@ -178,23 +184,25 @@ class ProducerState:
         """
         # Earlier batches of the same request count for the later ones.
         pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last sequence)
-        opened: set[int] = set()  # producers whose transaction a batch here opens
+        open_txns = self.transactions.first_offsets
+        opened: set[int] | None = None  # producers whose transaction a batch here opens
         for header in headers:
-            if not _is_idempotent(header):
+            if header.producer_id == NO_PRODUCER_ID or header.attributes & CONTROL_FLAG:
                 continue
             producer_id = header.producer_id
             epoch = header.producer_epoch
             first = header.base_sequence
             entry = self.entries.get(producer_id)
-            in_txn = producer_id in opened or producer_id in self.transactions.first_offsets
-            if in_txn and not header.is_transactional:
+            if header.attributes & TRANSACTIONAL_FLAG:
+                if opened is None:
+                    opened = set()
+                opened.add(producer_id)
+            elif (open_txns and producer_id in open_txns) or (opened and producer_id in opened):
                 raise ProducerStateError(
                     ErrorCode.invalid_txn_state,
                     f"expected a transactional write from producer {producer_id}: its "
                     "transaction in this partition is still open",
                 )
-            if header.is_transactional:
-                opened.add(producer_id)
             if not from_client:
                 current = entry.producer_epoch if entry is not None else NO_PRODUCER_EPOCH
                 if current != NO_PRODUCER_EPOCH and epoch < current:
@@ -261,8 +269,9 @@ class ProducerState:
         Returns the transactions their abort markers ended (for the ``.txnindex``)."""
         aborted: list[AbortedTxn] = []
         for header, marker in batches:
-            if header.next_offset > self.next_offset:
-                self.next_offset = header.next_offset
+            next_offset = header.base_offset + header.last_offset_delta + 1
+            if next_offset > self.next_offset:
+                self.next_offset = next_offset
             producer_id = header.producer_id
             if producer_id == NO_PRODUCER_ID:
                 continue
@@ -274,7 +283,8 @@ class ProducerState:
                 entry.producer_epoch = header.producer_epoch
                 entry.batches.clear()
             entry.last_timestamp = header.max_timestamp
-            if header.is_control:
+            attributes = header.attributes
+            if attributes & CONTROL_FLAG:
                 if marker is None:
                     continue  # an emptied control batch (compaction) or not a marker
                 entry.coordinator_epoch = marker.coordinator_epoch
@@ -284,14 +294,14 @@ class ProducerState:
                 if ended is not None:
                     aborted.append(ended)
                 continue
-            if header.is_transactional:
+            if attributes & TRANSACTIONAL_FLAG:
                 self.transactions.on_transactional_batch(producer_id, header.base_offset)
             entry.batches.append(
                 BatchMetadata(
                     header.base_sequence,
                     last_sequence_of(header),
                     header.base_offset,
-                    header.last_offset,
+                    next_offset - 1,
                     header.max_timestamp,
                 )
             )
@@ -626,7 +636,10 @@ class ProducerStateManager:
     def last_stable_offset(self, high_watermark: int) -> int:
         """Kafka's LSO: the first offset of the oldest transaction not yet decided and
         replicated, capped by ``high_watermark``. Builds the state if needed."""
-        return self.state().transactions.last_stable_offset(high_watermark)
+        transactions = self.state().transactions
+        if not transactions.first_offsets and not transactions.unreplicated:
+            return high_watermark  # the fetch path's common case
+        return transactions.last_stable_offset(high_watermark)
 
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         return self.state().transactions.first_unstable_offset(high_watermark)

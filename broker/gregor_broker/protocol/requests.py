@@ -11,6 +11,33 @@ from __future__ import annotations
 
 from typing import TypeAlias
 
+from kio.schema.add_offsets_to_txn.v0.request import (
+    AddOffsetsToTxnRequest as AddOffsetsToTxnRequestV0,
+)
+from kio.schema.add_offsets_to_txn.v1.request import (
+    AddOffsetsToTxnRequest as AddOffsetsToTxnRequestV1,
+)
+from kio.schema.add_offsets_to_txn.v2.request import (
+    AddOffsetsToTxnRequest as AddOffsetsToTxnRequestV2,
+)
+from kio.schema.add_offsets_to_txn.v3.request import (
+    AddOffsetsToTxnRequest as AddOffsetsToTxnRequestV3,
+)
+from kio.schema.add_partitions_to_txn.v0.request import (
+    AddPartitionsToTxnRequest as AddPartitionsToTxnRequestV0,
+)
+from kio.schema.add_partitions_to_txn.v1.request import (
+    AddPartitionsToTxnRequest as AddPartitionsToTxnRequestV1,
+)
+from kio.schema.add_partitions_to_txn.v2.request import (
+    AddPartitionsToTxnRequest as AddPartitionsToTxnRequestV2,
+)
+from kio.schema.add_partitions_to_txn.v3.request import (
+    AddPartitionsToTxnRequest as AddPartitionsToTxnRequestV3,
+)
+from kio.schema.add_partitions_to_txn.v4.request import (
+    AddPartitionsToTxnRequest as AddPartitionsToTxnRequestV4,
+)
 from kio.schema.alter_client_quotas.v0.request import (
     AlterClientQuotasRequest as AlterClientQuotasRequestV0,
 )
@@ -22,6 +49,9 @@ from kio.schema.alter_configs.v1.request import AlterConfigsRequest as AlterConf
 from kio.schema.alter_configs.v2.request import AlterConfigsRequest as AlterConfigsRequestV2
 from kio.schema.alter_partition_reassignments.v0.request import (
     AlterPartitionReassignmentsRequest as AlterPartitionReassignmentsRequestV0,
+)
+from kio.schema.alter_user_scram_credentials.v0.request import (
+    AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequestV0,
 )
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsRequestV0
 from kio.schema.api_versions.v1.request import ApiVersionsRequest as ApiVersionsRequestV1
@@ -106,9 +136,19 @@ from kio.schema.describe_log_dirs.v4.request import (
 from kio.schema.describe_producers.v0.request import (
     DescribeProducersRequest as DescribeProducersRequestV0,
 )
+from kio.schema.describe_transactions.v0.request import (
+    DescribeTransactionsRequest as DescribeTransactionsRequestV0,
+)
+from kio.schema.describe_user_scram_credentials.v0.request import (
+    DescribeUserScramCredentialsRequest as DescribeUserScramCredentialsRequestV0,
+)
 from kio.schema.elect_leaders.v0.request import ElectLeadersRequest as ElectLeadersRequestV0
 from kio.schema.elect_leaders.v1.request import ElectLeadersRequest as ElectLeadersRequestV1
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest as ElectLeadersRequestV2
+from kio.schema.end_txn.v0.request import EndTxnRequest as EndTxnRequestV0
+from kio.schema.end_txn.v1.request import EndTxnRequest as EndTxnRequestV1
+from kio.schema.end_txn.v2.request import EndTxnRequest as EndTxnRequestV2
+from kio.schema.end_txn.v3.request import EndTxnRequest as EndTxnRequestV3
 from kio.schema.fetch.v4.request import FetchRequest as FetchRequestV4
 from kio.schema.fetch.v5.request import FetchRequest as FetchRequestV5
 from kio.schema.fetch.v6.request import FetchRequest as FetchRequestV6
@@ -195,6 +235,12 @@ from kio.schema.list_offsets.v10.request import ListOffsetsRequest as ListOffset
 from kio.schema.list_partition_reassignments.v0.request import (
     ListPartitionReassignmentsRequest as ListPartitionReassignmentsRequestV0,
 )
+from kio.schema.list_transactions.v0.request import (
+    ListTransactionsRequest as ListTransactionsRequestV0,
+)
+from kio.schema.list_transactions.v1.request import (
+    ListTransactionsRequest as ListTransactionsRequestV1,
+)
 from kio.schema.metadata.v0.request import MetadataRequest as MetadataRequestV0
 from kio.schema.metadata.v1.request import MetadataRequest as MetadataRequestV1
 from kio.schema.metadata.v2.request import MetadataRequest as MetadataRequestV2
@@ -243,12 +289,35 @@ from kio.schema.produce.v8.request import ProduceRequest as ProduceRequestV8
 from kio.schema.produce.v9.request import ProduceRequest as ProduceRequestV9
 from kio.schema.produce.v10.request import ProduceRequest as ProduceRequestV10
 from kio.schema.produce.v11.request import ProduceRequest as ProduceRequestV11
+from kio.schema.sasl_authenticate.v0.request import (
+    SaslAuthenticateRequest as SaslAuthenticateRequestV0,
+)
+from kio.schema.sasl_authenticate.v1.request import (
+    SaslAuthenticateRequest as SaslAuthenticateRequestV1,
+)
+from kio.schema.sasl_authenticate.v2.request import (
+    SaslAuthenticateRequest as SaslAuthenticateRequestV2,
+)
+from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeRequestV0
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as SaslHandshakeRequestV1
 from kio.schema.sync_group.v0.request import SyncGroupRequest as SyncGroupRequestV0
 from kio.schema.sync_group.v1.request import SyncGroupRequest as SyncGroupRequestV1
 from kio.schema.sync_group.v2.request import SyncGroupRequest as SyncGroupRequestV2
 from kio.schema.sync_group.v3.request import SyncGroupRequest as SyncGroupRequestV3
 from kio.schema.sync_group.v4.request import SyncGroupRequest as SyncGroupRequestV4
 from kio.schema.sync_group.v5.request import SyncGroupRequest as SyncGroupRequestV5
+from kio.schema.txn_offset_commit.v0.request import (
+    TxnOffsetCommitRequest as TxnOffsetCommitRequestV0,
+)
+from kio.schema.txn_offset_commit.v1.request import (
+    TxnOffsetCommitRequest as TxnOffsetCommitRequestV1,
+)
+from kio.schema.txn_offset_commit.v2.request import (
+    TxnOffsetCommitRequest as TxnOffsetCommitRequestV2,
+)
+from kio.schema.txn_offset_commit.v3.request import (
+    TxnOffsetCommitRequest as TxnOffsetCommitRequestV3,
+)
 from kio.schema.write_txn_markers.v1.request import (
     WriteTxnMarkersRequest as WriteTxnMarkersRequestV1,
 )
@@ -423,6 +492,28 @@ InitProducerIdRequest: TypeAlias = (
     | InitProducerIdRequestV4
     | InitProducerIdRequestV5
 )
+AddPartitionsToTxnRequest: TypeAlias = (
+    AddPartitionsToTxnRequestV0
+    | AddPartitionsToTxnRequestV1
+    | AddPartitionsToTxnRequestV2
+    | AddPartitionsToTxnRequestV3
+    | AddPartitionsToTxnRequestV4
+)
+AddOffsetsToTxnRequest: TypeAlias = (
+    AddOffsetsToTxnRequestV0
+    | AddOffsetsToTxnRequestV1
+    | AddOffsetsToTxnRequestV2
+    | AddOffsetsToTxnRequestV3
+)
+EndTxnRequest: TypeAlias = EndTxnRequestV0 | EndTxnRequestV1 | EndTxnRequestV2 | EndTxnRequestV3
+TxnOffsetCommitRequest: TypeAlias = (
+    TxnOffsetCommitRequestV0
+    | TxnOffsetCommitRequestV1
+    | TxnOffsetCommitRequestV2
+    | TxnOffsetCommitRequestV3
+)
+DescribeTransactionsRequest: TypeAlias = DescribeTransactionsRequestV0
+ListTransactionsRequest: TypeAlias = ListTransactionsRequestV0 | ListTransactionsRequestV1
 OffsetForLeaderEpochRequest: TypeAlias = (
     OffsetForLeaderEpochRequestV2 | OffsetForLeaderEpochRequestV3 | OffsetForLeaderEpochRequestV4
 )
@@ -470,7 +561,18 @@ WriteTxnMarkersRequest: TypeAlias = WriteTxnMarkersRequestV1 | WriteTxnMarkersRe
 DescribeProducersRequest: TypeAlias = DescribeProducersRequestV0
 
 # API key -> {version: kio request class}, for the versions served.
+SaslHandshakeRequest: TypeAlias = SaslHandshakeRequestV0 | SaslHandshakeRequestV1
+SaslAuthenticateRequest: TypeAlias = (
+    SaslAuthenticateRequestV0 | SaslAuthenticateRequestV1 | SaslAuthenticateRequestV2
+)
+DescribeUserScramCredentialsRequest: TypeAlias = DescribeUserScramCredentialsRequestV0
+AlterUserScramCredentialsRequest: TypeAlias = AlterUserScramCredentialsRequestV0
+
 REQUEST_VERSIONS: dict[int, dict[int, type]] = {
+    17: {0: SaslHandshakeRequestV0, 1: SaslHandshakeRequestV1},
+    36: {0: SaslAuthenticateRequestV0, 1: SaslAuthenticateRequestV1, 2: SaslAuthenticateRequestV2},
+    50: {0: DescribeUserScramCredentialsRequestV0},
+    51: {0: AlterUserScramCredentialsRequestV0},
     0: {
         3: ProduceRequestV3,
         4: ProduceRequestV4,
@@ -670,5 +772,27 @@ REQUEST_VERSIONS: dict[int, dict[int, type]] = {
     48: {0: DescribeClientQuotasRequestV0, 1: DescribeClientQuotasRequestV1},
     49: {0: AlterClientQuotasRequestV0, 1: AlterClientQuotasRequestV1},
     60: {0: DescribeClusterRequestV0, 1: DescribeClusterRequestV1, 2: DescribeClusterRequestV2},
+    24: {
+        0: AddPartitionsToTxnRequestV0,
+        1: AddPartitionsToTxnRequestV1,
+        2: AddPartitionsToTxnRequestV2,
+        3: AddPartitionsToTxnRequestV3,
+        4: AddPartitionsToTxnRequestV4,
+    },
+    25: {
+        0: AddOffsetsToTxnRequestV0,
+        1: AddOffsetsToTxnRequestV1,
+        2: AddOffsetsToTxnRequestV2,
+        3: AddOffsetsToTxnRequestV3,
+    },
+    26: {0: EndTxnRequestV0, 1: EndTxnRequestV1, 2: EndTxnRequestV2, 3: EndTxnRequestV3},
+    28: {
+        0: TxnOffsetCommitRequestV0,
+        1: TxnOffsetCommitRequestV1,
+        2: TxnOffsetCommitRequestV2,
+        3: TxnOffsetCommitRequestV3,
+    },
+    65: {0: DescribeTransactionsRequestV0},
+    66: {0: ListTransactionsRequestV0, 1: ListTransactionsRequestV1},
     61: {0: DescribeProducersRequestV0},
 }

@@ -12,9 +12,15 @@ import contextlib
 import struct
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from ..protocol import entities
 from ..protocol.wire import encode_unsigned_varint
+from ..security.client import ClientSecurity
+from ..security.scram import AuthenticationFailed
 
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
 _HEADER = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
 
@@ -24,9 +30,18 @@ class BrokerConnectionError(ConnectionError):
 
 
 class BrokerClient:
-    def __init__(self, host: str, port: int, client_id: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        *,
+        timeout: float = 30.0,
+        security: ClientSecurity | None = None,
+    ) -> None:
         self.host = host
         self.port = port
+        self.security = security
         self.client_id = client_id.encode()
         self.timeout = timeout
         self._reader: asyncio.StreamReader | None = None
@@ -34,12 +49,53 @@ class BrokerClient:
         self._correlation_id = 0
 
     async def connect(self) -> None:
+        security = self.security
+        context = security.ssl_context if security is not None else None
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, limit=1 << 20), self.timeout
+                asyncio.open_connection(
+                    self.host,
+                    self.port,
+                    limit=1 << 20,
+                    ssl=context,
+                    server_hostname=self.host if context is not None else None,
+                ),
+                self.timeout,
             )
         except (OSError, TimeoutError) as error:
             raise BrokerConnectionError(f"cannot reach {self.host}:{self.port}: {error}") from error
+        if security is not None and security.mechanism:
+            try:
+                await self._sasl_login(security)
+            except BaseException:
+                await self.close()
+                raise
+
+    async def _sasl_login(self, security: ClientSecurity) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism is done."""
+        handshake = await self.request(SASL_HANDSHAKE, 1, {"mechanism": security.mechanism})
+        if handshake.error_code != ErrorCode.none:
+            raise BrokerConnectionError(
+                f"{self.host}:{self.port} refused SASL mechanism {security.mechanism} "
+                f"({handshake.error_code.name}; it offers {list(handshake.mechanisms)})"
+            )
+        exchange = security.sasl_messages()
+        message: bytes | None = exchange.first()
+        while message is not None:
+            response = await self.request(SASL_AUTHENTICATE, 2, {"auth_bytes": message})
+            if response.error_code != ErrorCode.none:
+                raise BrokerConnectionError(
+                    f"SASL login to {self.host}:{self.port} as {security.username} failed: "
+                    f"{response.error_code.name}: {response.error_message}"
+                )
+            if exchange.done:
+                break
+            try:
+                message = exchange.next(bytes(response.auth_bytes))
+            except AuthenticationFailed as error:
+                raise BrokerConnectionError(
+                    f"SASL login to {self.host}:{self.port}: {error}"
+                ) from None
 
     async def close(self) -> None:
         if self._writer is not None:

@@ -121,7 +121,10 @@ class ReplicaFetcher:
             if self._client is not None:
                 await self._client.close()
             self._client = BrokerClient(
-                *address, f"gregor-replica-{self.manager.broker_id}", timeout=30.0
+                *address,
+                f"gregor-replica-{self.manager.broker_id}",
+                timeout=30.0,
+                security=self.manager.replication_config.client_security,
             )
         return self._client
 
@@ -394,7 +397,9 @@ class ReplicaFetcherManager:
 
     def _address(self, broker_id: int) -> tuple[str, int] | None:
         info = self.manager.metadata.brokers.get(broker_id)
-        return (info.host, info.port) if info is not None else None
+        if info is None:
+            return None
+        return info.endpoint(self.manager.replication_config.inter_broker_listener)
 
     def follow(self, partition: Partition) -> None:
         """Fetch ``partition`` from its current leader (after truncation)."""

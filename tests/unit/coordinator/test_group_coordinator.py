@@ -22,7 +22,7 @@ class MemoryStore:
         self.records: list[tuple[bytes, bytes | None]] = []
         self.fail: ErrorCode | None = None
 
-    def append(self, group_id, records):
+    def append(self, group_id, records, producer=None):
         if self.fail is not None:
             return self.fail
         self.records += records

@@ -496,3 +496,25 @@ def test_an_open_transaction_bounds_the_cleanable_range(tmp_path):
     roll(log)
     run_pass(log)
     assert _data(log) == [(2, b"a", b"2")]
+
+
+def test_a_commit_marker_stays_while_its_data_is_in_an_earlier_group(tmp_path):
+    """Every batch in a segment (and group) of its own: the marker's group holds none of
+    its transaction's data, which is still in the log. Dropping the marker would leave
+    that data in a transaction a rebuilt producer state sees as open forever (the LSO
+    stuck there)."""
+    log = open_log(tmp_path, replace(COMPACT, segment_bytes=100, delete_retention_ms=0))
+    _txn_append(log, 7, 0, [(b"k", b"committed")])  # 0
+    produce(log, keyed_batch([(b"x", b"1")]))  # 1
+    assert _end(log, 7, commit=True) == 2
+    produce(log, keyed_batch([(b"y", b"1")]))  # 3
+    roll(log)
+    assert len(log.segments) >= 4
+    first = run_pass(log)
+    produce(log, keyed_batch([(b"z", b"1")]))
+    roll(log)
+    _age_everything(log, 3600)
+    run_pass(log, first.end)
+    assert (2, True, 1) in _layout(log)
+    assert (0, b"k", b"committed") in _data(log)
+    assert ProducerStateManager(log).state().transactions.first_offsets == {}

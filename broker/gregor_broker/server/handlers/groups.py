@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from ...coordinator.group_coordinator import JoinRequest, JoinResult, SyncResult
 from ...coordinator.records import OffsetAndMetadata, hash_is_cheap, java_string_hashcode
 from ...coordinator.service import CoordinatorUnavailable, now_ms
+from ...coordinator.transaction_coordinator import TransactionCoordinatorUnavailable
 from ...protocol.acl_operations import AclResourceType, authorized_operations
 from ...protocol.requests import (
     DeleteGroupsRequest,
@@ -42,14 +43,17 @@ TRANSACTION_KEY_TYPE = 1
 
 
 def _group_ids(request: Any) -> list[str]:
-    """The group ids (coordinator keys) a group request names."""
+    """The group ids, transactional ids (coordinator keys) a group or transaction request
+    names: each is hashed to find its coordinator's partition."""
     ids: list[str] = []
-    for name in ("group_id", "key"):
+    for name in ("group_id", "key", "transactional_id", "v3_and_below_transactional_id"):
         value = getattr(request, name, None)
         if isinstance(value, str):
             ids.append(value)
-    for name in ("coordinator_keys", "groups_names"):
+    for name in ("coordinator_keys", "groups_names", "transactional_ids"):
         ids.extend(getattr(request, name, None) or ())
+    for transaction in getattr(request, "transactions", None) or ():
+        ids.append(transaction.transactional_id)
     for group in getattr(request, "groups", None) or ():
         ids.append(group if isinstance(group, str) else group.group_id)
     return ids
@@ -100,42 +104,58 @@ async def handle_find_coordinator(
     if context.version >= 4:
         key_type = request.key_type
         coordinators = [
-            {"key": key, **(await _find_one(broker, key_type, key))}
+            {"key": key, **(await _find_one(broker, context, key_type, key))}
             for key in request.coordinator_keys
         ]
         return {"throttle_time": 0, "coordinators": coordinators}
     key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
-    return {"throttle_time": 0, **(await _find_one(broker, key_type, request.key))}
+    return {"throttle_time": 0, **(await _find_one(broker, context, key_type, request.key))}
 
 
-async def _find_one(broker: BrokerServices, key_type: int, key: str) -> dict[str, Any]:
+async def _find_one(
+    broker: BrokerServices, context: RequestContext, key_type: int, key: str
+) -> dict[str, Any]:
     def failed(code: ErrorCode, message: str) -> dict[str, Any]:
         return {"error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}
 
+    service = broker.coordinator
     if key_type == TRANSACTION_KEY_TYPE:
+        if not key:
+            return failed(ErrorCode.invalid_request, "the transactional id is empty")
+        transactions = service.transactions
+        try:
+            if not await transactions.ensure_state_topic():
+                return failed(
+                    ErrorCode.coordinator_not_available, "__transaction_state has no leaders yet"
+                )
+            node = transactions.coordinator_for(key)
+        except TransactionCoordinatorUnavailable as error:
+            return failed(ErrorCode.coordinator_not_available, str(error))
+    elif key_type != GROUP_KEY_TYPE:
+        return failed(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
+    elif not key:
+        return failed(ErrorCode.invalid_group_id, "the group id is empty")
+    else:
+        try:
+            if not await service.ensure_offsets_topic():
+                return failed(
+                    ErrorCode.coordinator_not_available, "__consumer_offsets has no leaders yet"
+                )
+            node = service.coordinator_for_group(key)
+        except CoordinatorUnavailable as error:
+            return failed(ErrorCode.coordinator_not_available, str(error))
+    endpoint = node.endpoint(context.listener)
+    if endpoint is None:  # Kafka: the coordinator has no endpoint on this listener
         return failed(
             ErrorCode.coordinator_not_available,
-            "transactions are not implemented by Gregor yet; no transaction coordinator",
+            f"broker {node.broker_id} has no {context.listener} listener",
         )
-    if key_type != GROUP_KEY_TYPE:
-        return failed(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
-    if not key:
-        return failed(ErrorCode.invalid_group_id, "the group id is empty")
-    service = broker.coordinator
-    try:
-        if not await service.ensure_offsets_topic():
-            return failed(
-                ErrorCode.coordinator_not_available, "__consumer_offsets has no leaders yet"
-            )
-        node = service.coordinator_for_group(key)
-    except CoordinatorUnavailable as error:
-        return failed(ErrorCode.coordinator_not_available, str(error))
     return {
         "error_code": ErrorCode.none,
         "error_message": None,
         "node_id": node.broker_id,
-        "host": node.host,
-        "port": node.port,
+        "host": endpoint[0],
+        "port": endpoint[1],
     }
 
 
@@ -277,17 +297,14 @@ def handle_leave_group(
 # -- offsets ---------------------------------------------------------------------------
 
 
-@hashes_group_ids_off_loop
-async def handle_offset_commit(
-    broker: BrokerServices, context: RequestContext, request: OffsetCommitRequest
-) -> Any:
-    now = now_ms()
-    retention = getattr(request, "retention_time", None)
-    retention_ms = _ms(retention) if retention is not None else -1
-    expire = now + retention_ms if retention_ms >= 0 else -1
+def offsets_to_commit(
+    broker: BrokerServices, topics: Any, now: int, expire: int = -1
+) -> tuple[dict[tuple[str, int], ErrorCode], dict[tuple[str, int], OffsetAndMetadata]]:
+    """(UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist, the offsets of the
+    others) from an OffsetCommit's or TxnOffsetCommit's topics."""
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    for topic in request.topics:
+    for topic in topics:
         known = broker.metadata.topics.get(topic.name)
         for partition in topic.partitions:
             key = (topic.name, partition.partition_index)
@@ -301,6 +318,18 @@ async def handle_offset_commit(
                 commit_timestamp=now,
                 expire_timestamp=expire,
             )
+    return errors, offsets
+
+
+@hashes_group_ids_off_loop
+async def handle_offset_commit(
+    broker: BrokerServices, context: RequestContext, request: OffsetCommitRequest
+) -> Any:
+    now = now_ms()
+    retention = getattr(request, "retention_time", None)
+    retention_ms = _ms(retention) if retention is not None else -1
+    expire = now + retention_ms if retention_ms >= 0 else -1
+    errors, offsets = offsets_to_commit(broker, request.topics, now, expire)
     if not request.group_id:
         errors.update(dict.fromkeys(offsets, ErrorCode.invalid_group_id))
     elif offsets:
@@ -374,7 +403,11 @@ def _fetch_group(
             require_stable
             and requested is not None
             and error is ErrorCode.none
-            and groups.has_pending_offset_commit(group_id, key)
+            and (
+                groups.has_pending_offset_commit(group_id, key)
+                # KIP-447: an open transaction holds an offset here too.
+                or groups.has_pending_transactional_offset(group_id, key)
+            )
         ):
             # Matches Kafka's GroupMetadataManager.getOffsets: the client retries.
             partition_error, value = ErrorCode.unstable_offset_commit, None

@@ -1,10 +1,12 @@
-"""InitProducerId for idempotent producers (``enable.idempotence=true``).
+"""InitProducerId.
 
-Matches Kafka for a request without a transactional id: every call gets a fresh
-producer id (from this broker's block, see ``coordinator/producer_ids.py``) at epoch 0,
-whatever producer id and epoch the client sent (KIP-360 bumps are for transactions).
-Transactions are not implemented: a transactional id is refused with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Produce refuses transactional batches.
+Without a transactional id (idempotent producers, ``enable.idempotence=true``) it matches
+Kafka: every call gets a fresh producer id (from this broker's block, see
+``coordinator/producer_ids.py``) at epoch 0, whatever producer id and epoch the client
+sent (KIP-360 bumps are for transactions). With one, the transaction coordinator answers
+(``coordinator/transaction_coordinator.py``): the id's producer id with a bumped epoch,
+fencing the older producer; v3+ clients send their producer id and epoch to recover
+after an abortable error (KIP-360).
 """
 
 from __future__ import annotations
@@ -17,19 +19,32 @@ from kio.schema.errors import ErrorCode
 from ...protocol.requests import InitProducerIdRequest
 from ..request_router import RequestContext
 from ..services import BrokerServices
+from .groups import hashes_group_ids_off_loop
 
 log = logging.getLogger(__name__)
 
 
+@hashes_group_ids_off_loop
 async def handle_init_producer_id(
     broker: BrokerServices, context: RequestContext, request: InitProducerIdRequest
 ) -> Any:
     if request.transactional_id is not None:
+        expected = None
+        if context.version >= 3:
+            expected = (int(request.producer_id), int(request.producer_epoch))
+        result = await broker.coordinator.transactions.init_producer_id(
+            request.transactional_id,
+            int(request.transaction_timeout.total_seconds() * 1000),
+            expected,
+        )
+        error = result.error
+        if error is ErrorCode.producer_fenced and context.version < 4:
+            error = ErrorCode.invalid_producer_epoch  # KIP-588: older clients
         return {
             "throttle_time": 0,
-            "error_code": ErrorCode.transactional_id_authorization_failed,
-            "producer_id": -1,
-            "producer_epoch": -1,
+            "error_code": error,
+            "producer_id": result.producer_id,
+            "producer_epoch": result.producer_epoch,
         }
     manager = broker.coordinator.producer_ids
     try:

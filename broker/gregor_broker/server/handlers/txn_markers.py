@@ -106,12 +106,9 @@ def _complete_transactional_offsets(
     broker: BrokerServices, producer_id: int, partitions: list[int], commit: bool
 ) -> None:
     """The group coordinator's side of a marker on ``__consumer_offsets``
-    (docs/design/txn-contract.md, section 2). Looked up by name until the transaction
-    coordinator's branch, which implements it, is merged."""
-    complete = getattr(broker.coordinator, "complete_transactional_offsets", None)
-    if complete is None:
-        return
+    (docs/design/txn-contract.md, section 2): pending transactional offsets become
+    committed, or are dropped."""
     try:
-        complete(producer_id, partitions, commit)
+        broker.coordinator.complete_transactional_offsets(producer_id, partitions, commit)
     except Exception:
         log.exception("completing transactional offsets of producer %d failed", producer_id)

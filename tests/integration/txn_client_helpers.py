@@ -1,0 +1,149 @@
+"""Helpers of the transaction tests: transactional producers, read_committed reads, and
+the coordinator's view (FindCoordinator TRANSACTION, DescribeTransactions) over raw
+requests, as ``kafka-transactions.sh`` sees it."""
+
+from __future__ import annotations
+
+import struct
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import confluent_kafka
+from kio.schema.errors import ErrorCode
+
+from gregor_broker.cli.transactions import parse_describe_transactions
+from gregor_broker.protocol import entities
+from gregor_broker.protocol.wire import skip_tagged_fields
+
+from .broker_helpers import read_response
+from .raw_requests import RawClient, request
+
+# Small internal topics so a test broker creates them fast; short intervals so timers
+# fire within a test.
+TXN_BROKER_PROPERTIES = {
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "5",
+    "transaction.state.log.num.partitions": "5",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+}
+SINGLE_BROKER_PROPERTIES = {
+    **TXN_BROKER_PROPERTIES,
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+}
+
+
+def transactional_producer(bootstrap: str, transactional_id: str, **extra: Any) -> Any:
+    return confluent_kafka.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": transactional_id,
+            "linger.ms": 5,
+            **extra,
+        }
+    )
+
+
+def read_all(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    *,
+    isolation: str = "read_committed",
+    settle_s: float = 3.0,
+    timeout: float = 60.0,
+) -> dict[int, list[bytes]]:
+    """Every value a consumer with ``isolation`` reads from offset 0, per partition;
+    stops once nothing new came for ``settle_s`` (after the first record, or the
+    timeout)."""
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{time.monotonic_ns()}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "fetch.queue.backoff.ms": 1,
+        }
+    )
+    consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
+    values: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + timeout
+    quiet_since = time.monotonic()
+    try:
+        while time.monotonic() < deadline:
+            messages = consumer.consume(10_000, 0.3)
+            got = False
+            for message in messages:
+                if message.error() is None:
+                    values[message.partition()].append(message.value())
+                    got = True
+            if got:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since > settle_s:
+                break
+    finally:
+        consumer.close()
+    return values
+
+
+def coordinator_address(bootstrap: str, transactional_id: str, timeout: float = 30.0) -> Any:
+    """The broker FindCoordinator(TRANSACTION) names (node id, host, port)."""
+    deadline = time.monotonic() + timeout
+    addresses = bootstrap.split(",")
+    attempt = 0
+    while True:
+        address = addresses[attempt % len(addresses)]
+        attempt += 1
+        try:
+            with RawClient(address) as client:
+                response = client.call(10, 3, request(10, 3, key=transactional_id, key_type=1))
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            continue  # that broker is down: ask the next one
+        if response.error_code == 0 or time.monotonic() > deadline:
+            assert response.error_code == 0, response
+            return response.node_id, response.host, response.port
+        time.sleep(0.2)
+
+
+def describe_transaction(bootstrap: str, transactional_id: str, timeout: float = 30.0) -> Any:
+    """DescribeTransactions from the id's coordinator (retrying while it moves/loads)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            _node, host, port = coordinator_address(bootstrap, transactional_id)
+            with RawClient(f"{host}:{port}") as client:
+                body = entities.encode(request(65, 0, transactional_ids=[transactional_id]))
+                correlation_id = client.send(65, 0, body)
+                frame = read_response(client.sock)
+            assert struct.unpack_from(">i", frame)[0] == correlation_id
+            # Read as gregor transactions describe reads it: kio refuses the -1 start time
+            # Kafka sends when no transaction runs.
+            [found] = parse_describe_transactions(memoryview(frame), skip_tagged_fields(frame, 4))
+            state = SimpleNamespace(**found)
+            if state.error_code == 0:
+                return state
+            problem: object = ErrorCode(state.error_code).name.upper()
+        except (OSError, AssertionError) as error:
+            problem = error
+        if time.monotonic() > deadline:
+            raise AssertionError(f"cannot describe {transactional_id}: {problem}")
+        time.sleep(0.2)
+
+
+def wait_for_state(
+    bootstrap: str, transactional_id: str, states: set[str], timeout: float = 60.0
+) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        state = describe_transaction(bootstrap, transactional_id)
+        if state.transaction_state in states:
+            return state
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"{transactional_id} stayed {state.transaction_state}, wanted {states}"
+            )
+        time.sleep(0.2)
