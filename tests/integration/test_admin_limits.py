@@ -117,9 +117,11 @@ def test_the_limit_counts_every_topic_of_one_request(broker_factory) -> None:
 
 
 # A creation within the limit may take a while, but not the event loop: another client's
-# ApiVersions waits at most this much longer than its worst round trip without it.
+# ApiVersions waits at most this much longer than its worst round trip without it (the
+# fuzzer's limit; the worst seen is about 0.2 s with the fix and 3.4 to 9.8 s without it,
+# under the other threads of the broker and other test workers competing for 2 cores).
 LARGE_TOPIC_PARTITIONS = 2_000
-LARGE_TOPIC_LIMIT_S = 0.400
+LARGE_TOPIC_LIMIT_S = 1.0
 
 
 def _probe_until(bootstrap: str, done: Callable[[], bool], minimum_s: float) -> list[float]:
