@@ -17,6 +17,7 @@ slows a measured run) and saves flame graphs next to the results.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -144,7 +145,7 @@ REPLICATED_CASES = [
 ]
 # The unbatched case whose rate sets the replicated latency rows' load.
 REPLICATED_RATE_CASE = ProduceCase(KIB, 1, -1, False)
-FAILOVER_PHASES = ("detection_s", "election_s", "total_s")
+FAILOVER_PHASES = ("detection_s", "election_s", "election_written_s", "total_s")
 
 
 def replicated_id(row_id: str) -> str:
@@ -906,8 +907,32 @@ class Harness:
                 id_prefix=replicated_id(""),
                 title_suffix=suffix,
             )
+            if self.args.profile:
+                self.profile_replicated(cluster)
         finally:
             cluster.stop()
+
+    def profile_replicated(self, cluster: GregorClusterTarget) -> None:
+        """py-spy on each of the cluster's brokers during acks=all produce (after the
+        measured rows): where a replication round trip spends the brokers' Python time.
+        Which broker leads the topic varies; each file is named by broker id."""
+        seconds = max(self.settings.produce_seconds * 2, 1.0)
+        pids = {
+            f"-broker{broker.broker_id}": broker.pid
+            for broker in cluster.cluster.brokers
+            if broker.pid is not None
+        }
+        for phase, case in (
+            ("replicated-unbatched", ProduceCase(KIB, 1, -1, False)),
+            ("replicated-batched", ProduceCase(KIB, 8, -1, True)),
+        ):
+            workload = f"{case.title}, RF=3, {seconds:.0f} s"
+            self._record_profile(
+                phase,
+                workload,
+                pids,
+                lambda case=case: self._produce_profiled(cluster, case, seconds),
+            )
 
     def measure_failover(self) -> None:
         """``bench.failover`` in this process, once per repetition, each with a cluster of
@@ -934,7 +959,8 @@ class Harness:
             self.progress.report(
                 label,
                 f"detection {run['detection_s']:.2f} s, election {run['election_s']:.2f} s "
-                f"({run['led_by_victim']} partitions), total {run['total_s']:.2f} s",
+                f"(written {run['election_written_s']:.2f} s; {run['led_by_victim']} "
+                f"partitions), total {run['total_s']:.2f} s",
             )
         self.failover = {
             "partitions": s.failover_partitions,
@@ -985,10 +1011,7 @@ class Harness:
 
     # profile -------------------------------------------------------------------------
     def run_profile(self, topics: dict[str, tuple[str, int]]) -> None:
-        from bench import profiling
-
         gregor = next(target for target in self.targets if target.name == "gregor")
-        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
         seconds = max(self.settings.produce_seconds * 2, 1.0)
         phases: list[tuple[str, str, Callable[[], Any]]] = [
             (
@@ -1019,23 +1042,39 @@ class Harness:
                 )
             )
         for phase, workload, run in phases:
-            raw = RESULTS_DIR / f"{self.stamp}-profile-{phase}.txt"
-            svg = RESULTS_DIR / f"{self.stamp}-profile-{phase}.svg"
-            label = f"profile {phase} (py-spy on the Gregor broker)"
-            try:
-                with profiling.Recorder(gregor.pid, raw):
-                    time.sleep(0.3)  # let py-spy attach
-                    run()
-            except (MeasurementFailed, subprocess.TimeoutExpired, RuntimeError, OSError) as error:
-                self.errors.append(f"profile {phase}: {error}")
-                self.progress.report(label, "FAILED")
-                continue
+            self._record_profile(phase, workload, {"": gregor.pid}, run)
+
+    def _record_profile(
+        self, phase: str, workload: str, pids: dict[str, int], run: Callable[[], Any]
+    ) -> None:
+        """Run ``run`` with py-spy on every process of ``pids`` (suffix -> pid); one flame
+        graph and one hot-spot table per process."""
+        from bench import profiling
+
+        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        label = f"profile {phase} (py-spy on {len(pids)} Gregor broker(s))"
+        raws = {
+            suffix: RESULTS_DIR / f"{self.stamp}-profile-{phase}{suffix}.txt" for suffix in pids
+        }
+        try:
+            with contextlib.ExitStack() as stack:
+                for suffix, pid in pids.items():
+                    stack.enter_context(profiling.Recorder(pid, raws[suffix]))
+                time.sleep(0.3)  # let py-spy attach
+                run()
+        except (MeasurementFailed, subprocess.TimeoutExpired, RuntimeError, OSError) as error:
+            self.errors.append(f"profile {phase}: {error}")
+            self.progress.report(label, "FAILED")
+            return
+        for suffix, raw in raws.items():
+            svg = raw.with_suffix(".svg")
+            who = f"Gregor broker{suffix.replace('-', ' ')}"
             stacks = profiling.read_stacks(raw)
-            svg.write_text(profiling.flame_graph_svg(stacks, f"Gregor broker: {workload}"))
+            svg.write_text(profiling.flame_graph_svg(stacks, f"{who}: {workload}"))
             hot = profiling.hot_spots(stacks)
             self.profile.append(
                 {
-                    "phase": phase,
+                    "phase": phase + suffix,
                     "workload": workload,
                     "svg": str(svg.relative_to(ROOT)),
                     "raw": str(raw.relative_to(ROOT)),
@@ -1044,7 +1083,7 @@ class Harness:
             )
             top = hot["self"][0] if hot["self"] else None
             self.progress.report(
-                label,
+                f"{label}{suffix}",
                 f"{hot['samples']} samples"
                 + (f", top self: {top['function']} {top['share']:.1%}" if top else ""),
             )

@@ -21,7 +21,7 @@ import pytest
 
 from gregor_broker.devtools.local_cluster import BrokerProcess, LocalCluster
 
-REGISTRATION_TIMEOUT = 30.0
+REGISTRATION_TIMEOUT = 90.0  # a broker starts in seconds; CI runs 4 workers on 2 cores
 
 __all__ = ["broker", "broker_factory", "cluster", "cluster_factory"]
 
@@ -95,7 +95,7 @@ def cluster_factory(
     def start(
         brokers: int = 3,
         racks: str | None = "a,b,c",
-        timeout: float = 60.0,
+        timeout: float = 120.0,
         **properties: str,
     ) -> LocalCluster:
         local_cluster = LocalCluster(

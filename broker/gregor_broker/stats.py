@@ -182,3 +182,22 @@ class RateLimitedLog:
             self.logger.log(level, message, *args, exc_info=error)
         else:
             self.logger.log(level, message, *args)
+
+
+class AuthenticationMetrics:
+    """Successful and failed logins per (listener, mechanism), as Kafka's
+    ``successful-authentication-total`` / ``failed-authentication-total`` /
+    ``successful-reauthentication-total``."""
+
+    def __init__(self) -> None:
+        self.successful: dict[tuple[str, str], int] = {}
+        self.failed: dict[tuple[str, str], int] = {}
+        # Of the successful ones, those that renewed a session (KIP-368).
+        self.reauthenticated: dict[tuple[str, str], int] = {}
+
+    def record(self, listener: str, mechanism: str, ok: bool, renewal: bool = False) -> None:
+        counts = self.successful if ok else self.failed
+        counts[(listener, mechanism)] = counts.get((listener, mechanism), 0) + 1
+        if ok and renewal:
+            key = (listener, mechanism)
+            self.reauthenticated[key] = self.reauthenticated.get(key, 0) + 1

@@ -31,7 +31,7 @@ from pyspark.sql.datasource import (
 )
 
 from gregor_spark.client import ClusterView
-from gregor_spark.fetch import read_range
+from gregor_spark.fetch import read_partition
 from gregor_spark.options import SourceOptions, TopicPartition
 from gregor_spark.planning import OffsetRange, plan_partitions
 
@@ -141,8 +141,7 @@ class GregorBatchReader(DataSourceReader):
         return ranges
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
-        return read_range(self.options, partition)
+        return read_partition(self.options, partition)
 
 
 class GregorPushdownBatchReader(GregorBatchReader):

@@ -32,7 +32,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from gregor_spark.client import ClusterView, commit_to_group
-from gregor_spark.fetch import read_range, report_data_loss
+from gregor_spark.fetch import read_partition, report_data_loss
 from gregor_spark.options import SourceOptions, TopicPartition
 from gregor_spark.planning import OffsetRange, plan_partitions, rate_limit, should_delay
 
@@ -151,8 +151,7 @@ class GregorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
-        return read_range(self.options, partition)
+        return read_partition(self.options, partition)
 
     def commit(self, end: dict) -> None:
         self._commit_to_group(decode(end))

@@ -64,7 +64,7 @@ def spark_broker(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     )
     broker.start()
     try:
-        broker.wait_registered(30.0)
+        broker.wait_registered(90.0)
         yield broker
     finally:
         broker.stop()

@@ -44,8 +44,18 @@ async def run(broker: Broker) -> int:
     failed); return the exit status."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+
+    def on_signal(_signum: int, _frame: object) -> None:
+        loop.call_soon_threadsafe(stop.set)
+
+    # Python-level handlers, not ``loop.add_signal_handler``: asyncio learns of a signal
+    # only from the byte its C handler writes to the loop's self-pipe, and while threads
+    # post thousands of ZooKeeper watch events that pipe can be full: the write fails
+    # ("Exception ignored when trying to write to the signal wakeup fd") and the SIGTERM
+    # is lost, so the broker never shuts down. A Python handler always runs (in the main
+    # thread, at the next bytecode), and ``stop`` is then set from within the loop.
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        signal.signal(sig, on_signal)
     await broker.start()
     waits = [
         asyncio.ensure_future(stop.wait()),
@@ -74,10 +84,12 @@ def main(argv: list[str] | None = None) -> int:
         overrides[key.strip()] = value.strip()
     try:
         config = load_broker_config(args.config, overrides)
+        # Builds the listeners' TLS contexts and SASL settings: bad ones stop it here.
+        broker = Broker(config)
     except (ConfigError, OSError) as error:
         print(f"gregor-broker: {error}", file=sys.stderr)
         return 2
-    return asyncio.run(run(Broker(config)))
+    return asyncio.run(run(broker))
 
 
 if __name__ == "__main__":

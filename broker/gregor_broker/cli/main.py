@@ -29,6 +29,7 @@ from gregor_broker.cli import (
     records,
     topics,
     transactions,
+    users,
 )
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
@@ -45,6 +46,7 @@ COMMAND_GROUPS: list[Register] = [
     groups.register,
     transactions.register,
     quotas.register,
+    users.register,
     perf.register,
     bench.register,
     completion.register,

@@ -70,6 +70,11 @@ TICK_S = 0.5
 # Topics deleted per controller event: other events (new topics, broker changes) wait
 # at most one batch.
 DELETE_BATCH = 200
+# Partition state updates per ZooKeeper transaction (elections, ISR changes).
+STATE_WRITE_BATCH = 100
+
+
+KnownPartitionState = Callable[[str, str | None, int], tuple[PartitionState, int] | None]
 
 
 def _set_or_drop(mapping: dict[int, tuple[int, ...]], index: int, value: tuple[int, ...]) -> None:
@@ -90,6 +95,7 @@ class Controller:
         auto_leader_rebalance_enable: bool = True,
         leader_imbalance_per_broker_percentage: int = 10,
         leader_imbalance_check_interval_s: float = 300.0,
+        known_partition_state: KnownPartitionState | None = None,
     ) -> None:
         self.client = client
         self.admin = ZkAdmin(client)
@@ -118,6 +124,17 @@ class Controller:
         self._timer: threading.Timer | None = None
         self._last_balance_check = time.monotonic()
         self._deletion_queued = False
+        # The partition states this broker already knows from its watches (its metadata
+        # cache): (topic, topic id, partition) -> (state, znode version), or None. A
+        # failover decides from them instead of reading thousands of znodes; every write
+        # is conditional on that version, so a state that moved on since is refused and
+        # its topic re-read from ZooKeeper (``_reread_states``).
+        self.known_partition_state = known_partition_state
+        self._reread_states: set[str] = set()
+        # States this controller read or wrote (Kafka's controller context): (topic,
+        # partition) -> (topic id, state, znode version). With the metadata cache's, the
+        # newer of the two is what a decision starts from.
+        self._seen: dict[tuple[str, int], tuple[str | None, PartitionState, int]] = {}
 
     @property
     def active(self) -> bool:
@@ -429,25 +446,37 @@ class Controller:
         """
         if not self.active:
             return
+        started = time.monotonic()
         assignment_reads = [
             (topic, self.client.get_async(zk_paths.topic_path(topic))) for topic in topics
         ]
         partitions: list[tuple[str, int, tuple[int, ...]]] = []
+        known: dict[tuple[str, int], tuple[PartitionState, int]] = {}
+        topic_ids: dict[str, str | None] = {}
         for topic, pending in assignment_reads:
             try:
                 data, _ = pending.get()
                 assignment = TopicAssignment.from_json(data)
             except NoNodeError:
+                for key in [key for key in self._seen if key[0] == topic]:
+                    del self._seen[key]  # deleted
                 continue
             except (ValueError, ZkDataError) as error:
                 log.error("controller skips unreadable topic %s: %s", topic, error)
                 continue
             partitions.extend((topic, i, tuple(r)) for i, r in assignment.partitions.items())
+            topic_ids[topic] = assignment.topic_id
+            if self.known_partition_state is not None and topic not in self._reread_states:
+                for index in assignment.partitions:
+                    state = self._known_state(topic, assignment.topic_id, index)
+                    if state is not None:
+                        known[(topic, index)] = state
+        self._reread_states.difference_update(topics)
         # A topic without a ``partitions`` node (just created) has no partition state to
         # read: one exists per topic instead of a read per partition.
         parent_checks = [
             (topic, self.client.exists_async(zk_paths.topic_partitions_path(topic)))
-            for topic in {topic for topic, _, _ in partitions}
+            for topic in {topic for topic, index, _ in partitions if (topic, index) not in known}
         ]
         fresh_topics = {topic for topic, pending in parent_checks if pending.get() is None}
         state_reads = [
@@ -456,21 +485,23 @@ class Controller:
                 index,
                 replicas,
                 None
-                if topic in fresh_topics
+                if topic in fresh_topics or (topic, index) in known
                 else self.client.get_async(zk_paths.partition_state_path(topic, index)),
             )
             for topic, index, replicas in partitions
         ]
         decisions = []
         for topic, index, replicas, pending in state_reads:
+            current: tuple[PartitionState, int] | None = known.get((topic, index))
             try:
-                if pending is None:
+                if current is not None:
+                    pass
+                elif pending is None:
                     raise NoNodeError
-                data, stat = pending.get()
-                current: tuple[PartitionState, int] | None = (
-                    PartitionState.from_json(data),
-                    stat.version,
-                )
+                else:
+                    data, stat = pending.get()
+                    current = (PartitionState.from_json(data), stat.version)
+                    self._seen[(topic, index)] = (topic_ids.get(topic), *current)
             except NoNodeError:
                 current = None
             except (ValueError, ZkDataError) as error:
@@ -479,42 +510,157 @@ class Controller:
             decision = self._decide(topic, index, replicas, current)
             if decision is not None:
                 decisions.append((topic, index, decision))
+        decided = time.monotonic()
         created = self._create_new_partitions_in_transactions(
             [
                 (topic, index, state)
                 for topic, index, (state, version, _) in decisions
                 if version is None
-            ]
+            ],
+            topic_ids,
         )
         self.elections_total += len(created)
         decisions = [d for d in decisions if (d[0], d[1]) not in created]
         self._create_partition_parents(
             [(topic, index) for topic, index, (_, version, _) in decisions if version is None]
         )
-        writes = []
-        for topic, index, (state, version, is_election) in decisions:
-            path = zk_paths.partition_state_path(topic, index)
-            if version is None:
-                request = self.client.create_async(path, state.to_json())
-            else:
-                request = self.client.set_async(path, state.to_json(), version=version)
-            writes.append((topic, index, is_election, request))
-        retry = set()
-        for topic, index, is_election, request in writes:
+        # Elections first: a partition without a live leader is unavailable until its
+        # write lands, while an ISR shrink of a led partition only waits for it (Kafka
+        # elects the offline partitions before removing the dead replicas from ISRs).
+        decisions.sort(key=lambda decision: not decision[2][2])
+        if not decisions:
+            return
+        written = self._write_states(decisions, topic_ids)
+        log.info(
+            "reconciled %d partitions of %d topics (%d states known, %d read): %d state "
+            "changes (%d elections) in %.3f s (reads %.3f s, writes %.3f s)",
+            len(partitions),
+            len(topics),
+            len(known),
+            sum(1 for *_, pending in state_reads if pending is not None),
+            len(decisions),
+            written,
+            time.monotonic() - started,
+            decided - started,
+            time.monotonic() - decided,
+        )
+
+    def _known_state(
+        self, topic: str, topic_id: str | None, index: int
+    ) -> tuple[PartitionState, int] | None:
+        """The newest state known without reading ZooKeeper: the metadata cache's, or
+        the one this controller read or wrote last if the cache has not seen it (its
+        watches deliver thousands of changes after a failover, and lag on a busy
+        broker; deciding again from older states would repeat writes, each refused)."""
+        assert self.known_partition_state is not None
+        cached = self.known_partition_state(topic, topic_id, index)
+        seen = self._seen.get((topic, index))
+        if seen is None or seen[0] != topic_id or not topic_id:
+            return cached
+        if cached is not None and cached[1] >= seen[2]:
+            return cached
+        return seen[1], seen[2]
+
+    def _write_states(
+        self,
+        decisions: list[tuple[str, int, tuple[PartitionState, int | None, bool]]],
+        topic_ids: dict[str, str | None],
+    ) -> int:
+        """Write the decided states, in order; returns the elections written.
+
+        Updates go in ZooKeeper transactions of ``STATE_WRITE_BATCH`` conditional
+        set_data operations (a multi): one request instead of one per partition, which
+        is what a failover of thousands of partitions waited on (kazoo sends one request
+        per turn of its I/O loop). A transaction is all or nothing: if any of its
+        partitions changed meanwhile, none is written, and that batch goes again one
+        partition at a time, each conditional on its own version as before. A stale
+        write is refused either way, so a decision never lands on a state it did not see.
+        """
+        elections = 0
+        retry: set[str] = set()
+
+        def remember(topic: str, index: int, data: bytes, version: int) -> None:
+            self._seen[(topic, index)] = (
+                topic_ids.get(topic),
+                PartitionState.from_json(data),
+                version,
+            )
+
+        def settle(topic: str, index: int, is_election: bool, request: Any) -> None:
+            nonlocal elections
             try:
-                request.get()
+                result = request.get()
                 if is_election:
-                    self.elections_total += 1
+                    elections += 1
+                # A set gives the node's new ZnodeStat, a create its path (version 0).
+                version = result.version if hasattr(result, "version") else 0
+                remember(topic, index, states[(topic, index)], version)
             except (BadVersionError, NodeExistsError):
                 log.info("state of %s-%d changed meanwhile; re-reading", topic, index)
                 retry.add(topic)
             except NoNodeError:
                 log.info("%s-%d is gone (topic deleted meanwhile)", topic, index)
+
+        batches: list[tuple[list[tuple[str, int, bytes, int, bool]], Any]] = []
+        singles = []
+        batch: list[tuple[str, int, bytes, int, bool]] = []
+
+        def send_batch() -> None:
+            transaction = self.client.transaction()
+            for topic, index, data, version, _ in batch:
+                transaction.set_data(zk_paths.partition_state_path(topic, index), data, version)
+            batches.append((list(batch), transaction.commit_async()))
+            batch.clear()
+
+        states = {(topic, index): state.to_json() for topic, index, (state, _, _) in decisions}
+        for topic, index, (state, version, is_election) in decisions:
+            path = zk_paths.partition_state_path(topic, index)
+            if version is None:
+                singles.append(
+                    (topic, index, is_election, self.client.create_async(path, state.to_json()))
+                )
+                continue
+            batch.append((topic, index, states[(topic, index)], version, is_election))
+            if len(batch) >= STATE_WRITE_BATCH:
+                send_batch()
+        if batch:
+            send_batch()
+        for topic, index, is_election, request in singles:
+            settle(topic, index, is_election, request)
+        for members, pending in batches:
+            try:
+                results = pending.get()
+                failed = any(isinstance(result, Exception) for result in results)
+            except KazooException as error:
+                log.info("a batch of %d state writes failed: %s", len(members), error)
+                failed = True
+            if not failed:
+                elections += sum(1 for *_, is_election in members if is_election)
+                for (topic, index, data, _, _), stat in zip(members, results, strict=True):
+                    remember(topic, index, data, stat.version)
+                continue
+            # Rolled back: one conditional write per partition shows which changed.
+            requests = [
+                (
+                    topic,
+                    index,
+                    is_election,
+                    self.client.set_async(
+                        zk_paths.partition_state_path(topic, index), data, version=version
+                    ),
+                )
+                for topic, index, data, version, is_election in members
+            ]
+            for request in requests:
+                settle(*request)
+        self.elections_total += elections
+        self._reread_states.update(retry)  # the known state was stale: ask ZooKeeper
         for topic in retry:
             self._events.put(("topic", topic))
+        return elections
 
     def _create_new_partitions_in_transactions(
-        self, new: list[tuple[str, int, PartitionState]]
+        self, new: list[tuple[str, int, PartitionState]], topic_ids: dict[str, str | None]
     ) -> set[tuple[str, int]]:
         """For topics whose partitions are all new (a created topic), write every node
         (``partitions``, each ``partitions/<p>`` and its ``state``) in one ZooKeeper
@@ -548,6 +694,8 @@ class Controller:
             if any(isinstance(result, Exception) for result in results):
                 continue  # rolled back: the per-node path creates what is missing
             created.update((topic, index) for index, _ in partitions)
+            for index, state in partitions:
+                self._seen[(topic, index)] = (topic_ids.get(topic), state, 0)
         return created
 
     def _create_partition_parents(self, partitions: list[tuple[str, int]]) -> None:

@@ -17,7 +17,7 @@ import contextlib
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,10 +44,22 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
+    """A live broker. ``host``/``port``: its PLAINTEXT endpoint, else its first one;
+    ``endpoints``: every advertised listener's ``(host, port)`` by listener name."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None
+    endpoints: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+
+    def endpoint(self, listener: str | None) -> tuple[str, int] | None:
+        """Where to reach this broker on ``listener`` (Kafka answers a client with the
+        endpoints of the listener it connected to); None when it has no such listener.
+        ``None`` as the listener: the default endpoint."""
+        if listener is None or not self.endpoints:
+            return self.host, self.port
+        return self.endpoints.get(listener)
 
 
 @dataclass(slots=True)
@@ -226,6 +238,27 @@ class MetadataCache:
         topic.generation += 1
         self.notify()
 
+    def known_partition_state(
+        self, name: str, topic_id: str | None, index: int
+    ) -> tuple[PartitionState, int] | None:
+        """A partition's state and its znode version as last seen, for the controller
+        (which runs on its own thread). None unless known for this incarnation of the
+        topic (``topic_id``: a recreated topic's versions start again). The version is
+        read before the state and ``set_partition_state`` writes it after, so a read
+        racing an update pairs a state with its own version or an older one; a write
+        conditional on an older version is refused."""
+        topic = self.topics.get(name)
+        if topic is None or topic.topic_id != topic_id or not topic_id:
+            return None
+        partition = topic.partitions.get(index)
+        if partition is None:
+            return None
+        version = partition.state_version
+        state = partition.state
+        if state is None or version < 0:
+            return None
+        return state, version
+
     def set_broker_config(self, entity: str, config: dict[str, str]) -> None:
         self.broker_configs[entity] = config
         self.notify()
@@ -326,13 +359,17 @@ class ZooKeeperMetadataWatcher:
                 registration = BrokerRegistration.from_json(data)
             except (NoNodeError, ValueError, ZkDataError):
                 continue
+            try:
+                tuples = registration.endpoint_tuples()
+            except ValueError:
+                continue
             host, port = registration.host, registration.port
             if host is None or port < 0:
-                tuples = registration.endpoint_tuples()
                 if not tuples:
                     continue
                 _, host, port = tuples[0]
-            brokers[int(child)] = BrokerInfo(int(child), host, port, registration.rack)
+            endpoints = {name: (h, p) for name, h, p in tuples}
+            brokers[int(child)] = BrokerInfo(int(child), host, port, registration.rack, endpoints)
         self._post(self.cache.set_brokers, brokers)
         return True
 

@@ -68,6 +68,7 @@ def _key(
 _PROTOCOL_MAP_DEFAULT = (
     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 )
+LISTENER_PREFIX = "listener.name."
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _T = ConfigType
 
@@ -121,6 +122,81 @@ class BrokerConfig:
         None, _T.STRING,
         "Listener followers and the controller use between brokers; defaults to the "
         "PLAINTEXT listener.",
+    )  # fmt: skip
+    security_inter_broker_protocol: str = _key(
+        "PLAINTEXT", _T.STRING,
+        "Security protocol between brokers; names the inter-broker listener when "
+        "inter.broker.listener.name is unset.",
+        validator=one_of(*_SECURITY_PROTOCOLS),
+    )  # fmt: skip
+    # Security (docs/security.md). Each key can be set for one listener only as
+    # listener.name.<listener>.<key> (lower-case listener name), as in Kafka.
+    sasl_enabled_mechanisms: tuple[str, ...] = _key(
+        ("GSSAPI",), _T.LIST,
+        "SASL mechanisms SASL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's "
+        "default GSSAPI is not implemented).",
+    )  # fmt: skip
+    sasl_mechanism_inter_broker_protocol: str = _key(
+        "GSSAPI", _T.STRING, "SASL mechanism followers use towards leaders."
+    )
+    sasl_jaas_config: str | None = _key(
+        None, _T.PASSWORD,
+        "JAAS login module configuration; PLAIN users are its user_<name>=\"<password>\" "
+        "options, the broker's own client login its username and password.",
+    )  # fmt: skip
+    connection_failed_authentication_delay_ms: int = _key(
+        100, _T.INT, "How long to wait before closing a connection whose authentication failed.",
+        validator=at_least(0),
+    )  # fmt: skip
+    connections_max_reauth_ms: int = _key(
+        0, _T.LONG,
+        "Longest SASL session before a client must re-authenticate (KIP-368); 0: no limit.",
+        validator=at_least(0),
+    )  # fmt: skip
+    ssl_keystore_type: str = _key(
+        "JKS", _T.STRING, "Key store format; Gregor reads PEM only.",
+        validator=one_of("JKS", "PEM", "PKCS12"),
+    )  # fmt: skip
+    ssl_keystore_location: str | None = _key(
+        None, _T.STRING, "PEM file with the private key and the certificate chain."
+    )
+    ssl_keystore_password: str | None = _key(None, _T.PASSWORD, "Unused for PEM key stores.")
+    ssl_key_password: str | None = _key(None, _T.PASSWORD, "Password of an encrypted private key.")
+    ssl_keystore_certificate_chain: str | None = _key(
+        None, _T.PASSWORD, "Inline PEM certificate chain (instead of ssl.keystore.location)."
+    )
+    ssl_keystore_key: str | None = _key(
+        None, _T.PASSWORD, "Inline PEM private key (instead of ssl.keystore.location)."
+    )
+    ssl_truststore_type: str = _key(
+        "JKS", _T.STRING, "Trust store format; Gregor reads PEM only.",
+        validator=one_of("JKS", "PEM", "PKCS12"),
+    )  # fmt: skip
+    ssl_truststore_location: str | None = _key(
+        None, _T.STRING, "PEM file of trusted CA certificates."
+    )
+    ssl_truststore_password: str | None = _key(None, _T.PASSWORD, "Unused for PEM trust stores.")
+    ssl_truststore_certificates: str | None = _key(
+        None, _T.PASSWORD, "Inline PEM trusted certificates (instead of ssl.truststore.location)."
+    )
+    ssl_client_auth: str = _key(
+        "none", _T.STRING,
+        "Whether TLS clients must present a certificate: none, requested, required.",
+        validator=one_of("none", "requested", "required"),
+    )  # fmt: skip
+    ssl_enabled_protocols: tuple[str, ...] = _key(
+        ("TLSv1.2", "TLSv1.3"), _T.LIST, "TLS versions accepted (TLSv1.2, TLSv1.3 only)."
+    )
+    ssl_cipher_suites: tuple[str, ...] = _key(
+        (), _T.LIST, "TLS 1.2 cipher suites (OpenSSL names); empty: the library's defaults."
+    )
+    ssl_principal_mapping_rules: str = _key(
+        "DEFAULT", _T.STRING,
+        "Rules that turn a client certificate's distinguished name into a principal name.",
+    )  # fmt: skip
+    ssl_endpoint_identification_algorithm: str = _key(
+        "https", _T.STRING,
+        "Brokers verify the leader's host name in its certificate (https) or not (empty).",
     )  # fmt: skip
     socket_request_max_bytes: int = _key(
         104857600, _T.INT, "Largest request the broker accepts.", validator=at_least(1)
@@ -506,6 +582,43 @@ class BrokerConfig:
         return host, port
 
     @property
+    def inter_broker_listener(self) -> str:
+        """The listener brokers use between them: ``inter.broker.listener.name``, else the
+        listener named like ``security.inter.broker.protocol`` (Kafka's rule), else the
+        first advertised listener with that protocol."""
+        if self.inter_broker_listener_name:
+            return self.inter_broker_listener_name.upper()
+        protocol = self.security_inter_broker_protocol
+        names = [name for name, _, _ in self.advertised_listener_list]
+        if protocol in names:
+            return protocol
+        protocols = self.security_protocol_map
+        for name in names:
+            if protocols.get(name) == protocol:
+                return name
+        raise ConfigError(
+            f"No listener for security.inter.broker.protocol={protocol}: name one with "
+            f"inter.broker.listener.name (listeners: {self.listeners})"
+        )
+
+    def for_listener(self, listener: str, key: str) -> Any:
+        """``listener.name.<listener>.<key>`` if set, else ``key``'s value (Kafka's
+        per-listener overrides; ``key`` may carry a mechanism prefix such as
+        ``plain.sasl.jaas.config``, which falls back to the bare ``sasl.jaas.config``)."""
+        prefixed = f"listener.name.{listener.lower()}.{key}"
+        text = self.extra.get(prefixed)
+        base = key
+        mechanism, _, rest = key.partition(".")
+        if rest in BROKER_CONFIG_KEYS and mechanism not in ("ssl", "sasl"):
+            base = rest
+        definition = BROKER_CONFIG_KEYS.get(base)
+        if text is not None:
+            if definition is None:
+                return text
+            return _parse_broker_value(definition, text)
+        return getattr(self, _attr(base)) if definition is not None else self.extra.get(key)
+
+    @property
     def retention_ms(self) -> int:
         assert self.log_retention_ms is not None
         return self.log_retention_ms
@@ -539,13 +652,19 @@ class BrokerConfig:
                         f"Invalid value {text!r} for advertised.listeners: cannot advertise the "
                         "non-routable meta-address 0.0.0.0; use a host name clients can reach"
                     )
-        if self.inter_broker_listener_name is not None and self.inter_broker_listener_name not in [
-            n for n, _, _ in self.listener_list
-        ]:
+        if self.inter_broker_listener_name is not None and (
+            self.inter_broker_listener_name.upper() not in [n for n, _, _ in self.listener_list]
+        ):
             raise ConfigError(
                 f"Invalid value {self.inter_broker_listener_name!r} for inter.broker.listener.name:"
                 f" it must be one of the listeners ({self.listeners})"
             )
+        # Kafka insists on the inter-broker listener; Gregor did not while every listener
+        # was PLAINTEXT, so only an explicit protocol that no listener has is refused.
+        if self.inter_broker_listener_name is None and self.is_set(
+            "security.inter.broker.protocol"
+        ):
+            self.inter_broker_listener  # noqa: B018 - raises the ConfigError
 
 
 def _attr(key: str) -> str:
@@ -681,6 +800,9 @@ def load_broker_config(
     extra: dict[str, str] = {}
     for name, text in settings.items():
         definition = BROKER_CONFIG_KEYS.get(name)
+        if definition is None and name.startswith(LISTENER_PREFIX):
+            extra[name] = text  # a per-listener override, read by BrokerConfig.for_listener
+            continue
         if definition is None:
             log.warning("Unknown broker config %s=%r: kept but not used", name, text)
             extra[name] = text

@@ -37,6 +37,8 @@ def _broker_synonyms(broker: BrokerConfig, keys: Iterable[str]) -> list[ConfigSy
         definition = BROKER_CONFIG_KEYS[key]
         if broker.is_set(key):
             shown = broker.raw.get(key, display_value(getattr(broker, _attr(key))))
+            if definition.config_type == ConfigType.PASSWORD:
+                shown = None
             synonyms.append((key, shown, ConfigSource.STATIC_BROKER_CONFIG))
         if definition.default is not None:
             synonyms.append((key, display_value(definition.default), ConfigSource.DEFAULT_CONFIG))
@@ -96,13 +98,15 @@ def describe_broker_configs(broker: BrokerConfig) -> list[ConfigEntry]:
             value = broker.raw.get(name, display_value(getattr(broker, _attr(name))))
         else:
             value = display_value(definition.default)
+        sensitive = definition.config_type == ConfigType.PASSWORD
         entries.append(
             ConfigEntry(
                 name=name,
-                value=value,
+                # Kafka never returns a password's value, not even its default.
+                value=None if sensitive else value,
                 source=synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG,
                 read_only=True,
-                is_sensitive=definition.config_type == ConfigType.PASSWORD,
+                is_sensitive=sensitive,
                 synonyms=tuple(synonyms),
                 config_type=definition.config_type,
                 documentation=definition.doc,

@@ -611,7 +611,9 @@ class PartitionLog:
         if leader_epoch is not None:
             record_batch.set_partition_leader_epoch(buffer, headers, leader_epoch)
         log_append_time = -1
-        if self.config.message_timestamp_type == "LogAppendTime":
+        # Only the leader stamps LogAppendTime; a follower keeps the leader's bytes as
+        # they are (Kafka's follower append never rewrites a batch).
+        if assign_offsets and self.config.message_timestamp_type == "LogAppendTime":
             log_append_time = now
             record_batch.set_log_append_time(buffer, headers, now)
 

@@ -50,6 +50,9 @@ from kio.schema.alter_configs.v2.request import AlterConfigsRequest as AlterConf
 from kio.schema.alter_partition_reassignments.v0.request import (
     AlterPartitionReassignmentsRequest as AlterPartitionReassignmentsRequestV0,
 )
+from kio.schema.alter_user_scram_credentials.v0.request import (
+    AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequestV0,
+)
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsRequestV0
 from kio.schema.api_versions.v1.request import ApiVersionsRequest as ApiVersionsRequestV1
 from kio.schema.api_versions.v2.request import ApiVersionsRequest as ApiVersionsRequestV2
@@ -135,6 +138,9 @@ from kio.schema.describe_producers.v0.request import (
 )
 from kio.schema.describe_transactions.v0.request import (
     DescribeTransactionsRequest as DescribeTransactionsRequestV0,
+)
+from kio.schema.describe_user_scram_credentials.v0.request import (
+    DescribeUserScramCredentialsRequest as DescribeUserScramCredentialsRequestV0,
 )
 from kio.schema.elect_leaders.v0.request import ElectLeadersRequest as ElectLeadersRequestV0
 from kio.schema.elect_leaders.v1.request import ElectLeadersRequest as ElectLeadersRequestV1
@@ -283,6 +289,17 @@ from kio.schema.produce.v8.request import ProduceRequest as ProduceRequestV8
 from kio.schema.produce.v9.request import ProduceRequest as ProduceRequestV9
 from kio.schema.produce.v10.request import ProduceRequest as ProduceRequestV10
 from kio.schema.produce.v11.request import ProduceRequest as ProduceRequestV11
+from kio.schema.sasl_authenticate.v0.request import (
+    SaslAuthenticateRequest as SaslAuthenticateRequestV0,
+)
+from kio.schema.sasl_authenticate.v1.request import (
+    SaslAuthenticateRequest as SaslAuthenticateRequestV1,
+)
+from kio.schema.sasl_authenticate.v2.request import (
+    SaslAuthenticateRequest as SaslAuthenticateRequestV2,
+)
+from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeRequestV0
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as SaslHandshakeRequestV1
 from kio.schema.sync_group.v0.request import SyncGroupRequest as SyncGroupRequestV0
 from kio.schema.sync_group.v1.request import SyncGroupRequest as SyncGroupRequestV1
 from kio.schema.sync_group.v2.request import SyncGroupRequest as SyncGroupRequestV2
@@ -544,7 +561,18 @@ WriteTxnMarkersRequest: TypeAlias = WriteTxnMarkersRequestV1 | WriteTxnMarkersRe
 DescribeProducersRequest: TypeAlias = DescribeProducersRequestV0
 
 # API key -> {version: kio request class}, for the versions served.
+SaslHandshakeRequest: TypeAlias = SaslHandshakeRequestV0 | SaslHandshakeRequestV1
+SaslAuthenticateRequest: TypeAlias = (
+    SaslAuthenticateRequestV0 | SaslAuthenticateRequestV1 | SaslAuthenticateRequestV2
+)
+DescribeUserScramCredentialsRequest: TypeAlias = DescribeUserScramCredentialsRequestV0
+AlterUserScramCredentialsRequest: TypeAlias = AlterUserScramCredentialsRequestV0
+
 REQUEST_VERSIONS: dict[int, dict[int, type]] = {
+    17: {0: SaslHandshakeRequestV0, 1: SaslHandshakeRequestV1},
+    36: {0: SaslAuthenticateRequestV0, 1: SaslAuthenticateRequestV1, 2: SaslAuthenticateRequestV2},
+    50: {0: DescribeUserScramCredentialsRequestV0},
+    51: {0: AlterUserScramCredentialsRequestV0},
     0: {
         3: ProduceRequestV3,
         4: ProduceRequestV4,

@@ -22,7 +22,9 @@ from kio.schema.errors import ErrorCode
 
 from ..cluster.metadata_cache import MetadataCache
 from ..log.checkpoints import UNDEFINED_EPOCH
+from ..protocol import replica_fetch
 from ..protocol.record_batch import BatchHeader, InvalidBatch, peek_offset_and_length, scan_batches
+from ..protocol.replica_fetch import FetchedPartition, FetchPosition
 from .client import BrokerClient, BrokerConnectionError
 from .partition import Partition
 from .replication_config import ReplicationConfig
@@ -47,7 +49,7 @@ class FollowerLogs(Protocol):
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSION = 11
+FETCH_VERSION = replica_fetch.VERSION
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 RETRY_BACKOFF_S = 0.2
 
@@ -64,7 +66,7 @@ class FollowedPartition:
     truncation_retry_at: float = 0.0
 
 
-def complete_batches(records: bytes) -> bytes:
+def complete_batches(records: memoryview) -> memoryview:
     """The prefix of ``records`` made of whole batches (a response may end mid-batch)."""
     position = 0
     total = len(records)
@@ -121,7 +123,10 @@ class ReplicaFetcher:
             if self._client is not None:
                 await self._client.close()
             self._client = BrokerClient(
-                *address, f"gregor-replica-{self.manager.broker_id}", timeout=30.0
+                *address,
+                f"gregor-replica-{self.manager.broker_id}",
+                timeout=30.0,
+                security=self.manager.replication_config.client_security,
             )
         return self._client
 
@@ -296,71 +301,81 @@ class ReplicaFetcher:
             await asyncio.sleep(max(self.throttle_budget.wait_time(rate or 0.0), 0.01))
             return
         throttled_max_bytes = max(int(rate / 10), 1) if rate is not None else config.fetch_max_bytes
-        response = await client.request(
-            1,
-            FETCH_VERSION,
-            {
-                "replica_id": manager.broker_id,
-                "max_wait": config.fetch_wait_max_ms,
-                "min_bytes": config.fetch_min_bytes,
-                "max_bytes": config.fetch_response_max_bytes,
-                "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": [
-                    {
-                        "topic": topic,
-                        "partitions": [
-                            {
-                                "partition": item.partition.index,
-                                "current_leader_epoch": item.leader_epoch,
-                                "fetch_offset": item.partition.log.log_end_offset,
-                                "log_start_offset": item.partition.log.log_start_offset,
-                                "partition_max_bytes": (
-                                    min(config.fetch_max_bytes, throttled_max_bytes)
-                                    if (topic, item.partition.index) in throttled
-                                    else config.fetch_max_bytes
-                                ),
-                            }
-                            for item in items
-                        ],
-                    }
-                    for topic, items in by_topic.items()
+        partition_max_bytes = config.fetch_max_bytes
+        throttled_partition_max_bytes = min(config.fetch_max_bytes, throttled_max_bytes)
+        topics = [
+            (
+                topic,
+                [
+                    FetchPosition(
+                        item.partition.index,
+                        item.leader_epoch,
+                        item.partition.log.log_end_offset,
+                        item.partition.log.log_start_offset,
+                        throttled_partition_max_bytes
+                        if throttled and (topic, item.partition.index) in throttled
+                        else partition_max_bytes,
+                    )
+                    for item in items
                 ],
-                "forgotten_topics_data": [],
-                "rack_id": "",
-            },
+            )
+            for topic, items in by_topic.items()
+        ]
+        correlation_id = client.next_correlation_id()
+        frame = await client.exchange(
+            replica_fetch.encode_request(
+                correlation_id,
+                client.client_id,
+                replica_id=manager.broker_id,
+                max_wait_ms=config.fetch_wait_max_ms,
+                min_bytes=config.fetch_min_bytes,
+                max_bytes=config.fetch_response_max_bytes,
+                topics=topics,
+            )
         )
+        try:
+            received, response = replica_fetch.decode_response(frame)
+        except replica_fetch.MalformedResponse as error:
+            await client.close()
+            raise BrokerConnectionError(f"malformed fetch response: {error}") from error
+        if received != correlation_id:
+            await client.close()
+            raise BrokerConnectionError("response correlation id does not match the request")
         if response.error_code != ErrorCode.none:
-            log.warning("fetch from leader %d: %s", self.leader_id, response.error_code.name)
+            log.warning(
+                "fetch from leader %d: %s", self.leader_id, ErrorCode(response.error_code).name
+            )
             await asyncio.sleep(RETRY_BACKOFF_S)
             return
         backoff = False
-        for topic in response.responses:
-            for data in topic.partitions:
-                item = self.partitions.get((topic.topic, data.partition_index))
-                if item is None:
-                    continue
+        partitions = self.partitions
+        for data in response.partitions:
+            key = (data.topic, data.partition)
+            item = partitions.get(key)
+            if item is None:
+                continue
+            if rate is not None and key in throttled:
                 before = item.partition.log.log_end_offset
                 backoff |= not self._apply_fetched(item, data)
-                copied = item.partition.log.log_end_offset > before
-                if copied and rate is not None and (topic.topic, data.partition_index) in throttled:
-                    self.throttle_budget.spend(len(data.records or b""), rate)
+                if item.partition.log.log_end_offset > before:
+                    self.throttle_budget.spend(len(data.records), rate)
+            else:
+                backoff |= not self._apply_fetched(item, data)
         if backoff:
             await asyncio.sleep(RETRY_BACKOFF_S)
 
-    def _apply_fetched(self, item: FollowedPartition, data: object) -> bool:
+    def _apply_fetched(self, item: FollowedPartition, data: FetchedPartition) -> bool:
         """Append what the leader sent; False when the partition needs a pause."""
         partition = item.partition
         partition_log = partition.log
-        error = data.error_code  # type: ignore[attr-defined]
+        error = data.error_code
         if error == ErrorCode.offset_out_of_range:
             item.needs_truncation = True
             return False
         if error != ErrorCode.none:
             # NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH: metadata will catch up.
             return False
-        records = data.records  # type: ignore[attr-defined]
+        records = data.records
         if records:
             whole = complete_batches(records)
             if whole:
@@ -376,12 +391,14 @@ class ReplicaFetcher:
                         invalid,
                     )
                     return False
-                headers = [h for h in headers if h.base_offset >= partition_log.log_end_offset]
+                end = partition_log.log_end_offset
+                if headers[0].base_offset < end:
+                    headers = [h for h in headers if h.base_offset >= end]
                 if headers:
                     self.manager.append_as_follower(partition, buffer, headers)
         # Matches Kafka: a follower's high watermark is the leader's, capped at its own
         # log end offset, and never moves back.
-        partition_log.maybe_increment_high_watermark(data.high_watermark)  # type: ignore[attr-defined]
+        partition_log.maybe_increment_high_watermark(data.high_watermark)
         return True
 
 
@@ -394,7 +411,9 @@ class ReplicaFetcherManager:
 
     def _address(self, broker_id: int) -> tuple[str, int] | None:
         info = self.manager.metadata.brokers.get(broker_id)
-        return (info.host, info.port) if info is not None else None
+        if info is None:
+            return None
+        return info.endpoint(self.manager.replication_config.inter_broker_listener)
 
     def follow(self, partition: Partition) -> None:
         """Fetch ``partition`` from its current leader (after truncation)."""

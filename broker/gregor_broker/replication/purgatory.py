@@ -22,15 +22,19 @@ class Waiters:
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
 
     async def wait_any(self, keys: Iterable[TopicPartition], timeout: float) -> None:
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        """Until one of ``keys`` is notified or ``timeout`` seconds pass. A timer sets
+        the same future (``asyncio.wait_for`` wraps it in more futures and callbacks:
+        this runs once per replication round trip on both sides of it)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
         keys = list(keys)
         for key in keys:
             self._waiters.setdefault(key, set()).add(future)
+        timer = loop.call_later(timeout, _expire, future)
         try:
-            await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            pass
+            await future
         finally:
+            timer.cancel()
             for key in keys:
                 waiters = self._waiters.get(key)
                 if waiters is not None:
@@ -48,3 +52,8 @@ class Waiters:
             for future in waiters:
                 if not future.done():
                     future.set_result(None)
+
+
+def _expire(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -110,11 +110,19 @@ class ReplicaManager:
         logs.dir_failure_listeners.append(self._on_log_dir_failure)
 
     # metadata -> local state ---------------------------------------------------------
-    def reconcile(self, topics: set[str] | None = None) -> None:
+    def reconcile(
+        self, topics: set[str] | None = None, *, max_changes: int | None = None
+    ) -> set[str]:
         """Create, update and delete local partitions to match the metadata cache
-        (only for ``topics`` when given)."""
+        (only for ``topics`` when given). At most ``max_changes`` partitions are created,
+        change leadership or are dropped per call (a log is a directory and three files,
+        a new term a log line, wake-ups and listeners: a topic of thousands of partitions
+        held the event loop for seconds); returns the topics with partitions still to
+        apply, for the caller to apply again later."""
         names = set(self.metadata.topics) if topics is None else topics
         wanted: set[TopicPartition] = set()
+        unfinished: set[str] = set()
+        changes = 0
         for name in names:
             topic = self.metadata.topics.get(name)
             if topic is None:
@@ -128,7 +136,15 @@ class ReplicaManager:
                 if self.logs.is_offline(key):
                     continue  # Kafka: an offline replica stays offline until a restart
                 partition = self.partitions.get(key)
+                if (
+                    max_changes is not None
+                    and changes >= max_changes
+                    and (partition is None or _news_for(partition, info))
+                ):
+                    unfinished.add(name)
+                    continue
                 if partition is None:
+                    changes += 1
                     try:
                         partition = self._create(topic, index, config)
                     except LogDirOffline as error:
@@ -136,13 +152,19 @@ class ReplicaManager:
                         continue
                 elif partition.log.config != config:
                     partition.log.update_config(config)
-                self._apply_state(partition, info)
+                if self._apply_state(partition, info):
+                    changes += 1
         for key in list(self.partitions):
             if (topics is None or key[0] in topics) and key not in wanted:
+                if max_changes is not None and changes >= max_changes:
+                    unfinished.add(key[0])
+                    continue
+                changes += 1
                 self._drop(key)
         for key in self.logs.offline_partitions():
             if (topics is None or key[0] in topics) and key not in wanted:
                 self.logs.delete_log(*key)  # forgets it; the files stay on the failed dir
+        return unfinished
 
     def _create(self, topic: TopicInfo, index: int, config: LogConfig) -> Partition:
         partition_log = self.logs.get_or_create(topic.name, index, config)
@@ -150,12 +172,13 @@ class ReplicaManager:
         self.partitions[(topic.name, index)] = partition
         return partition
 
-    def _apply_state(self, partition: Partition, info: PartitionInfo) -> None:
+    def _apply_state(self, partition: Partition, info: PartitionInfo) -> bool:
+        """Whether leadership changed (a new term: the costly case)."""
         partition.replicas = info.replicas
         if info.state is None:
-            return
+            return False
         if info.state_version < partition.state_version:
-            return
+            return False
         new_term = info.leader_epoch != partition.leader_epoch or info.leader != partition.leader
         partition.isr = info.isr
         partition.state_version = info.state_version
@@ -164,7 +187,7 @@ class ReplicaManager:
             if partition.is_leader(self.broker_id):
                 self._after_high_watermark_inputs_changed(partition)
                 self._drop_unassigned_from_isr(partition)
-            return
+            return False
         partition.leader = info.leader
         partition.leader_epoch = info.leader_epoch
         key = (partition.topic, partition.index)
@@ -191,6 +214,7 @@ class ReplicaManager:
         self.append_waiters.notify(key)
         self.high_watermark_waiters.notify(key)
         self._notify_leadership(partition)
+        return True
 
     def _drop(self, key: TopicPartition) -> None:
         partition = self.partitions.pop(key)
@@ -615,3 +639,12 @@ class ReplicaManager:
 
     async def stop(self) -> None:
         await self.fetchers.stop()
+
+
+def _news_for(partition: Partition, info: PartitionInfo) -> bool:
+    """Whether the metadata holds a newer leadership state than the partition applied."""
+    return info.state is not None and (
+        info.state_version > partition.state_version
+        or info.leader != partition.leader
+        or info.leader_epoch != partition.leader_epoch
+    )

@@ -7,6 +7,7 @@ without importing the replica manager.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,3 +20,9 @@ class ReplicationConfig:
     replica_selector: str | None = None  # replica.selector.class (KIP-392)
     # Pre-KIP-101 follower truncation, kept only to demonstrate the loss it causes.
     truncate_to_high_watermark: bool = False
+    # The listener followers reach leaders on (inter.broker.listener.name); None: the
+    # leader's default endpoint.
+    inter_broker_listener: str | None = None
+    # How followers connect to it: a ``security.client.ClientSecurity`` (TLS context,
+    # SASL mechanism and credentials); None for PLAINTEXT.
+    client_security: Any = None

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import functools
 import inspect
 import logging
 import os
+import ssl
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError
@@ -30,12 +33,18 @@ from ..cluster.admin import ZkAdmin
 from ..cluster.controller import Controller
 from ..cluster.metadata_cache import MetadataCache, ZooKeeperMetadataWatcher
 from ..cluster.models import BrokerRegistration
+from ..cluster.scram_credentials import cached_credential
 from ..config import BrokerConfig, log_config_for
 from ..coordinator.service import CoordinatorService
 from ..log.log_cleaner import CleanerConfig, LogCleaner
 from ..log.log_manager import LogManager
 from ..replication.replica_manager import ReplicaManager
 from ..replication.replication_config import ReplicationConfig
+from ..security.client import ClientSecurity, inter_broker_security
+from ..security.scram import ScramCredential
+from ..security.tls import PrincipalMapper, server_context
+from ..stats import AuthenticationMetrics
+from .authentication import SaslAuthenticator, SaslListenerSettings
 from .connection import Connection, SendfileCounter
 from .fetch_sessions import FetchSessionCache
 from .handlers import API_TABLE
@@ -43,6 +52,7 @@ from .metrics import MetricsServer
 from .quotas import ClientQuotaManager, QuotaConfigs
 from .request_router import RequestRouter
 from .sliced_reconcile import SlicedReconcile
+from .tls_connection import TlsConnection, TlsReadCounter
 from .topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
@@ -56,7 +66,9 @@ REGISTRATION_RETRY_MAX_S = 5.0
 UNSAFE_TRUNCATE_TO_HIGH_WATERMARK = "gregor.unsafe.truncate.to.high.watermark"
 
 
-def replication_config_for(config: BrokerConfig) -> ReplicationConfig:
+def replication_config_for(
+    config: BrokerConfig, client_security: ClientSecurity | None = None
+) -> ReplicationConfig:
     return ReplicationConfig(
         replica_lag_time_max_ms=config.replica_lag_time_max_ms,
         fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
@@ -68,6 +80,8 @@ def replication_config_for(config: BrokerConfig) -> ReplicationConfig:
             config.extra.get(UNSAFE_TRUNCATE_TO_HIGH_WATERMARK, "false")
         ).lower()
         == "true",
+        inter_broker_listener=config.inter_broker_listener,
+        client_security=client_security,
     )
 
 
@@ -103,8 +117,33 @@ class Broker:
         )
         self.sendfile = SendfileCounter()
         self.connections: set[Connection] = set()
+        self.authentication_metrics = AuthenticationMetrics()
+        # Per listener: its SASL settings (None: no SASL), checked before anything starts.
+        protocols = config.security_protocol_map
+        self.sasl_settings: dict[str, SaslListenerSettings | None] = {
+            name: (
+                SaslListenerSettings.from_config(config, name)
+                if protocols[name].startswith("SASL_")
+                else None
+            )
+            for name, _, _ in config.listener_list
+        }
+        # Per TLS listener: its context and, on SSL, the certificate-to-principal mapper.
+        self.tls_contexts: dict[str, ssl.SSLContext] = {}
+        self.principal_mappers: dict[str, PrincipalMapper | None] = {}
+        for name, _, _ in config.listener_list:
+            if protocols[name] in ("SSL", "SASL_SSL"):
+                self.tls_contexts[name] = server_context(config, name)
+                self.principal_mappers[name] = (
+                    PrincipalMapper(config.for_listener(name, "ssl.principal.mapping.rules"))
+                    if protocols[name] == "SSL"
+                    else None
+                )
+        self.tls_reads = TlsReadCounter()
+        # How followers reach leaders (TLS context, SASL login); None for PLAINTEXT.
+        self.inter_broker_security = inter_broker_security(config)
         self.zk: KazooClient | None = None
-        self.server: asyncio.base_events.Server | None = None
+        self.servers: list[asyncio.base_events.Server] = []
         self.controller: Controller | None = None
         self.metrics_server: MetricsServer | None = None
         self._lock_fds: list[int] = []
@@ -113,7 +152,8 @@ class Broker:
         self._registration_lock = threading.Lock()
         self._registration_needed = False
         self._registration_thread: threading.Thread | None = None
-        self._bound_port = 0
+        # Each listener's bound port (a configured port 0 binds a free one).
+        self._bound_ports: dict[str, int] = {}
         self.started = asyncio.Event()
         self.stopping = False
         # Set when the broker must stop by itself (every log dir failed); the process
@@ -181,7 +221,7 @@ class Broker:
             self.metadata,
             lambda overrides: log_config_for(config, overrides),
             zk_admin=self.zk_admin,
-            replication_config=replication_config_for(config),
+            replication_config=replication_config_for(config, self.inter_broker_security),
             produce_decompressed_max_bytes=config.produce_decompressed_max_bytes,
         )
         # After the replica manager's own listener: its partitions go offline first.
@@ -199,17 +239,22 @@ class Broker:
         self.watcher = ZooKeeperMetadataWatcher(self.zk, self.metadata, loop)
         await asyncio.to_thread(self.watcher.start)
 
-        _name, host, port = config.listener_list[0]
-        self.server = await loop.create_server(
-            self._new_connection,
-            host or None,
-            port,
-            reuse_address=True,
-            backlog=1024,
-        )
-        bound_port = self._bound_port = self.server.sockets[0].getsockname()[1]
+        for name, host, port in config.listener_list:
+            server = await loop.create_server(
+                functools.partial(self._new_connection, name),
+                host or None,
+                port,
+                reuse_address=True,
+                backlog=1024,
+                ssl=self.tls_contexts.get(name),
+                ssl_handshake_timeout=(
+                    config.connections_max_idle_ms / 1000 if name in self.tls_contexts else None
+                ),
+            )
+            self.servers.append(server)
+            self._bound_ports[name] = server.sockets[0].getsockname()[1]
         await asyncio.to_thread(self._clear_stale_registrations)
-        await asyncio.to_thread(self._register, bound_port)
+        await asyncio.to_thread(self._register)
         self.controller = Controller(
             self.zk,
             config.broker_id,
@@ -218,6 +263,7 @@ class Broker:
             auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
             leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
             leader_imbalance_check_interval_s=config.leader_imbalance_check_interval_seconds,
+            known_partition_state=self.metadata.known_partition_state,
         )
         await asyncio.to_thread(self.controller.start)
         self.coordinator.start(self.zk_admin)
@@ -246,10 +292,12 @@ class Broker:
         self.router.preparer.start_background(self.router.versions())
         self.started.set()
         log.info(
-            "broker %d serving on %s:%d (cluster %s)",
+            "broker %d serving on %s (cluster %s)",
             config.broker_id,
-            host or "0.0.0.0",
-            bound_port,
+            ", ".join(
+                f"{name}://{host or '0.0.0.0'}:{self._bound_ports[name]}"
+                for name, host, _ in config.listener_list
+            ),
             self.metadata.cluster_id,
         )
 
@@ -270,17 +318,29 @@ class Broker:
         for path in self.zk_admin.remove_stale_registrations(self.broker_id):
             log.info("removed %s left by a previous run of broker %d", path, self.broker_id)
 
-    def _register(self, bound_port: int) -> None:
+    def _register(self) -> None:
+        """``/brokers/ids/<id>`` as Kafka writes it: every advertised listener in
+        ``endpoints`` (an advertised port 0 becomes the port its listener bound), the
+        protocol of each in ``listener_security_protocol_map``, and ``host``/``port`` the
+        PLAINTEXT endpoint (null and -1 when there is none)."""
         config = self.config
+        protocols = config.security_protocol_map
+        first_bound = next(iter(self._bound_ports.values()), 0)
         endpoints = []
-        for name, host, port in config.advertised_listener_list:
-            endpoints.append(f"{name}://{host}:{port or bound_port}")
-        adv_host, adv_port = config.advertised_endpoint
+        listener_protocols = {}
+        host: str | None = None
+        port = -1
+        for name, adv_host, adv_port in config.advertised_listener_list:
+            adv_port = adv_port or self._bound_ports.get(name, first_bound)
+            endpoints.append(f"{name}://{adv_host}:{adv_port}")
+            listener_protocols[name] = protocols[name]
+            if host is None and protocols[name] == "PLAINTEXT":
+                host, port = adv_host, adv_port
         registration = BrokerRegistration(
-            host=adv_host,
-            port=adv_port or bound_port,
+            host=host,
+            port=port,
             endpoints=tuple(endpoints),
-            listener_security_protocol_map=config.security_protocol_map,
+            listener_security_protocol_map=listener_protocols,
             rack=config.broker_rack,
         )
         self.zk_admin.register_broker(registration, config.broker_id)
@@ -293,15 +353,39 @@ class Broker:
             return self.config.unclean_leader_election_enable
         return value.lower() == "true"
 
-    def _new_connection(self) -> Connection:
-        connection = Connection(
-            self.router,
-            max_request_size=self.config.socket_request_max_bytes,
-            sendfile_counter=self.sendfile,
-            on_close=self.connections.discard,
-        )
+    def _new_connection(self, listener: str) -> Connection:
+        options: dict[str, Any] = {
+            "max_request_size": self.config.socket_request_max_bytes,
+            "sendfile_counter": self.sendfile,
+            "on_close": self.connections.discard,
+            "listener": listener,
+        }
+        connection: Connection
+        if listener in self.tls_contexts:
+            connection = TlsConnection(
+                self.router,
+                principal_mapper=self.principal_mappers[listener],
+                tls_reads=self.tls_reads,
+                **options,
+            )
+        else:
+            connection = Connection(self.router, **options)
+        sasl = self.sasl_settings.get(listener)
+        if sasl is not None:
+            authenticator = SaslAuthenticator(
+                connection,
+                self.router,
+                sasl,
+                self._scram_credential,
+                self.authentication_metrics,
+            )
+            connection.handler = authenticator
+            authenticator.start()
         self.connections.add(connection)
         return connection
+
+    def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return cached_credential(self.metadata.quota_configs, user, mechanism)
 
     def _apply_quota_configs(self) -> None:
         """Client quota changes (``/config/changes``) take effect on the next request."""
@@ -350,7 +434,7 @@ class Broker:
                     return
                 self._registration_needed = False
             try:
-                self._register(self._bound_port)
+                self._register()
             except Exception as error:
                 with self._registration_lock:
                     self._registration_needed = True
@@ -453,8 +537,8 @@ class Broker:
             await self.replica_manager.stop()
         if getattr(self, "watcher", None) is not None:
             self.watcher.stop()
-        if self.server is not None:
-            self.server.close()
+        for server in self.servers:
+            server.close()
         for connection in list(self.connections):
             if connection.transport is not None:
                 connection.transport.close()

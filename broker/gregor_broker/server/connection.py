@@ -69,6 +69,10 @@ OUTBOX_BYTES = 64 * 1024
 # slice of a millisecond keeps that cost under 2 % and still serves every other
 # connection at least once per millisecond of each busy connection's work.
 TURN_SECONDS = 0.001
+# A refused client's last answer goes out this long before the connection closes: a
+# client that reads the answer and the end of the stream in one go may drop the answer
+# (kafka-python 3 does), and would then retry instead of reporting the refusal.
+LAST_ANSWER_LINGER_SECONDS = 0.5
 # Below this much free space at its end, the receive buffer moves what it holds (at most
 # one partial small frame) to its start before the next read.
 _MIN_READ = 4 * 1024
@@ -100,8 +104,14 @@ class Connection(asyncio.BufferedProtocol):
         max_request_size: int,
         sendfile_counter: SendfileCounter,
         on_close: Callable[[Connection], None] | None = None,
+        listener: str = "PLAINTEXT",
     ) -> None:
         self.handler = handler
+        # The listener this connection came in on (its endpoints answer Metadata), and
+        # who the peer is once authenticated (Kafka's KafkaPrincipal; User:ANONYMOUS on
+        # PLAINTEXT listeners).
+        self.listener = listener
+        self.principal = "User:ANONYMOUS"
         self.max_request_size = max_request_size
         self.sendfile_counter = sendfile_counter
         self.on_close = on_close
@@ -374,6 +384,25 @@ class Connection(asyncio.BufferedProtocol):
             self._muted_until = until
             self._update_reading()
             loop.call_at(until, self._pump)
+
+    def send_and_close(self, data: bytes, linger: float = LAST_ANSWER_LINGER_SECONDS) -> None:
+        """Write a last answer (a refused login), read nothing more, and close ``linger``
+        seconds later (the transport sends what it holds first)."""
+        transport = self.transport
+        if self._closed or transport is None:
+            return
+        if self._outbox:
+            self._flush_outbox()
+        if data:
+            transport.write(data)
+        self._closed = True
+        self._large = None
+        if transport.is_reading():
+            transport.pause_reading()
+        if linger > 0:
+            asyncio.get_running_loop().call_later(linger, transport.close)
+        else:
+            transport.close()
 
     def close_for(self, reason: str, *, quiet: bool = False) -> None:
         if not self._closed:

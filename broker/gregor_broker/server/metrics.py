@@ -56,6 +56,33 @@ class BrokerCollector(Collector):
         )
         sendfile_calls.add_metric([], broker.sendfile.calls_total)
         yield sendfile_calls
+        tls_reads = getattr(broker, "tls_reads", None)
+        if tls_reads is not None:
+            tls_bytes = CounterMetricFamily(
+                "gregor_tls_read_bytes",
+                "Record bytes read from segment files and encrypted for TLS listeners",
+            )
+            tls_bytes.add_metric([], tls_reads.bytes_total)
+            yield tls_bytes
+        authentication = getattr(broker, "authentication_metrics", None)
+        if authentication is not None:
+            for name, counts, text in (
+                ("gregor_successful_authentication", authentication.successful, "Successful"),
+                ("gregor_failed_authentication", authentication.failed, "Failed"),
+                (
+                    "gregor_successful_reauthentication",
+                    authentication.reauthenticated,
+                    "Session-renewing (KIP-368)",
+                ),
+            ):
+                family = CounterMetricFamily(
+                    name,
+                    f"{text} SASL logins, per listener and mechanism",
+                    labels=["listener", "mechanism"],
+                )
+                for (listener, mechanism), count in sorted(counts.items()):
+                    family.add_metric([listener, mechanism], count)
+                yield family
         replicas = getattr(broker, "replica_manager", None)
         if replicas is not None:
             messages_in = CounterMetricFamily(

@@ -74,6 +74,11 @@ class RequestContext:
     def version(self) -> int:
         return self.header.api_version
 
+    @property
+    def listener(self) -> str | None:
+        """The listener the request arrived on (None without a connection: unit tests)."""
+        return self.connection.listener if self.connection is not None else None
+
 
 @dataclass(slots=True)  # not frozen: a frozen __init__ costs ~10x (hot path)
 class RawResponse:

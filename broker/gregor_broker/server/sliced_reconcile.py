@@ -5,7 +5,11 @@ a millisecond, several on a loaded machine; one CreateTopics of 1,000 partitions
 hold the event loop for one to seven seconds while every other client waited (issue 9:
 the Metadata tail at 10,000 partitions, the fuzzer's hangs). Kafka applies LeaderAndIsr on
 its request handler threads; here the topics that changed are reconciled a slice at a
-time, each slice bounded by a time budget, with the rest handed back to the loop.
+time, each slice bounded by a time budget, with the rest handed back to the loop. One
+topic is not a unit of work either: a call creates, moves leadership of or drops at most
+``CHANGES_PER_CALL`` partitions and hands back the topics it did not finish (the
+fuzzer's CreateTopics of 1,000 partitions still held the loop for 1.5 to 8 s in one
+call while slices counted topics).
 
 A small change (the usual case: a test creating a few topics) is still applied at once,
 before the loop runs anything else, as before.
@@ -17,6 +21,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +29,16 @@ log = logging.getLogger(__name__)
 MIN_TOPICS_PER_SLICE = 64
 # The loop time one slice may take before the rest waits for the next turn of the loop.
 SLICE_BUDGET_S = 0.02
+# Partitions one call may create (a log: a millisecond, several when the disk is busy),
+# make leader or follower, or drop.
+CHANGES_PER_CALL = 16
+
+
+class Apply(Protocol):
+    """``ReplicaManager.reconcile``: applies the topics, changing at most
+    ``max_changes`` partitions; returns the topics it did not finish."""
+
+    def __call__(self, topics: set[str], *, max_changes: int | None = None) -> set[str]: ...
 
 
 class SlicedReconcile:
@@ -32,15 +47,17 @@ class SlicedReconcile:
     def __init__(
         self,
         take_changed: Callable[[], set[str]],
-        apply: Callable[[set[str]], None],
+        apply: Apply,
         *,
         budget_s: float = SLICE_BUDGET_S,
         min_topics: int = MIN_TOPICS_PER_SLICE,
+        changes_per_call: int = CHANGES_PER_CALL,
     ) -> None:
         self._take_changed = take_changed
         self._apply = apply
         self._budget_s = budget_s
         self._min_topics = min_topics
+        self._changes_per_call = changes_per_call
         self._pending: set[str] = set()
         self._scheduled = False
 
@@ -61,14 +78,19 @@ class SlicedReconcile:
         pending |= self._take_changed()
         deadline = time.monotonic() + self._budget_s
         done = 0
+        large = False  # a call left logs to create: the time budget holds from now on
         while pending:
             batch = {pending.pop() for _ in range(min(len(pending), 16))}
             try:
-                self._apply(batch)
+                unfinished = self._apply(batch, max_changes=self._changes_per_call)
             except Exception:
                 log.exception("applying metadata to local partitions failed")
-            done += len(batch)
-            if done >= self._min_topics and time.monotonic() >= deadline:
+                unfinished = set()
+            if unfinished:
+                large = True
+                pending |= unfinished
+            done += len(batch) - len(unfinished)
+            if (large or done >= self._min_topics) and time.monotonic() >= deadline:
                 break
         if pending:
             self.schedule()

@@ -140,9 +140,9 @@ def test_env_overrides_use_gregor_prefix_and_underscores(tmp_path):
 
 def test_unknown_keys_are_logged_and_kept(caplog):
     with caplog.at_level(logging.WARNING, logger="gregor_broker.config"):
-        config = load({**REQUIRED, "ssl.keystore.location": "/x"})
-    assert config.extra == {"ssl.keystore.location": "/x"}
-    assert "ssl.keystore.location" in caplog.text
+        config = load({**REQUIRED, "sasl.kerberos.service.name": "/x"})
+    assert config.extra == {"sasl.kerberos.service.name": "/x"}
+    assert "sasl.kerberos.service.name" in caplog.text
 
 
 def test_thread_counts_are_accepted_and_ignored():
@@ -481,3 +481,41 @@ def test_configuration_docs_tables_are_generated_from_the_definitions():
         "regenerate the tables: python -c 'from gregor_broker.config import "
         "render_config_tables as r; print(r())'"
     )
+
+
+def test_inter_broker_listener_follows_kafkas_rule():
+    two = {
+        **REQUIRED,
+        "listeners": "CLIENT://:9092,REPLICATION://:9093",
+        "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT,REPLICATION:PLAINTEXT",
+    }
+    assert load({**two, "inter.broker.listener.name": "client"}).inter_broker_listener == "CLIENT"
+    # Unset: the listener named like security.inter.broker.protocol, else the first with it.
+    assert load(two).inter_broker_listener == "REPLICATION"
+    assert (
+        load({**two, "security.inter.broker.protocol": "SASL_PLAINTEXT"}).inter_broker_listener
+        == "CLIENT"
+    )
+    with pytest.raises(ConfigError, match=r"security\.inter\.broker\.protocol=SSL"):
+        load({**two, "security.inter.broker.protocol": "SSL"})
+
+
+def test_listener_prefixed_settings_override_the_broker_wide_ones(caplog):
+    with caplog.at_level(logging.WARNING, logger="gregor_broker.config"):
+        config = load(
+            {
+                **REQUIRED,
+                "ssl.client.auth": "requested",
+                "listener.name.internal.ssl.client.auth": "required",
+                "listener.name.client.plain.sasl.jaas.config": "x required;",
+            }
+        )
+    assert "Unknown" not in caplog.text
+    assert config.for_listener("INTERNAL", "ssl.client.auth") == "required"
+    assert config.for_listener("CLIENT", "ssl.client.auth") == "requested"
+    assert config.for_listener("CLIENT", "plain.sasl.jaas.config") == "x required;"
+    assert config.for_listener("CLIENT", "scram-sha-256.sasl.jaas.config") is None
+    with pytest.raises(ConfigError, match=r"ssl\.client\.auth"):
+        load({**REQUIRED, "listener.name.x.ssl.client.auth": "always"}).for_listener(
+            "X", "ssl.client.auth"
+        )

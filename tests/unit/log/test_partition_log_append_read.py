@@ -289,3 +289,18 @@ def test_compressed_batches_are_stored_as_sent(tmp_path, clock):
     stored = slice_bytes(log.read(0, 1000))
     assert stored[HEADER_SIZE:] == sent[HEADER_SIZE:]
     assert [o for o, _ in record_values(stored)] == [0, 1, 2, 3, 4]
+
+
+def test_follower_keeps_the_leaders_log_append_time(tmp_path, clock):
+    """A follower copies the leader's batches byte for byte; it never stamps its own
+    LogAppendTime (replicas would disagree on timestamps, and the CRC would change)."""
+    leader = open_log(tmp_path, clock, message_timestamp_type="LogAppendTime")
+    produce(leader, batch(2, timestamp=5))
+    copied = bytes(slice_bytes(leader.read(0, 1000)))
+    clock.advance(5000)
+    follower = PartitionLog.open(
+        tmp_path / "replica-0", LogConfig(message_timestamp_type="LogAppendTime"), now_ms=clock
+    )
+    buffer = bytearray(copied)
+    follower.append(buffer, scan_batches(buffer), assign_offsets=False)
+    assert bytes(slice_bytes(follower.read(0, 1000))) == copied

@@ -23,10 +23,11 @@ def test_a_large_change_is_applied_in_slices_with_the_loop_running_between() -> 
             taken, changed = changed, set()
             return taken
 
-        def apply(topics: set[str]) -> None:
+        def apply(topics: set[str], *, max_changes: int | None = None) -> set[str]:
             time.sleep(0.002)  # creating logs: about a millisecond per partition
             calls.append(topics)
             applied.update(topics)
+            return set()
 
         reconcile = SlicedReconcile(take, apply, budget_s=0.01, min_topics=16)
 
@@ -53,13 +54,59 @@ def test_a_small_change_is_applied_at_once() -> None:
     async def scenario() -> list[set[str]]:
         calls: list[set[str]] = []
         changed = {"a", "b", "c"}
-        reconcile = SlicedReconcile(lambda: set(changed), calls.append)
+
+        def apply(topics: set[str], *, max_changes: int | None = None) -> set[str]:
+            calls.append(topics)
+            return set()
+
+        reconcile = SlicedReconcile(lambda: set(changed), apply)
         reconcile.schedule()
         await asyncio.sleep(0)
         await asyncio.sleep(0)
         return calls
 
     assert asyncio.run(scenario()) == [{"a", "b", "c"}]
+
+
+def test_one_topic_of_many_partitions_is_created_over_several_turns_of_the_loop() -> None:
+    """A CreateTopics of 1,000 partitions is one topic: a slice counting topics created
+    every log in one call (1.5 to 8 s of loop time in the fuzzer). A call creates at
+    most ``changes_per_call`` logs and the slice ends on time once one was capped."""
+
+    async def scenario() -> tuple[list[int], int]:
+        to_create = 400
+        per_call: list[int] = []
+        ticks = 0
+
+        def apply(topics: set[str], *, max_changes: int | None = None) -> set[str]:
+            nonlocal to_create
+            assert topics == {"big"}
+            count = to_create if max_changes is None else min(to_create, max_changes)
+            time.sleep(0.0005 * count)  # half a millisecond a log
+            to_create -= count
+            per_call.append(count)
+            return {"big"} if to_create else set()
+
+        taken = [False]
+
+        def take() -> set[str]:
+            if taken[0]:
+                return set()
+            taken[0] = True
+            return {"big"}
+
+        reconcile = SlicedReconcile(take, apply, budget_s=0.01, changes_per_call=16)
+        reconcile.schedule()
+        while to_create:
+            ticks += 1
+            await asyncio.sleep(0)
+        return per_call, ticks
+
+    per_call, ticks = asyncio.run(scenario())
+    assert sum(per_call) == 400
+    assert max(per_call) <= 16, per_call
+    # 25 calls of 8 ms or more: a 10 ms slice holds at most two, so the loop ran between.
+    assert ticks >= 5, ticks
 
 
 def test_the_roll_sweep_yields_to_the_loop_between_slices(tmp_path) -> None:

@@ -41,6 +41,12 @@ from .produce import handle_produce
 from .producer_ids import handle_init_producer_id
 from .records_admin import handle_delete_records
 from .replication import handle_offset_for_leader_epoch
+from .security import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+    handle_sasl_authenticate,
+    handle_sasl_handshake,
+)
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 from .transactions import (
     handle_add_offsets_to_txn,
@@ -68,6 +74,7 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(14, "SyncGroup", 0, 5, handle_sync_group),
         ApiSpec(15, "DescribeGroups", 0, 5, handle_describe_groups),
         ApiSpec(16, "ListGroups", 0, 5, handle_list_groups),
+        ApiSpec(17, "SaslHandshake", 0, 1, handle_sasl_handshake),
         ApiSpec(18, "ApiVersions", 0, 4, handle_api_versions),
         ApiSpec(19, "CreateTopics", 2, 7, handle_create_topics),
         ApiSpec(20, "DeleteTopics", 1, 6, handle_delete_topics),
@@ -82,6 +89,7 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(32, "DescribeConfigs", 1, 4, handle_describe_configs),
         ApiSpec(33, "AlterConfigs", 0, 2, handle_alter_configs),
         ApiSpec(35, "DescribeLogDirs", 1, 4, handle_describe_log_dirs),
+        ApiSpec(36, "SaslAuthenticate", 0, 2, handle_sasl_authenticate),
         ApiSpec(37, "CreatePartitions", 0, 3, handle_create_partitions),
         ApiSpec(42, "DeleteGroups", 0, 2, handle_delete_groups),
         ApiSpec(43, "ElectLeaders", 0, 2, handle_elect_leaders),
@@ -91,6 +99,8 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(47, "OffsetDelete", 0, 0, handle_offset_delete),
         ApiSpec(48, "DescribeClientQuotas", 0, 1, handle_describe_client_quotas),
         ApiSpec(49, "AlterClientQuotas", 0, 1, handle_alter_client_quotas),
+        ApiSpec(50, "DescribeUserScramCredentials", 0, 0, handle_describe_user_scram_credentials),
+        ApiSpec(51, "AlterUserScramCredentials", 0, 0, handle_alter_user_scram_credentials),
         ApiSpec(60, "DescribeCluster", 0, 2, handle_describe_cluster),
         ApiSpec(65, "DescribeTransactions", 0, 0, handle_describe_transactions),
         ApiSpec(66, "ListTransactions", 0, 1, handle_list_transactions),

@@ -90,12 +90,13 @@ def handle_describe_cluster(
         "brokers": [
             {
                 "broker_id": b.broker_id,
-                "host": b.host,
-                "port": b.port,
+                "host": endpoint[0],
+                "port": endpoint[1],
                 "rack": b.rack,
                 "is_fenced": False,
             }
             for b in sorted(metadata.brokers.values(), key=lambda b: b.broker_id)
+            if (endpoint := b.endpoint(context.listener)) is not None
         ],
         "cluster_authorized_operations": authorized_operations(
             AclResourceType.CLUSTER,

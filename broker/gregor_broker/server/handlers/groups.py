@@ -104,15 +104,17 @@ async def handle_find_coordinator(
     if context.version >= 4:
         key_type = request.key_type
         coordinators = [
-            {"key": key, **(await _find_one(broker, key_type, key))}
+            {"key": key, **(await _find_one(broker, context, key_type, key))}
             for key in request.coordinator_keys
         ]
         return {"throttle_time": 0, "coordinators": coordinators}
     key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
-    return {"throttle_time": 0, **(await _find_one(broker, key_type, request.key))}
+    return {"throttle_time": 0, **(await _find_one(broker, context, key_type, request.key))}
 
 
-async def _find_one(broker: BrokerServices, key_type: int, key: str) -> dict[str, Any]:
+async def _find_one(
+    broker: BrokerServices, context: RequestContext, key_type: int, key: str
+) -> dict[str, Any]:
     def failed(code: ErrorCode, message: str) -> dict[str, Any]:
         return {"error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}
 
@@ -142,12 +144,18 @@ async def _find_one(broker: BrokerServices, key_type: int, key: str) -> dict[str
             node = service.coordinator_for_group(key)
         except CoordinatorUnavailable as error:
             return failed(ErrorCode.coordinator_not_available, str(error))
+    endpoint = node.endpoint(context.listener)
+    if endpoint is None:  # Kafka: the coordinator has no endpoint on this listener
+        return failed(
+            ErrorCode.coordinator_not_available,
+            f"broker {node.broker_id} has no {context.listener} listener",
+        )
     return {
         "error_code": ErrorCode.none,
         "error_message": None,
         "node_id": node.broker_id,
-        "host": node.host,
-        "port": node.port,
+        "host": endpoint[0],
+        "port": endpoint[1],
     }
 
 

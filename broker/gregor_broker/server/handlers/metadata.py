@@ -39,11 +39,13 @@ _NO_ID = uuid.UUID(int=0)
 @dataclass(frozen=True, slots=True)
 class _Operations:
     """The authorized-operations fields the client asked for (or Kafka's "not asked"),
-    and the request's version (the encoding of a topic's cached entry depends on both)."""
+    and the request's version (the encoding of a topic's cached entry depends on both),
+    and the listener it came in on (whose endpoints the brokers are listed with)."""
 
     cluster: int
     topic: int
     version: int
+    listener: str | None = None
 
 
 def handle_metadata(
@@ -83,6 +85,7 @@ def _handle(broker: BrokerServices, context: RequestContext, request: Any) -> An
             bool(getattr(request, "include_topic_authorized_operations", False)),
         ),
         version=version,
+        listener=context.listener,
     )
     if request.topics is None or (version == 0 and not request.topics):
         return _response(broker, operations, list(metadata.topics.values()), [])
@@ -184,11 +187,16 @@ def _response(
 ) -> MetadataResponse:
     metadata = broker.metadata
     live = metadata.brokers
+    listener = operations.listener
+    brokers = []
+    for b in sorted(live.values(), key=lambda b: b.broker_id):
+        # Kafka lists each broker's endpoint on the listener the client connected to,
+        # and leaves out brokers without one.
+        endpoint = b.endpoint(listener)
+        if endpoint is not None:
+            brokers.append(MetadataBroker(b.broker_id, endpoint[0], endpoint[1], b.rack))
     return MetadataResponse(
-        brokers=[
-            MetadataBroker(b.broker_id, b.host, b.port, b.rack)
-            for b in sorted(live.values(), key=lambda b: b.broker_id)
-        ],
+        brokers=brokers,
         cluster_id=metadata.cluster_id,
         controller_id=metadata.controller_id,
         topics=[_encoded_topic(t, live, operations, metadata.brokers_generation) for t in topics]

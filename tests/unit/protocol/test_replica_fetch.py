@@ -1,0 +1,174 @@
+"""The follower's hand-written Fetch v11 codec reads and writes exactly what kio does."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from gregor_broker.protocol import entities, replica_fetch
+from gregor_broker.protocol.fetch_response import (
+    PartitionResult,
+    TopicResult,
+    encode_fetch_response,
+)
+from gregor_broker.protocol.replica_fetch import FetchPosition
+from gregor_broker.protocol.wire import frame, response_header
+
+TOPICS = [
+    ("orders", [FetchPosition(0, 7, 1234, 0, 1048576), FetchPosition(3, 7, 0, 0, 65536)]),
+    ("päyments", [FetchPosition(1, 2, 5_000_000_000, 17, 1)]),
+]
+
+
+def test_request_matches_kio_byte_for_byte() -> None:
+    ours = replica_fetch.encode_request(
+        99,
+        b"gregor-replica-2",
+        replica_id=2,
+        max_wait_ms=500,
+        min_bytes=1,
+        max_bytes=10485760,
+        topics=TOPICS,
+    )
+    request = entities.build(
+        entities.payload_class(1, 11, "request"),
+        {
+            "replica_id": 2,
+            "max_wait": 500,
+            "min_bytes": 1,
+            "max_bytes": 10485760,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {"topic": topic, "partitions": [p._asdict() for p in partitions]}
+                for topic, partitions in TOPICS
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        },
+    )
+    header = struct.pack(">hhih", 1, 11, 99, 16) + b"gregor-replica-2"
+    assert ours == frame(header, entities.encode(request))
+
+
+def test_request_without_partitions_matches_kio() -> None:
+    ours = replica_fetch.encode_request(
+        1, b"", replica_id=0, max_wait_ms=0, min_bytes=0, max_bytes=0, topics=[]
+    )
+    request = entities.build(
+        entities.payload_class(1, 11, "request"),
+        {
+            "replica_id": 0,
+            "max_wait": 0,
+            "min_bytes": 0,
+            "max_bytes": 0,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        },
+    )
+    assert ours == frame(struct.pack(">hhih", 1, 11, 1, 0), entities.encode(request))
+
+
+def _kio_response() -> bytes:
+    body = entities.encode_response(
+        1,
+        11,
+        {
+            "throttle_time": 3,
+            "error_code": 0,
+            "session_id": 0,
+            "responses": [
+                {
+                    "topic": "orders",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "error_code": 0,
+                            "high_watermark": 40,
+                            "last_stable_offset": 40,
+                            "log_start_offset": 2,
+                            "aborted_transactions": [
+                                {"producer_id": 5, "first_offset": 6},
+                            ],
+                            "preferred_read_replica": -1,
+                            "records": b"batch-bytes",
+                        },
+                        {
+                            "partition_index": 3,
+                            "error_code": 74,  # FENCED_LEADER_EPOCH
+                            "high_watermark": -1,
+                            "last_stable_offset": -1,
+                            "log_start_offset": -1,
+                            "aborted_transactions": None,
+                            "preferred_read_replica": -1,
+                            "records": None,
+                        },
+                    ],
+                },
+                {
+                    "topic": "päyments",
+                    "partitions": [
+                        {
+                            "partition_index": 1,
+                            "error_code": 0,
+                            "high_watermark": 5_000_000_001,
+                            "last_stable_offset": 5_000_000_001,
+                            "log_start_offset": 17,
+                            "aborted_transactions": [],
+                            "preferred_read_replica": 2,
+                            "records": b"",
+                        }
+                    ],
+                },
+            ],
+        },
+    )
+    return response_header(77, False) + body
+
+
+def test_response_decoder_reads_what_kio_writes() -> None:
+    correlation_id, response = replica_fetch.decode_response(_kio_response())
+    assert correlation_id == 77
+    assert response.error_code == 0
+    got = [
+        (p.topic, p.partition, p.error_code, p.high_watermark, p.log_start_offset, bytes(p.records))
+        for p in response.partitions
+    ]
+    assert got == [
+        ("orders", 0, 0, 40, 2, b"batch-bytes"),
+        ("orders", 3, 74, -1, -1, b""),
+        ("päyments", 1, 0, 5_000_000_001, 17, b""),
+    ]
+
+
+def test_response_decoder_reads_the_brokers_own_encoder() -> None:
+    """What a Gregor leader sends (the sendfile encoder, records as bytes here)."""
+    parts, size = encode_fetch_response(
+        11,
+        5,
+        topics=[
+            TopicResult(
+                "orders", None, [PartitionResult(2, 0, 9, 9, 0, b"abc", aborted_transactions=None)]
+            )
+        ],
+    )
+    data = b"".join(parts)
+    assert len(data) == size
+    correlation_id, response = replica_fetch.decode_response(data[4:])
+    assert correlation_id == 5
+    assert [(p.partition, p.high_watermark, bytes(p.records)) for p in response.partitions] == [
+        (2, 9, b"abc")
+    ]
+
+
+@pytest.mark.parametrize("cut", [3, 12, 20, 40, 60])
+def test_truncated_response_is_malformed(cut: int) -> None:
+    data = _kio_response()
+    with pytest.raises(replica_fetch.MalformedResponse):
+        replica_fetch.decode_response(data[:cut])
