@@ -16,13 +16,13 @@ import time
 
 import pytest
 
-from .broker_helpers import create_topic
 from .group_helpers import wait_until
 from .txn_client_helpers import (
     TXN_BROKER_PROPERTIES,
     CommitLoop,
     check_all_or_nothing,
     coordinator_address,
+    create_rf3_topic,
     partition_leaders,
     transactional_producer,
     wait_for_state,
@@ -38,13 +38,7 @@ def _leader_killed_mid_commit(cluster_factory, seed: int) -> None:
     cluster = cluster_factory(timeout=180, **TXN_BROKER_PROPERTIES)
     bootstrap = cluster.bootstrap_servers
     for topic in TOPICS:
-        create_topic(
-            bootstrap,
-            topic,
-            partitions=PARTITIONS,
-            replication_factor=3,
-            config={"min.insync.replicas": "2"},
-        )
+        create_rf3_topic(bootstrap, topic, PARTITIONS)
     transactional_id = f"killed-leader-{seed}"
     producer = transactional_producer(bootstrap, transactional_id)
     producer.init_transactions(60)

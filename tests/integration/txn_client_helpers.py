@@ -18,7 +18,7 @@ from gregor_broker.cli.transactions import parse_describe_transactions
 from gregor_broker.protocol import entities
 from gregor_broker.protocol.wire import skip_tagged_fields
 
-from .broker_helpers import read_response
+from .broker_helpers import create_topic, read_response
 from .raw_requests import RawClient, request
 
 # Small internal topics so a test broker creates them fast; short intervals so timers
@@ -236,3 +236,27 @@ def partition_leaders(bootstrap: str, topic: str) -> dict[int, int]:
     admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
     metadata = admin.list_topics(topic, timeout=30)
     return {p.id: p.leader for p in metadata.topics[topic].partitions.values()}
+
+
+def create_rf3_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> None:
+    """A topic with replication factor 3 and ``min.insync.replicas=2``, right after a
+    cluster started: the controller may not count every registered broker yet and answer
+    INVALID_REPLICATION_FACTOR for a moment (seen once in 40 runs), so that is retried."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            create_topic(
+                bootstrap,
+                topic,
+                partitions=partitions,
+                replication_factor=3,
+                config={"min.insync.replicas": "2"},
+            )
+            return
+        except confluent_kafka.KafkaException as error:
+            code = error.args[0].code()
+            if code != confluent_kafka.KafkaError.INVALID_REPLICATION_FACTOR:
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
