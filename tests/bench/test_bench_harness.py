@@ -69,10 +69,17 @@ def test_quick_run_writes_every_row_with_both_brokers_and_the_limits(tmp_path: P
             assert row["ratio_limit"] is not None
     replicated = [row for row in result["rows"] if row["id"].startswith("replicated/")]
     assert len(replicated) == 7  # 4 produce cases, 3 latency percentiles
+    transactions = [row for row in result["rows"] if row["id"].startswith("transactions/")]
+    assert [row["id"] for row in transactions] == ["transactions/produce"]
     for row in result["rows"]:
-        expected = ("gregor-cluster", "gregor") if row in replicated else ("gregor", "peer")
+        if row in replicated:
+            expected = ("gregor-cluster", "gregor")
+        elif row in transactions:
+            expected = ("transactional", "idempotent")
+        else:
+            expected = ("gregor", "peer")
         assert (row["measured"], row["baseline"]) == expected
-        assert ("ratio_peer" in row) == (row not in replicated)
+        assert ("ratio_peer" in row) == (row not in replicated + transactions)
     for row in replicated:
         if row["id"].startswith("replicated/produce/"):
             assert row["params"]["acks"] == -1
