@@ -38,11 +38,12 @@ INPUTS ?= 50000
 CHAOS_ARGS ?=
 FUZZ_ARGS ?=
 
-.PHONY: help deps venv kafkajs run stop test lint format bench chaos fuzz images helm manifests pipeline-demo e2e e2e-local
+.PHONY: help deps venv kafkajs run stop test test-long lint format bench chaos fuzz images helm manifests pipeline-demo e2e e2e-local
 
 help:
 	@echo "make run     start a local Gregor cluster in the background (make stop stops it)"
 	@echo "make test    run the whole test suite"
+	@echo "make test-long  the long acceptance runs (marker long: transactions under kills)"
 	@echo "make lint    ruff check + ruff format --check + lint-imports (the layers)"
 	@echo "make bench   benchmark Gregor against tansu and this machine's limits (docs/performance.md)"
 	@echo "make pipeline-demo  the Spark clickstream pipeline against gregor local up (examples/clickstream)"
@@ -87,6 +88,11 @@ test: deps venv kafkajs
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup \
 		$$($(BIN)/python -c 'import pytest_timeout' 2>/dev/null && echo --timeout=$(PYTEST_TIMEOUT)) \
 		$(PYTEST_ARGS)
+
+# Acceptance runs of minutes (marker long, e.g. 20 partition-leader kills mid-commit):
+# not part of make test.
+test-long: deps venv
+	GREGOR_LONG_TESTS=1 $(BIN)/python -m pytest -m long -n $(PYTEST_WORKERS) -p no:cacheprovider -s $(PYTEST_ARGS)
 
 # The e2e suite (e2e/), one suite in two modes. Local: helm template -> kmock's emulator
 # -> the operator process -> the kubelet stand-in running broker pods as podman containers

@@ -41,7 +41,17 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "bench" / "results"
 KIB = 1024
 MB = 1e6
-GROUPS = ("limits", "produce", "consume", "fetch", "latency", "replicated", "failover", "scale")
+GROUPS = (
+    "limits",
+    "produce",
+    "consume",
+    "fetch",
+    "latency",
+    "replicated",
+    "failover",
+    "scale",
+    "transactions",
+)
 # Opt-in groups: run only when named with --only (the Spark group needs PySpark and minutes).
 OPT_IN_GROUPS = ("spark",)
 # Groups run against the peer; the others need no peer broker.
@@ -69,6 +79,8 @@ class Settings:
     scale_reps: int
     # The spark group: the topic Spark and the consumer read (1 GiB in a full run).
     spark_mib: int = 1024
+    # The transactions group: MiB each producer writes per measurement.
+    txn_mib: int = 64
 
 
 # The replicated latency rows offer a quarter of the cluster's acks=all rate, not half:
@@ -80,7 +92,7 @@ FULL = Settings(
     "full", 3, 2.0, 1.0, 256, 512, 512, 4.0, 0.5, 20_000, 0.25, 8.0, 2000, 3, 10_000, 2_000, 3
 )
 QUICK = Settings(
-    "quick", 1, 0.3, 0.2, 32, 64, 16, 1.0, 0.5, 2_000, 0.25, 1.0, 100, 1, 400, 80, 1, 32
+    "quick", 1, 0.3, 0.2, 32, 64, 16, 1.0, 0.5, 2_000, 0.25, 1.0, 100, 1, 400, 80, 1, 32, 4
 )
 
 
@@ -156,6 +168,8 @@ def row_ids(groups: tuple[str, ...] = GROUPS) -> list[str]:
         ids += [replicated_id(f"latency/{p}") for p in LATENCY_PERCENTILES]
     if "spark" in groups:
         ids += list(SPARK_ROWS)
+    if "transactions" in groups:
+        ids += list(TXN_ROWS)
     return ids
 
 
@@ -163,11 +177,16 @@ def row_ids(groups: tuple[str, ...] = GROUPS) -> list[str]:
 # confluent-kafka consumer reading the same topic on the same broker, alternating.
 SPARK_ROWS = ("spark/batch-read", "spark/stream-read")
 SPARK_PARTITIONS = 6
+# The transactions group (bench/transactions.py): a transactional producer committing every
+# TXN_RECORDS records against an idempotent one, alternating on the one Gregor broker.
+TXN_ROWS = ("transactions/produce",)
+TXN_RECORDS = 1000
 
 
-class SparkReader:
-    """A row's "target" in the spark group: who reads (Spark or the plain consumer) from the
-    one Gregor broker, whose CPU the harness measures."""
+class BrokerClient:
+    """A row's "target" when two clients are compared on the one Gregor broker (Spark or
+    the plain consumer reading; a transactional or an idempotent producer): who runs the
+    workload, and the broker whose CPU the harness measures."""
 
     def __init__(self, name: str, broker: Target) -> None:
         self.name = name
@@ -279,6 +298,8 @@ class Harness:
             count += self.settings.scale_reps
         if "spark" in self.groups:
             count += 1 + 3 * reps
+        if "transactions" in self.groups:
+            count += 2 * reps
         if self.args.profile:
             count += 3
         return count
@@ -379,9 +400,9 @@ class Harness:
             label, f"{report.number(messages * KIB / result['seconds'] / MB)} MB/s"
         )
         spark_batch, spark_stream, raw = (
-            SparkReader("spark", gregor),
-            SparkReader("spark-stream", gregor),
-            SparkReader("confluent-kafka", gregor),
+            BrokerClient("spark", gregor),
+            BrokerClient("spark-stream", gregor),
+            BrokerClient("confluent-kafka", gregor),
         )
         params = {
             "mib": s.spark_mib,
@@ -437,6 +458,53 @@ class Harness:
                 measure("stream", "records/s"),
             )
         gregor.delete_topic(topic)
+
+    def measure_transactions(self, gregor: Target) -> None:
+        """``txn_mib`` MiB of 1 KiB records (1 partition, acks=all) by a transactional
+        producer committing every TXN_RECORDS records, and by an idempotent one, alternating
+        (each on a fresh topic, deleted afterwards)."""
+        s = self.settings
+        transactional = BrokerClient("transactional", gregor)
+        idempotent = BrokerClient("idempotent", gregor)
+        row = self._row(
+            TXN_ROWS[0],
+            f"produce {s.txn_mib} MiB of 1 KiB records, 1 partition, acks=all: transactions "
+            f"of {TXN_RECORDS:,} records (vs idempotent)",
+            "MB/s",
+            targets=[transactional, idempotent],
+            params={"mib": s.txn_mib, "record_bytes": KIB, "txn_records": TXN_RECORDS},
+        )
+
+        def measure(txn_records: int) -> Callable[[], tuple[float, dict[str, Any]]]:
+            def run() -> tuple[float, dict[str, Any]]:
+                topic = self.topic_name("txn")
+                try:
+                    out = run_process(
+                        "bench.transactions",
+                        [
+                            "measure",
+                            "--bootstrap",
+                            gregor.bootstrap,
+                            "--topic",
+                            topic,
+                            "--mib",
+                            str(s.txn_mib),
+                            "--txn-records",
+                            str(txn_records),
+                        ],
+                        timeout=900,
+                    )
+                finally:
+                    gregor.delete_topic(topic)
+                return out["bytes"] / out["seconds"] / MB, out
+
+            return run
+
+        for rep in range(s.reps):
+            tag = f"rep {rep + 1}/{s.reps}"
+            order = [(transactional, TXN_RECORDS), (idempotent, 0)]
+            for client, records in order if rep % 2 == 0 else reversed(order):
+                self.record(row, client, f"{client.name} produce · {tag}", measure(records))
 
     def topic_name(self, prefix: str) -> str:
         return f"bench-{prefix}-{uuid.uuid4().hex[:8]}"
@@ -1064,7 +1132,11 @@ class Harness:
         gregor = GregorTarget(self.data_dir / "gregor")
         if peer_groups:
             self.compared = [gregor, PeerTarget(self.data_dir / "peer")]
-        if peer_groups or {"replicated", "spark"} & set(self.groups) or self.args.profile:
+        if (
+            peer_groups
+            or {"replicated", "spark", "transactions"} & set(self.groups)
+            or self.args.profile
+        ):
             self.targets = [gregor, *self.compared[1:]]
         try:
             for target in self.targets:
@@ -1097,6 +1169,8 @@ class Harness:
                 self.measure_scale()
             if "spark" in self.groups:
                 self.measure_spark(gregor)
+            if "transactions" in self.groups:
+                self.measure_transactions(gregor)
             if self.args.profile:
                 self.run_profile(topics)
         finally:

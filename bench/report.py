@@ -197,15 +197,39 @@ def spark_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def transactions_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The transactions group: a transactional producer against an idempotent one on the
+    same broker, alternating."""
+    lines = [
+        "## Transactions: transactional against idempotent produce (one Gregor broker)",
+        "",
+        "Both producers use confluent-kafka with idempotence and acks=all, alternating "
+        "(A B A B); the transactional one commits every 1,000 records (AddPartitionsToTxn, "
+        "EndTxn, the coordinator's writes and a marker per transaction).",
+        "",
+        "| workload | unit | transactional median [min-max] | idempotent median [min-max] | "
+        "transactional / idempotent |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        measured, baseline = row[row["measured"]], row[row["baseline"]]
+        lines.append(
+            f"| {row['title']} | {row['unit']} | {spread(measured)} | {spread(baseline)} | "
+            f"{number(row['ratio_baseline'])} |"
+        )
+    return lines
+
+
 def markdown(result: dict[str, Any]) -> str:
     machine = result["machine"]
     peer_label = result["targets"].get("peer", {}).get("label", "peer")
     peer_rows = [row for row in result["rows"] if row.get("baseline", "peer") == "peer"]
     spark_rows = [row for row in result["rows"] if row.get("baseline") == "confluent-kafka"]
+    txn_rows = [row for row in result["rows"] if row.get("baseline") == "idempotent"]
     replicated_rows = [
         row
         for row in result["rows"]
-        if row.get("baseline", "peer") != "peer" and row not in spark_rows
+        if row.get("baseline", "peer") != "peer" and row not in spark_rows + txn_rows
     ]
     lines = [
         f"# Gregor benchmark, {result['started']}",
@@ -279,6 +303,8 @@ def markdown(result: dict[str, Any]) -> str:
         ]
     if spark_rows:
         lines += ["", *spark_table(spark_rows), ""]
+    if txn_rows:
+        lines += ["", *transactions_table(txn_rows), ""]
     profile = result.get("profile")
     if profile:
         lines += [

@@ -250,3 +250,24 @@ def test_the_spark_group_runs_only_when_asked_for() -> None:
     assert "spark" not in harness.GROUPS  # not part of a default run
     assert not set(harness.SPARK_ROWS) & set(harness.row_ids())
     assert harness.row_ids(("spark",)) == ["spark/batch-read", "spark/stream-read"]
+
+
+def test_the_transactions_group_is_a_default_row_shown_in_its_own_table() -> None:
+    assert "transactions" in harness.GROUPS
+    assert harness.row_ids(("transactions",)) == ["transactions/produce"]
+    assert "transactions/produce" in harness.row_ids()
+    row = {
+        "id": "transactions/produce",
+        "title": "produce 64 MiB of 1 KiB records (vs idempotent)",
+        "unit": "MB/s",
+        "measured": "transactional",
+        "baseline": "idempotent",
+        "transactional": report.summarise([40.0, 50.0, 60.0]),
+        "idempotent": report.summarise([50.0, 60.0, 70.0]),
+        "ratio_baseline": 50.0 / 60.0,
+    }
+    text = report.markdown(_result([row], {}))
+    assert "## Transactions: transactional against idempotent produce" in text
+    assert "| 50.0 [40.0-60.0] | 60.0 [50.0-70.0] | 0.833 |" in text
+    # Not in the 3-broker table.
+    assert "3-broker" not in text.split("## Transactions")[0]

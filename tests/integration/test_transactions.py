@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 
 import confluent_kafka
@@ -31,6 +30,8 @@ from .group_helpers import wait_until
 from .txn_client_helpers import (
     SINGLE_BROKER_PROPERTIES,
     TXN_BROKER_PROPERTIES,
+    CommitLoop,
+    check_all_or_nothing,
     coordinator_address,
     describe_transaction,
     read_all,
@@ -227,59 +228,17 @@ def test_coordinator_killed_while_committing(cluster_factory):
     create_topic(bootstrap, "kill-b", partitions=PARTITIONS, replication_factor=3)
     producer = transactional_producer(bootstrap, "killed-coordinator")
     producer.init_transactions(60)
-    committed_ok: list[int] = []
-    attempted: list[int] = []
-    stop = threading.Event()
-    failures: list[BaseException] = []
-
-    def run() -> None:
-        number = 0
-        try:
-            while not stop.is_set() or number < 20:
-                attempted.append(number)
-                producer.begin_transaction()
-                for topic in ("kill-a", "kill-b"):
-                    for partition in range(PARTITIONS):
-                        producer.produce(topic, f"{number}".encode(), partition=partition)
-                try:
-                    producer.commit_transaction(60)
-                    committed_ok.append(number)
-                except confluent_kafka.KafkaException as error:
-                    if error.args[0].txn_requires_abort():
-                        producer.abort_transaction(60)
-                    elif not error.args[0].retriable():
-                        raise
-                    else:
-                        producer.commit_transaction(60)
-                        committed_ok.append(number)
-                number += 1
-                if number > 400:
-                    break
-        except BaseException as error:
-            failures.append(error)
-
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    wait_until(lambda: len(committed_ok) >= 10 or bool(failures), 60, "10 commits")
+    loop = CommitLoop(producer, ["kill-a", "kill-b"], PARTITIONS)
+    loop.start()
+    wait_until(lambda: len(loop.committed) >= 10 or bool(loop.failures), 60, "10 commits")
     node, _host, _port = coordinator_address(bootstrap, "killed-coordinator")
     cluster.broker(node).kill()
-    stop.set()
-    worker.join(300)
-    assert not worker.is_alive()
-    assert failures == []
+    loop.stop()
     final = wait_for_state(
         bootstrap, "killed-coordinator", {"CompleteCommit", "CompleteAbort"}, timeout=90
     )
     assert final is not None
-    visible: dict[int, int] = {}
-    for topic in ("kill-a", "kill-b"):
-        for values in read_all(bootstrap, topic, PARTITIONS).values():
-            for value in values:
-                visible[int(value)] = visible.get(int(value), 0) + 1
-    # All or nothing: a visible transaction is visible on all 6 partitions, once.
-    assert {n: c for n, c in visible.items() if c != 2 * PARTITIONS} == {}
-    assert set(committed_ok) <= set(visible)
-    assert set(visible) <= set(attempted)
+    check_all_or_nothing(bootstrap, loop)
 
 
 def test_idle_transactional_ids_expire(broker_factory):

@@ -5,18 +5,20 @@ requests, as ``kafka-transactions.sh`` sees it."""
 from __future__ import annotations
 
 import struct
+import threading
 import time
 from types import SimpleNamespace
 from typing import Any
 
 import confluent_kafka
+import confluent_kafka.admin
 from kio.schema.errors import ErrorCode
 
 from gregor_broker.cli.transactions import parse_describe_transactions
 from gregor_broker.protocol import entities
 from gregor_broker.protocol.wire import skip_tagged_fields
 
-from .broker_helpers import read_response
+from .broker_helpers import create_topic, read_response
 from .raw_requests import RawClient, request
 
 # Small internal topics so a test broker creates them fast; short intervals so timers
@@ -147,3 +149,114 @@ def wait_for_state(
                 f"{transactional_id} stayed {state.transaction_state}, wanted {states}"
             )
         time.sleep(0.2)
+
+
+class CommitLoop:
+    """A transactional producer committing transactions in a background thread, each
+    writing its number once to every partition of ``topics``, while a test breaks
+    brokers: what it attempted, saw committed and aborted itself is kept for
+    ``check_all_or_nothing``. ``commit_started`` is set each time a commit begins (to
+    strike mid-commit). After ``stop()`` it goes on until at least ``minimum``
+    transactions were attempted, so that some run after the fault."""
+
+    def __init__(
+        self, producer: Any, topics: list[str], partitions: int, minimum: int = 20
+    ) -> None:
+        self.producer = producer
+        self.topics = topics
+        self.partitions = partitions
+        self.minimum = minimum
+        self.attempted: list[int] = []
+        self.committed: list[int] = []
+        self.aborted: list[int] = []
+        self.failures: list[BaseException] = []
+        self.commit_started = threading.Event()
+        # The transaction whose commit_transaction runs now (None between commits).
+        self.in_commit: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 300.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the transactions did not finish"
+        assert self.failures == []
+
+    def _run(self) -> None:
+        producer = self.producer
+        number = 0
+        try:
+            while (not self._stop.is_set() or number < self.minimum) and number <= 400:
+                self.attempted.append(number)
+                producer.begin_transaction()
+                for topic in self.topics:
+                    for partition in range(self.partitions):
+                        producer.produce(topic, f"{number}".encode(), partition=partition)
+                self.in_commit = number
+                self.commit_started.set()
+                try:
+                    producer.commit_transaction(60)
+                    self.committed.append(number)
+                except confluent_kafka.KafkaException as error:
+                    if error.args[0].txn_requires_abort():
+                        producer.abort_transaction(60)
+                        self.aborted.append(number)
+                    elif not error.args[0].retriable():
+                        raise
+                    else:
+                        producer.commit_transaction(60)
+                        self.committed.append(number)
+                self.in_commit = None
+                number += 1
+        except BaseException as error:
+            self.failures.append(error)
+
+
+def check_all_or_nothing(bootstrap: str, loop: CommitLoop) -> set[int]:
+    """read_committed sees every transaction on all of its partitions, once, or on
+    none; every commit the producer saw succeed, none it aborted. The visible ones."""
+    visible: dict[int, int] = {}
+    for topic in loop.topics:
+        for values in read_all(bootstrap, topic, loop.partitions).values():
+            for value in values:
+                visible[int(value)] = visible.get(int(value), 0) + 1
+    everywhere = len(loop.topics) * loop.partitions
+    assert {n: c for n, c in visible.items() if c != everywhere} == {}
+    assert set(loop.committed) <= set(visible)
+    assert set(loop.aborted) & set(visible) == set()
+    assert set(visible) <= set(loop.attempted)
+    return set(visible)
+
+
+def partition_leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    """Partition -> leader broker id, from the metadata."""
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    metadata = admin.list_topics(topic, timeout=30)
+    return {p.id: p.leader for p in metadata.topics[topic].partitions.values()}
+
+
+def create_rf3_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> None:
+    """A topic with replication factor 3 and ``min.insync.replicas=2``, right after a
+    cluster started: the controller may not count every registered broker yet and answer
+    INVALID_REPLICATION_FACTOR for a moment (seen once in 40 runs), so that is retried."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            create_topic(
+                bootstrap,
+                topic,
+                partitions=partitions,
+                replication_factor=3,
+                config={"min.insync.replicas": "2"},
+            )
+            return
+        except confluent_kafka.KafkaException as error:
+            code = error.args[0].code()
+            if code != confluent_kafka.KafkaError.INVALID_REPLICATION_FACTOR:
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
