@@ -232,6 +232,24 @@ class GregorClusterTarget(Target):
     def start(self) -> None:
         self.cluster.start(120)
         self.bootstrap = self.cluster.bootstrap_servers
+        self._wait_for_every_broker_to_see_the_cluster()
+
+    def _wait_for_every_broker_to_see_the_cluster(self, timeout: float = 60) -> None:
+        """Registered in ZooKeeper is not yet known to every broker: a CreateTopics with
+        RF=3 answered by a broker whose metadata cache still lists two brokers fails with
+        INVALID_REPLICATION_FACTOR. Wait until each broker's Metadata lists all of them."""
+        from confluent_kafka.admin import AdminClient
+
+        from gregor_broker.cli.kafka_api import client_config
+
+        wanted = len(self.cluster.brokers)
+        deadline = time.monotonic() + timeout
+        for broker in self.cluster.brokers:
+            admin = AdminClient(client_config(broker.bootstrap))
+            while len(admin.list_topics(timeout=10).brokers) < wanted:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"broker {broker.broker_id} does not list {wanted} brokers")
+                time.sleep(0.1)
 
     def stop(self) -> None:
         self._admin = None

@@ -88,7 +88,7 @@ class FetchReader:
         from_follower = self.replica_id >= 0
         client_rack = self.client_rack
         quota = replicas.leader_replication_quota
-        bound = (
+        leader_rate = (
             parse_rate(metadata.dynamic_broker_config(broker_id, LEADER_RATE))
             if from_follower
             else None
@@ -101,7 +101,7 @@ class FetchReader:
             result = TopicResult(name or "", run.topic_id)
             topics.append(result)
             topic_config = None
-            if bound is not None and name is not None:
+            if leader_rate is not None and name is not None:
                 info = metadata.topics.get(name)
                 topic_config = info.config if info is not None and info.config else None
             for requested in run.partitions:
@@ -154,16 +154,16 @@ class FetchReader:
                 # FetchTxnCommitted); the others read up to the high watermark.
                 if self.read_committed and not from_follower:
                     stable = partition_log.last_stable_offset
-                    bound: int | None = stable
+                    max_offset: int | None = stable
                 else:
                     stable = partition_log.known_last_stable_offset
-                    bound = None if from_follower else high_watermark
+                    max_offset = None if from_follower else high_watermark
                 try:
                     # Followers copy up to the log end; consumers see committed data only.
                     region = partition_log.read(
                         requested.fetch_offset,
                         limit,
-                        max_offset=bound,
+                        max_offset=max_offset,
                         min_one_batch=total == 0,
                     )
                 except OffsetOutOfRange:
@@ -194,9 +194,9 @@ class FetchReader:
                 if (
                     size
                     and throttled
-                    and bound is not None
+                    and leader_rate is not None
                     and self.replica_id not in partition.isr
-                    and quota.exceeded(bound, self.throttled_bytes)
+                    and quota.exceeded(leader_rate, self.throttled_bytes)
                 ):
                     # Matches Kafka's ReplicaManager.shouldLeaderThrottle: over the leader
                     # quota, an out-of-sync follower gets the partition with no records
@@ -232,8 +232,8 @@ class FetchReader:
                         aborted_transactions=aborted,
                     )
                 )
-        if self.held_back and bound is not None:
-            self.throttle_retry_s = quota.delay(bound)
+        if self.held_back and leader_rate is not None:
+            self.throttle_retry_s = quota.delay(leader_rate)
         return topics, total
 
     def count_bytes_out(self, topics: list[TopicResult]) -> None:
