@@ -14,7 +14,7 @@ partitions runs in a worker thread, so no request holds the event loop for long.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -54,11 +54,13 @@ class _Placement:
     count: int
     replication_factor: int
     start_partition_id: int = 0
+    # ZooKeeper's registered brokers, asked when the cached ones are too few.
+    registered: Callable[[], Mapping[int, str | None]] | None = None
 
-    def place(self) -> dict[int, list[int]]:
+    def place(self, brokers: Mapping[int, str | None] | None = None) -> dict[int, list[int]]:
         try:
             assignment = assign_replicas(
-                self.brokers,
+                self.brokers if brokers is None else brokers,
                 self.count,
                 self.replication_factor,
                 start_partition_id=self.start_partition_id,
@@ -68,9 +70,17 @@ class _Placement:
         return {p: list(r) for p, r in assignment.items()}
 
     async def place_off_loop(self) -> dict[int, list[int]]:
+        brokers = self.brokers
+        if len(brokers) < self.replication_factor and self.registered is not None:
+            # The metadata cache learns of brokers through a watch, so right after a broker
+            # registers it can lag ZooKeeper (a cluster that just started refused RF=3
+            # with "larger than available brokers: 2"). Ask ZooKeeper before refusing.
+            fresh = await asyncio.to_thread(self.registered)
+            if len(fresh) > len(brokers):
+                brokers = fresh
         if self.count <= _PLACE_ON_LOOP_MAX:
-            return self.place()
-        return await asyncio.to_thread(self.place)
+            return self.place(brokers)
+        return await asyncio.to_thread(self.place, brokers)
 
 
 class TopicAdmin:
@@ -78,6 +88,13 @@ class TopicAdmin:
         self.config = config
         self.metadata = metadata
         self.admin = admin
+
+    def _registered_brokers(self) -> dict[int, str | None]:
+        """Broker id -> rack of every broker registered in ZooKeeper (blocking)."""
+        return {
+            broker_id: registration.rack
+            for broker_id, registration in self.admin.list_brokers().items()
+        }
 
     def plan_topic(
         self,
@@ -164,7 +181,7 @@ class TopicAdmin:
                 ErrorCode.invalid_replication_factor,
                 f"replication factor must be at least 1, got {replicas}",
             )
-        return _Placement(brokers, partitions, replicas)
+        return _Placement(brokers, partitions, replicas, registered=self._registered_brokers)
 
     def _check_assignment(
         self, assignments: Mapping[int, list[int]], brokers: Mapping[int, str | None]
@@ -308,7 +325,9 @@ class TopicAdmin:
             plan = self._check_assignment({i: list(a) for i, a in enumerate(assignments)}, brokers)
             new = {current + i: replicas for i, replicas in plan.items()}
         else:
-            placement = _Placement(brokers, new_count, replication_factor, current)
+            placement = _Placement(
+                brokers, new_count, replication_factor, current, self._registered_brokers
+            )
             new = await placement.place_off_loop()
         if not validate_only:
             await asyncio.to_thread(self.admin.add_partitions, name, new)
