@@ -6,6 +6,7 @@ partitions offline is refused with the partitions named, restarting nothing."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 import time
@@ -177,8 +178,12 @@ def test_a_config_change_rolls_the_brokers_safely_under_acks_all_load(
         assert watcher.leaderless == []
         # Progress showed in status: pending brokers went down one at a time.
         pending = [p for phase, p in sampler.seen if phase == "RollingRestart"]
-        assert pending and len(pending[0]) == 3, sampler.seen
-        assert {len(p) for p in pending} >= {3, 2, 1}, sampler.seen
+        # (A sampler on a loaded machine can miss the first step, so the first pending
+        # set seen may already be short of the whole cluster.)
+        assert pending and len(pending[0]) >= 2, sampler.seen
+        assert all(set(b) <= set(a) for a, b in itertools.pairwise(pending)), sampler.seen
+        assert pending[-1] == (), sampler.seen
+        assert {len(p) for p in pending} >= {2, 1}, sampler.seen
 
         # A topic with one replica per partition on every broker: any restart takes some of
         # its partitions offline, so the next roll is refused and nothing restarts.
