@@ -356,6 +356,11 @@ async def handle_offset_commit(
                     k: (replicated if v is ErrorCode.none else v) for k, v in results.items()
                 }
         errors.update(results)
+    return commit_response(errors)
+
+
+def commit_response(errors: dict[tuple[str, int], Any]) -> dict[str, Any]:
+    """An OffsetCommit / TxnOffsetCommit body: each partition's error, grouped by topic."""
     topics: dict[str, list[dict[str, Any]]] = {}
     for (name, index), code in errors.items():
         topics.setdefault(name, []).append({"partition_index": index, "error_code": code})

@@ -28,7 +28,7 @@ from ...protocol.requests import (
 )
 from ..request_router import RequestContext
 from ..services import BrokerServices
-from .groups import hashes_group_ids_off_loop, offsets_to_commit
+from .groups import commit_response, hashes_group_ids_off_loop, offsets_to_commit
 
 _EPOCH = datetime.datetime.fromtimestamp(0, tz=datetime.UTC)
 
@@ -198,14 +198,10 @@ async def handle_txn_offset_commit(
                     k: (replicated if v is ErrorCode.none else v) for k, v in results.items()
                 }
         errors.update(results)
-    topics: dict[str, list[dict[str, Any]]] = {}
-    for (name, index), code in errors.items():
-        code = fenced_error(code, context.version, FENCED_SINCE["txn_offset_commit"])
-        topics.setdefault(name, []).append({"partition_index": index, "error_code": code})
-    return {
-        "throttle_time": 0,
-        "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
-    }
+    since = FENCED_SINCE["txn_offset_commit"]
+    return commit_response(
+        {key: fenced_error(code, context.version, since) for key, code in errors.items()}
+    )
 
 
 # -- DescribeTransactions / ListTransactions ---------------------------------------------------
