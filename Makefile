@@ -84,7 +84,7 @@ stop:
 	@if [ -x $(BIN)/gregor ]; then $(BIN)/gregor local down --data-dir $(DATA_DIR); \
 	else echo "No .venv: nothing to stop."; fi
 
-test: deps venv kafkajs
+test: deps venv kafkajs helm
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup \
 		$$($(BIN)/python -c 'import pytest_timeout' 2>/dev/null && echo --timeout=$(PYTEST_TIMEOUT)) \
 		$(PYTEST_ARGS)
