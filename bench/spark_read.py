@@ -20,6 +20,7 @@ import os
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from bench.clients import consumer_config, producer_config
@@ -49,6 +50,7 @@ def raw(args: argparse.Namespace) -> dict[str, Any]:
     consumer = Consumer(consumer_config(args.bootstrap))
     consumer.assign([TopicPartition(args.topic, p, 0) for p in range(args.partitions)])
     received = payload = 0
+    newest = last_offset = 0
     started = None
     deadline = time.perf_counter() + 900
     try:
@@ -57,15 +59,27 @@ def raw(args: argparse.Namespace) -> dict[str, Any]:
                 if message.error() is None:
                     if started is None:
                         started = time.perf_counter()
+                    # The work Spark's rows stand for: every record's key, value, offset and
+                    # timestamp decoded (the Spark side turns all of them into columns).
+                    key, value = message.key(), message.value()
+                    _, millis = message.timestamp()
+                    newest = max(newest, millis)
+                    last_offset = message.offset()
                     received += 1
-                    payload += len(message.value())
+                    payload += len(value) + (len(key) if key is not None else 0)
         seconds = time.perf_counter() - (started or time.perf_counter())
     finally:
         consumer.close()
-    return {"records": received, "bytes": payload, "seconds": seconds}
+    return {
+        "records": received,
+        "bytes": payload,
+        "seconds": seconds,
+        "newest_timestamp_ms": newest,
+        "last_offset": last_offset,
+    }
 
 
-def spark_session():
+def spark_session(event_dir: str):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
@@ -80,14 +94,64 @@ def spark_session():
         # Python workers connect back to the JVM within this time (default 15 s); a busy
         # 2-core machine can take longer to start one.
         .config("spark.python.authenticate.socketTimeout", "120s")
+        # Spark's event log (read back by ``phases``): where the timed window's time went.
+        .config("spark.eventLog.enabled", "true")
+        .config("spark.eventLog.compress", "false")
+        .config("spark.eventLog.dir", event_dir)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 
+def phases(event_dir: str, started: float, finished: float) -> dict[str, Any]:
+    """Where a timed Spark window went, from Spark's event log (epoch milliseconds):
+
+    - ``to_job_s``: from the clock's start to the first job's submission (query planning,
+      which for a Python data source runs ``partitions()`` in a Python planning worker
+      that Spark starts for it, or a streaming query's start-up);
+    - ``to_first_task_s``: to the first task's launch (scheduling);
+    - ``tasks_s``: first task launch to last task end (the reading itself; the first task
+      in each Python worker includes that worker's start);
+    - ``task_run_s``: each task's run time, in launch order;
+    - ``after_s``: last task end to the clock's stop (commit, job end).
+    """
+    jobs: list[int] = []
+    tasks: list[tuple[int, int, int]] = []
+    for path in Path(event_dir).rglob("events_*"):
+        with path.open() as lines:
+            for line in lines:
+                event = json.loads(line)
+                kind = event["Event"]
+                if kind == "SparkListenerJobStart":
+                    jobs.append(event["Submission Time"])
+                elif kind == "SparkListenerTaskEnd":
+                    info = event["Task Info"]
+                    run_ms = event.get("Task Metrics", {}).get("Executor Run Time", 0)
+                    tasks.append((info["Launch Time"], info["Finish Time"], run_ms))
+    start_ms, end_ms = started * 1000, finished * 1000
+    jobs = [t for t in jobs if start_ms <= t <= end_ms]
+    tasks = sorted(t for t in tasks if start_ms <= t[0] <= end_ms)
+    if not jobs or not tasks:
+        return {}
+    first_launch = tasks[0][0]
+    last_end = max(t[1] for t in tasks)
+    return {
+        "to_job_s": round((jobs[0] - start_ms) / 1000, 2),
+        "to_first_task_s": round((first_launch - jobs[0]) / 1000, 2),
+        "tasks_s": round((last_end - first_launch) / 1000, 2),
+        "task_run_s": [round(t[2] / 1000, 2) for t in tasks],
+        "after_s": round((end_ms - last_end) / 1000, 2),
+    }
+
+
 def batch(args: argparse.Namespace) -> dict[str, Any]:
-    spark = spark_session()
+    with tempfile.TemporaryDirectory(prefix="gregor-bench-events-") as events:
+        return _batch(args, events)
+
+
+def _batch(args: argparse.Namespace, events: str) -> dict[str, Any]:
+    spark = spark_session(events)
     try:
         df = (
             spark.read.format("gregor")
@@ -95,18 +159,29 @@ def batch(args: argparse.Namespace) -> dict[str, Any]:
             .option("subscribe", args.topic)
             .load()
         )
-        started = time.perf_counter()
+        wall_started, started = time.time(), time.perf_counter()
         df.write.format("noop").mode("overwrite").save()
         seconds = time.perf_counter() - started
+        wall_finished = time.time()
         # Counted after the clock stops: the number of rows the timed job produced.
         records = df.count()
     finally:
         spark.stop()
-    return {"records": records, "bytes": records * args.size, "seconds": seconds}
+    return {
+        "records": records,
+        "bytes": records * args.size,
+        "seconds": seconds,
+        "phases": phases(events, wall_started, wall_finished),
+    }
 
 
 def stream(args: argparse.Namespace) -> dict[str, Any]:
-    spark = spark_session()
+    with tempfile.TemporaryDirectory(prefix="gregor-bench-events-") as events:
+        return _stream(args, events)
+
+
+def _stream(args: argparse.Namespace, events: str) -> dict[str, Any]:
+    spark = spark_session(events)
     try:
         with tempfile.TemporaryDirectory(prefix="gregor-bench-stream-") as checkpoint:
             query = (
@@ -119,14 +194,20 @@ def stream(args: argparse.Namespace) -> dict[str, Any]:
                 .option("checkpointLocation", checkpoint)
                 .trigger(availableNow=True)
             )
-            started = time.perf_counter()
+            wall_started, started = time.time(), time.perf_counter()
             running = query.start()
             running.awaitTermination()
             seconds = time.perf_counter() - started
+            wall_finished = time.time()
             records = sum(p["numInputRows"] for p in running.recentProgress)
     finally:
         spark.stop()
-    return {"records": records, "bytes": records * args.size, "seconds": seconds}
+    return {
+        "records": records,
+        "bytes": records * args.size,
+        "seconds": seconds,
+        "phases": phases(events, wall_started, wall_finished),
+    }
 
 
 KINDS = {"fill": fill, "raw": raw, "batch": batch, "stream": stream}
