@@ -5,7 +5,8 @@
 and write through confluent-kafka. Modules:
 
 - ``options``: parses and validates the options, with Spark's rejections and messages (pure).
-- ``schema``: the row schema and the Arrow record batches built from fetched messages.
+- ``schema``: the row schema as Spark's DDL (pure: no pyarrow in Spark's lookup workers).
+- ``arrow_batch``: the Arrow record batches built from fetched messages.
 - ``planning``: offset ranges to Spark partitions, admission control per trigger (pure).
 - ``client``: driver-side metadata and offset look-ups, group commits (confluent-kafka).
 - ``fetch``: what one task does to read one offset range.

@@ -21,10 +21,10 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from pyspark.sql.datasource import InputPartition
 
+from gregor_spark.arrow_batch import record_batch
 from gregor_spark.client import consumer_config
 from gregor_spark.options import SourceOptions
 from gregor_spark.planning import OffsetRange
-from gregor_spark.schema import record_batch
 
 log = logging.getLogger("gregor_spark")
 

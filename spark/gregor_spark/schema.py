@@ -1,20 +1,12 @@
-"""The rows the source returns: Spark's Kafka schema, and Arrow batches built from messages.
+"""The rows the source returns: exactly Spark's Kafka schema, as the DDL Spark asks for.
 
-The schema is exactly Spark's ``KafkaRecordToRowConverter.kafkaSchema`` (headers only with
-``includeHeaders``). ``record_batch`` turns one fetched list of confluent-kafka messages into
-one ``pyarrow.RecordBatch`` column by column: Spark takes Arrow batches without converting row
-by row, which is what makes the Python source fast.
+The schema is Spark's ``KafkaRecordToRowConverter.kafkaSchema`` (headers only with
+``includeHeaders``). Pure: ``DataSource.schema()`` runs in the short-lived Python workers
+Spark starts to look the source up and create it, which need neither pyarrow nor a Kafka
+client; the Arrow side of the same schema is ``arrow_batch``.
 """
 
 from __future__ import annotations
-
-import array
-import itertools
-from collections.abc import Sequence
-
-import pyarrow as pa
-import pyarrow.compute as pc
-from confluent_kafka import Message
 
 BASE_DDL = (
     "key binary, value binary, topic string, partition int, offset long, "
@@ -22,73 +14,6 @@ BASE_DDL = (
 )
 HEADERS_DDL = "headers array<struct<key: string, value: binary>>"
 
-TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
-HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-BASE_FIELDS = [
-    ("key", pa.binary()),
-    ("value", pa.binary()),
-    ("topic", pa.string()),
-    ("partition", pa.int32()),
-    ("offset", pa.int64()),
-    ("timestamp", TIMESTAMP_TYPE),
-    ("timestampType", pa.int32()),
-]
-
 
 def ddl(include_headers: bool) -> str:
     return f"{BASE_DDL}, {HEADERS_DDL}" if include_headers else BASE_DDL
-
-
-def arrow_schema(include_headers: bool) -> pa.Schema:
-    fields = [*BASE_FIELDS, ("headers", HEADERS_TYPE)] if include_headers else BASE_FIELDS
-    return pa.schema(fields)
-
-
-def binary_column(items: list[bytes | None]) -> pa.Array:
-    """An Arrow ``binary`` column from Python bytes. Without nulls it is one join of the
-    values plus their running lengths, several times faster than ``pa.array`` converting
-    object by object; nulls (no key, tombstones) take ``pa.array``."""
-    if None in items:
-        return (
-            pa.nulls(len(items), pa.binary())
-            if items.count(None) == len(items)
-            else (pa.array(items, pa.binary()))
-        )
-    data = b"".join(items)
-    if len(data) >= 2**31:
-        return pa.array(items, pa.binary())
-    ends = array.array("i", itertools.accumulate(map(len, items), initial=0))
-    return pa.Array.from_buffers(
-        pa.binary(), len(items), [None, pa.py_buffer(ends), pa.py_buffer(data)]
-    )
-
-
-def record_batch(messages: Sequence[Message], include_headers: bool) -> pa.RecordBatch:
-    """One Arrow batch from confluent-kafka ``Message`` objects of one partition."""
-    count = len(messages)
-    first = messages[0]
-    # ``map`` over the unbound C methods calls into confluent-kafka without a Python frame per
-    # record; everything after that is whole-column Arrow work.
-    kinds, millis = zip(*map(Message.timestamp, messages), strict=True)
-    columns = [
-        binary_column(list(map(Message.key, messages))),
-        binary_column(list(map(Message.value, messages))),
-        pa.repeat(pa.scalar(first.topic(), pa.string()), count),
-        pa.repeat(pa.scalar(first.partition(), pa.int32()), count),
-        pa.array(list(map(Message.offset, messages)), pa.int64()),
-        pc.multiply(pa.array(millis, pa.int64()), 1000).cast(TIMESTAMP_TYPE),
-        # Kafka's timestamp type: librdkafka says 0 (none), 1 (CreateTime), 2 (LogAppendTime);
-        # Spark (the Java client's TimestampType.id) says -1, 0 and 1.
-        pc.subtract(pa.array(kinds, pa.int32()), pa.scalar(1, pa.int32())),
-    ]
-    if include_headers:
-        columns.append(
-            pa.array(
-                [
-                    [{"key": k, "value": v} for k, v in headers] if headers else None
-                    for headers in map(Message.headers, messages)
-                ],
-                HEADERS_TYPE,
-            )
-        )
-    return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers))

@@ -10,7 +10,7 @@ import datetime as dt
 import pytest
 from confluent_kafka import Message
 
-from gregor_spark.schema import arrow_schema, binary_column, record_batch
+from gregor_spark.arrow_batch import arrow_schema, binary_column, record_batch
 
 UTC = dt.UTC
 
