@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gregor_broker.cluster.admin import ZkAdmin
+from gregor_broker.devtools.launcher import BrokerLauncher
 from gregor_broker.devtools.local_cluster import (
     BrokerProcess,
     log_tail,
@@ -58,24 +59,34 @@ class ChaosCluster:
     network_unavailable: str | None = None
     _zk: Any = None
     startup_exits: list[str] = field(default_factory=list)
+    # One broker zygote per broker host (devtools/launcher.py): a restart forks a fresh
+    # broker process in well under a second instead of importing it again for seconds.
+    launchers: list[BrokerLauncher] = field(default_factory=list)
     _admin_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # life cycle ------------------------------------------------------------------------
     @classmethod
-    def start(cls, directory: Path, *, brokers: int = 3, use_netns: bool = True) -> ChaosCluster:
+    def start(
+        cls,
+        directory: Path,
+        *,
+        brokers: int = 3,
+        use_netns: bool = True,
+        use_zygote: bool = True,
+    ) -> ChaosCluster:
         cluster = cls(Path(directory))
         reason = netns.unavailable_reason() if use_netns else "disabled (--no-netns)"
         cluster.network_unavailable = reason
         try:
             if reason is None:
                 cluster.network = netns.Network()
-            cluster._start_processes(brokers)
+            cluster._start_processes(brokers, use_zygote)
         except BaseException:
             cluster.stop()
             raise
         return cluster
 
-    def _start_processes(self, count: int) -> None:
+    def _start_processes(self, count: int, use_zygote: bool) -> None:
         racks = "abc"
         if self.network is not None:
             zk_host = self.network.add_host("zookeeper")
@@ -96,6 +107,11 @@ class ChaosCluster:
                     "port": NETNS_BROKER_PORT,
                     "command_prefix": self.network.command_prefix(host),
                 }
+            if use_zygote:
+                # Started under the host's prefix: its forks live in the broker's namespace.
+                launcher = BrokerLauncher(extra.get("command_prefix", ()))
+                self.launchers.append(launcher)
+                extra["launcher"] = launcher
             self.brokers[broker_id] = BrokerProcess(
                 broker_id=broker_id,
                 directory=self.directory / f"broker-{broker_id}",
@@ -123,6 +139,8 @@ class ChaosCluster:
             broker.signal(signal.SIGTERM)
         for broker in self.brokers.values():
             broker.stop()
+        for launcher in self.launchers:
+            launcher.close()
         self.close_admin()
         if self.zookeeper is not None:
             self.zookeeper.stop()

@@ -467,8 +467,9 @@ def crash_all(fault: Fault) -> str:
 def zookeeper_kill(fault: Fault) -> str:
     fault.claim(ZOOKEEPER)
     fault.cluster.kill_zookeeper()
-    # Sometimes shorter, sometimes longer than the brokers' session timeout.
-    down = fault.down_for(0.5, SESSION_S + 1.5)
+    # Sometimes shorter, sometimes longer than the brokers' session timeout (the restart
+    # adds its JVM start, 1-2.5 s, to the time ZooKeeper is away).
+    down = fault.down_for(0.5, SESSION_S + 1.0)
     fault.cluster.start_zookeeper()
     return f"kill -9 ZooKeeper, down {down:.1f} s"
 
@@ -476,19 +477,22 @@ def zookeeper_kill(fault: Fault) -> str:
 def zookeeper_pause(fault: Fault) -> str:
     fault.claim(ZOOKEEPER)
     fault.cluster.signal_zookeeper(signal.SIGSTOP)
-    stopped = fault.down_for(1.0, SESSION_S + 1.5)
+    stopped = fault.down_for(0.5, SESSION_S + 1.5)
     fault.cluster.signal_zookeeper(signal.SIGCONT)
     return f"SIGSTOP ZooKeeper for {stopped:.1f} s"
 
 
 def zookeeper_flap(fault: Fault) -> str:
     fault.claim(ZOOKEEPER)
-    flaps = fault.rng.randint(2, 4)
-    for _ in range(flaps):
+    # Each restart is a JVM start (1-2.5 s) before ZooKeeper serves again; up for a
+    # moment, enough for clients to reconnect and sessions to resume, then killed again.
+    flaps = fault.rng.randint(2, 3)
+    for flap in range(flaps):
         fault.cluster.kill_zookeeper()
         fault.down_for(0.1, 1.0)
         fault.cluster.start_zookeeper()
-        fault.down_for(0.3, 1.5)
+        if flap < flaps - 1:
+            fault.down_for(0.2, 1.0)
     return f"ZooKeeper killed and restarted {flaps} times"
 
 

@@ -114,9 +114,7 @@ class BrokerLauncher:
         self._closed = False
         self._reader = threading.Thread(target=self._read, name="zygote-reader", daemon=True)
         self._reader.start()
-        if not self._ready.wait(ready_timeout):
-            self.close()
-            raise LauncherError(f"broker zygote not ready within {ready_timeout:.0f} s")
+        self.ready_timeout = ready_timeout  # waited for at the first launch, not here
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -143,6 +141,8 @@ class BrokerLauncher:
         """Fork a broker running ``gregor_broker.cli.broker.main(argv)`` with stdout and
         stderr appended to ``log``."""
         request = {"argv": list(argv), "log": str(log), "cwd": str(cwd), "env": dict(env)}
+        if not self._ready.wait(self.ready_timeout):
+            raise LauncherError(f"broker zygote not ready within {self.ready_timeout:.0f} s")
         with self._lock:
             if self.process.poll() is not None or self.process.stdin is None:
                 raise LauncherError(f"broker zygote exited with {self.process.returncode}")
