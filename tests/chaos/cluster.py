@@ -215,7 +215,15 @@ class ChaosCluster:
                     broker.start()
                 started_ms = int(broker.started_at * 1000)
                 try:
-                    stat = self.admin().client.exists(f"/brokers/ids/{broker_id}")
+                    # Bounded: while ZooKeeper is away a plain exists() blocks until it is
+                    # back, and a broker that exited meanwhile (it gives up reaching
+                    # ZooKeeper after zookeeper.connection.timeout.ms) was not restarted
+                    # until then: 20 s and more of a broker down for nothing.
+                    stat = (
+                        self.admin()
+                        .client.exists_async(f"/brokers/ids/{broker_id}")
+                        .get(timeout=1.0)
+                    )
                 except Exception:  # ZooKeeper unreachable for now
                     continue
                 if stat is not None and stat.ctime >= started_ms:
