@@ -78,12 +78,15 @@ class Claims:
     ``acquire`` waits until every named resource is free and no earlier waiter wants any
     of them, then takes them all at once (no fault ever holds some while waiting for
     others, so there is no deadlock). ``try_acquire`` takes them only if that is possible
-    right now; faults whose victim moves (the controller, a partition's leader) retry it.
+    right now. ``acquire_moving`` waits in the same line for one resource that may change
+    while it waits (the controller, a partition's leader): without a place in line such a
+    fault lost every race to the queued ones and waited minutes (106 s seen) for a leader.
     """
 
     def __init__(self) -> None:
         self._held: set[str] = set()
-        self._waiting: list[tuple[int, frozenset[str]]] = []
+        # [ticket, resources]: a moving waiter's resources change while it waits.
+        self._waiting: list[list] = []
         self._tickets = itertools.count()
         self._condition = threading.Condition()
 
@@ -108,7 +111,7 @@ class Claims:
         deadline = time.monotonic() + timeout
         with self._condition:
             ticket = next(self._tickets)
-            entry = (ticket, wanted)
+            entry = [ticket, wanted]
             self._waiting.append(entry)
             try:
                 while not self._free(wanted, ticket):
@@ -121,14 +124,45 @@ class Claims:
                 self._waiting.remove(entry)
                 self._condition.notify_all()
 
+    def acquire_moving(self, target: Callable[[], str | None], timeout: float) -> str:
+        """Wait in line for the resource ``target()`` names (asked again every 0.2 s and
+        whenever a claim changes; None or an exception: nothing to claim right now), take
+        it and return it. The place in line is kept while the target moves."""
+        deadline = time.monotonic() + timeout
+        with self._condition:
+            ticket = next(self._tickets)
+            entry: list = [ticket, frozenset()]
+            self._waiting.append(entry)
+        try:
+            while True:
+                try:
+                    resource = target()
+                except Exception:  # e.g. ZooKeeper down: ask again
+                    resource = None
+                with self._condition:
+                    if resource is not None:
+                        wanted = frozenset([resource])
+                        if entry[1] != wanted:
+                            entry[1] = wanted
+                            self._condition.notify_all()  # a resource it no longer wants
+                        if self._free(wanted, ticket):
+                            self._held |= wanted
+                            return resource
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise TimeoutError(
+                            f"no {resource or 'resource'} to claim in {timeout:.0f} s"
+                        )
+                    self._condition.wait(min(remaining, 0.2))
+        finally:
+            with self._condition:
+                self._waiting.remove(entry)
+                self._condition.notify_all()
+
     def release(self, resources: Iterable[str]) -> None:
         with self._condition:
             self._held -= set(resources)
             self._condition.notify_all()
-
-    def wait_for_change(self, timeout: float) -> None:
-        with self._condition:
-            self._condition.wait(timeout)
 
 
 @dataclass
@@ -157,20 +191,22 @@ class Fault:
     def claim_broker_of(self, victim: Callable[[], int]) -> int:
         """Claim the broker ``victim()`` names now (asked again while it is claimed, since
         the controller or a leader moves meanwhile); returns it."""
-        timeout = self.nemesis.claim_timeout()
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                broker_id = victim()
-            except Exception:  # ZooKeeper down: ask again
-                broker_id = None
-            if broker_id is not None and self.nemesis.claims.try_acquire([broker_claim(broker_id)]):
-                self._granted([broker_claim(broker_id)])
-                return broker_id
-            if time.monotonic() > deadline:
-                self.nemesis.check_campaign_over()
-                raise TimeoutError(f"no broker to claim within {timeout:.0f} s")
-            self.nemesis.claims.wait_for_change(0.2)
+        claims: dict[str, int] = {}
+
+        def target() -> str | None:
+            broker_id = victim()
+            if broker_id is None:
+                return None
+            claims[broker_claim(broker_id)] = broker_id
+            return broker_claim(broker_id)
+
+        try:
+            claimed = self.nemesis.claims.acquire_moving(target, self.nemesis.claim_timeout())
+        except TimeoutError:
+            self.nemesis.check_campaign_over()
+            raise
+        self._granted([claimed])
+        return claims[claimed]
 
     def _granted(self, resources: Iterable[str]) -> None:
         self.held.extend(resources)
