@@ -118,7 +118,11 @@ def zookeeper_client(connect: str, timeout: float = 10.0):  # -> kazoo.client.Ka
     """A started kazoo client; ``connect`` may carry a chroot (``host:port/chroot``)."""
     from kazoo.client import KazooClient  # kazoo is slow to import; only load it when needed
 
-    client = KazooClient(hosts=connect, timeout=timeout)
+    from gregor_broker.cluster.admin import ZOOKEEPER_CONNECTION_RETRY
+
+    client = KazooClient(
+        hosts=connect, timeout=timeout, connection_retry=ZOOKEEPER_CONNECTION_RETRY
+    )
     with warnings.catch_warnings():
         # The broker creates its chroot when it first registers (as Kafka does); until then
         # lookups simply find nothing.
