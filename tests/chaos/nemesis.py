@@ -10,9 +10,10 @@ pauses under load.
 
 **Overlapping** (``concurrency=N``): N workers draw kinds from one shared shuffled deck
 and run their faults at the same time. A fault first takes *claims* on what it will
-touch, so two faults never fight over one process: a broker for kill, zombie, torn-tail
-and network faults; ZooKeeper for the ZooKeeper faults; every broker for ``crash_all``;
-its partition for ``reassign``. Claims are granted in the
+touch, so two faults never fight over one process: a broker for kill, zombie and
+torn-tail faults; a broker host's network for the network faults (they may overlap a
+process fault on the same broker); ZooKeeper for the ZooKeeper faults; every broker for
+``crash_all``; its partition for ``reassign``. Claims are granted in the
 order they were asked for, so ``crash_all`` is not starved by single-broker faults. A
 worker waits only a short pause between its faults (no cluster-wide settle); the
 campaign settles once at the end, before the checker.
@@ -48,6 +49,13 @@ ZOOKEEPER = "zookeeper"
 
 def broker_claim(broker_id: int) -> str:
     return f"broker {broker_id}"
+
+
+def network_claim(broker_id: int) -> str:
+    """A broker host's network: the network faults cut it, the process faults leave it
+    alone, so the two kinds may hit one broker at once (a broker killed, restarted or
+    stopped while cut off is a fault a real network gives too)."""
+    return f"network {broker_id}"
 
 
 def partition_claim(partition: int) -> str:
@@ -188,17 +196,20 @@ class Fault:
             raise
         self._granted(resources)
 
-    def claim_broker_of(self, victim: Callable[[], int]) -> int:
+    def claim_broker_of(
+        self, victim: Callable[[], int], claim_of: Callable[[int], str] = broker_claim
+    ) -> int:
         """Claim the broker ``victim()`` names now (asked again while it is claimed, since
-        the controller or a leader moves meanwhile); returns it."""
+        the controller or a leader moves meanwhile), or with ``claim_of=network_claim`` its
+        network; returns it."""
         claims: dict[str, int] = {}
 
         def target() -> str | None:
             broker_id = victim()
             if broker_id is None:
                 return None
-            claims[broker_claim(broker_id)] = broker_id
-            return broker_claim(broker_id)
+            claims[claim_of(broker_id)] = broker_id
+            return claim_of(broker_id)
 
         try:
             claimed = self.nemesis.claims.acquire_moving(target, self.nemesis.claim_timeout())
@@ -225,11 +236,11 @@ class Fault:
             with contextlib.suppress(Exception):
                 cluster.start_zookeeper()
         for broker_id, broker in cluster.brokers.items():
-            if broker_claim(broker_id) not in self.held:
-                continue
-            if cluster.network is not None:
+            if network_claim(broker_id) in self.held and cluster.network is not None:
                 with contextlib.suppress(Exception):
                     cluster.heal(broker_id)
+            if broker_claim(broker_id) not in self.held:
+                continue
             broker.resume()
             if not broker.is_running():
                 with contextlib.suppress(Exception):
@@ -244,8 +255,11 @@ class Fault:
         self.claim(broker_claim(victim))
         return victim
 
-    def claim_leader_of_random_partition(self) -> tuple[int, int]:
-        """A random partition and its leader (a random broker while it has none), claimed."""
+    def claim_leader_of_random_partition(
+        self, claim_of: Callable[[int], str] = broker_claim
+    ) -> tuple[int, int]:
+        """A random partition and its leader (a random broker while it has none), claimed
+        (the process, or with ``claim_of=network_claim`` the network of its host)."""
         partition = self.rng.randrange(self.nemesis.partitions)
         fallback = self.random_broker()
 
@@ -253,7 +267,7 @@ class Fault:
             state = self.cluster.partition_state(self.nemesis.topic, partition)
             return fallback if state is None or state.leader < 0 else state.leader
 
-        return partition, self.claim_broker_of(leader)
+        return partition, self.claim_broker_of(leader, claim_of)
 
     def down_for(self, low: float, high: float) -> float:
         seconds = self.rng.uniform(low, high)
@@ -582,7 +596,7 @@ def network_partition_inbound(fault: Fault) -> str:
 
 
 def _cut_off(fault: Fault, *, inbound_only: bool) -> str:
-    partition, victim = fault.claim_leader_of_random_partition()
+    partition, victim = fault.claim_leader_of_random_partition(network_claim)
     fault.cluster.cut_off(victim, inbound_only=inbound_only)
     try:
         # Sometimes shorter, sometimes longer than the session timeout.
