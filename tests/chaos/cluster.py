@@ -255,7 +255,9 @@ class ChaosCluster:
         broker = self.brokers[broker_id]
         assert not broker.is_running(), "tear a tail only while the broker is down"
         if partition is None:
-            directories = sorted(broker.log_dir.glob(f"{topic}-*"))
+            directories = sorted(
+                d for d in broker.log_dir.glob(f"{topic}-*") if d.name.rsplit("-", 1)[1].isdigit()
+            )
             candidates = [d for d in directories if any(d.glob("*.log"))]
             if not candidates:
                 return "no segment to tear"

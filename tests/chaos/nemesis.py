@@ -563,10 +563,11 @@ def torn_tail(fault: Fault) -> str:
     cluster = fault.cluster
     cluster.kill(victim)
     topic = fault.nemesis.topic
+    # Only live replica directories: a moved replica's ``<topic>-<n>.<id>-delete`` is not.
     present = sorted(
-        int(d.name.rsplit("-", 1)[1])
+        int(suffix)
         for d in cluster.brokers[victim].log_dir.glob(f"{topic}-*")
-        if any(d.glob("*.log"))
+        if (suffix := d.name.rsplit("-", 1)[1]).isdigit() and any(d.glob("*.log"))
     )
     out_of_sync: list[int] = []
 
