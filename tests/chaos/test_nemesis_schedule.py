@@ -153,3 +153,22 @@ def test_overlaps_are_counted_per_kind_and_pair(tmp_path: Path) -> None:
         "kill_broker + reassign": 1,
         "reassign + zookeeper_kill": 1,
     }
+
+
+def test_a_torn_tail_never_picks_a_moved_replicas_delete_directory(tmp_path: Path) -> None:
+    """A replica moved away leaves ``<topic>-<n>.<id>-delete`` until the broker removes it:
+    not a partition to tear (its name made the fault fail with ValueError: 'delete')."""
+    from gregor_broker.devtools.local_cluster import BrokerProcess
+
+    cluster = ChaosCluster(tmp_path)
+    broker = BrokerProcess(broker_id=1, directory=tmp_path / "broker-1", zookeeper_connect="")
+    cluster.brokers[1] = broker
+    for name in ("chaos-1", "chaos-2.0a1b-delete"):
+        (broker.log_dir / name).mkdir(parents=True)
+        (broker.log_dir / name / "00000000000000000000.log").write_bytes(b"x" * 10_000)
+    for seed in range(20):
+        what = cluster.tear_tail(1, random.Random(seed), "chaos")
+        assert "chaos-1/" in what, what
+    assert (
+        broker.log_dir / "chaos-2.0a1b-delete" / "00000000000000000000.log"
+    ).stat().st_size == 10_000
