@@ -24,70 +24,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
+from ..protocol.acl_operations import (
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    AclPermissionType,
+    AclResourceType,
+    PatternType,
+)
 
-class ResourceType(IntEnum):
-    """``org.apache.kafka.common.resource.ResourceType`` with its wire codes."""
-
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-    @property
-    def zk_name(self) -> str:
-        """Kafka's ``SecurityUtils.resourceTypeName``: ``TransactionalId``, as in znode paths."""
-        return _pascal(self.name)
-
-
-class AclOperation(IntEnum):
-    """``org.apache.kafka.common.acl.AclOperation`` with its wire codes."""
-
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-    @property
-    def zk_name(self) -> str:
-        """``SecurityUtils.operationName``: ``DescribeConfigs``, as stored in ZooKeeper."""
-        return _pascal(self.name)
-
-
-class PatternType(IntEnum):
-    """``org.apache.kafka.common.resource.PatternType``; ANY and MATCH only in filters."""
-
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class AclPermissionType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
-
-    @property
-    def zk_name(self) -> str:
-        return _pascal(self.name)
-
+ResourceType = AclResourceType
 
 WILDCARD_RESOURCE = "*"
 WILDCARD_HOST = "*"
@@ -95,53 +40,7 @@ WILDCARD_PRINCIPAL = "User:*"
 CLUSTER_NAME = "kafka-cluster"
 
 # The concrete resource types an ACL can name (Kafka's AclEntry.RESOURCE_TYPES).
-RESOURCE_TYPES = (
-    ResourceType.TOPIC,
-    ResourceType.GROUP,
-    ResourceType.CLUSTER,
-    ResourceType.TRANSACTIONAL_ID,
-    ResourceType.DELEGATION_TOKEN,
-    ResourceType.USER,
-)
-
-# Kafka's AclEntry.supportedOperations (ALL is accepted on every type).
-SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
-    ResourceType.TOPIC: frozenset(
-        {
-            AclOperation.READ,
-            AclOperation.WRITE,
-            AclOperation.CREATE,
-            AclOperation.DESCRIBE,
-            AclOperation.DELETE,
-            AclOperation.ALTER,
-            AclOperation.DESCRIBE_CONFIGS,
-            AclOperation.ALTER_CONFIGS,
-        }
-    ),
-    ResourceType.GROUP: frozenset(
-        {
-            AclOperation.READ,
-            AclOperation.DESCRIBE,
-            AclOperation.DELETE,
-            AclOperation.DESCRIBE_CONFIGS,
-            AclOperation.ALTER_CONFIGS,
-        }
-    ),
-    ResourceType.CLUSTER: frozenset(
-        {
-            AclOperation.CREATE,
-            AclOperation.CLUSTER_ACTION,
-            AclOperation.DESCRIBE_CONFIGS,
-            AclOperation.ALTER_CONFIGS,
-            AclOperation.IDEMPOTENT_WRITE,
-            AclOperation.ALTER,
-            AclOperation.DESCRIBE,
-        }
-    ),
-    ResourceType.TRANSACTIONAL_ID: frozenset({AclOperation.DESCRIBE, AclOperation.WRITE}),
-    ResourceType.DELEGATION_TOKEN: frozenset({AclOperation.DESCRIBE}),
-    ResourceType.USER: frozenset({AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS}),
-}
+RESOURCE_TYPES = tuple(SUPPORTED_OPERATIONS)
 
 # What an ALLOW of each operation also allows (AclOperation's javadoc; authorizeAction).
 _IMPLIED_BY: dict[AclOperation, tuple[AclOperation, ...]] = {
@@ -154,10 +53,6 @@ _IMPLIED_BY: dict[AclOperation, tuple[AclOperation, ...]] = {
     ),
     AclOperation.DESCRIBE_CONFIGS: (AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS),
 }
-
-
-def _pascal(name: str) -> str:
-    return "".join(part.capitalize() for part in name.split("_"))
 
 
 def _by_name(enum: type[IntEnum], text: str) -> IntEnum:
