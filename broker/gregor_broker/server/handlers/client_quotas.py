@@ -25,7 +25,7 @@ from ...cluster.client_quotas import (
 )
 from ...cluster.zk_paths import DEFAULT_ENTITY
 from ...protocol.requests import AlterClientQuotasRequest, DescribeClientQuotasRequest
-from ...security.acl import AclOperation, ResourceType
+from ...security.acl import AclOperation
 from ..request_router import RequestContext
 from ..services import BrokerServices
 

@@ -16,7 +16,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ...protocol.requests import DescribeLogDirsRequest
-from ...security.acl import AclOperation, ResourceType
+from ...security.acl import AclOperation
 from ..request_router import RequestContext
 from ..services import BrokerServices
 

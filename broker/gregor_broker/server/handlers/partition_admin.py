@@ -22,7 +22,7 @@ from ...protocol.requests import (
     ElectLeadersRequest,
     ListPartitionReassignmentsRequest,
 )
-from ...security.acl import AclOperation, ResourceType
+from ...security.acl import AclOperation
 from ..request_router import RequestContext
 from ..services import BrokerServices
 

@@ -27,13 +27,13 @@ from ...protocol.requests import (
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
 )
+from ...security.acl import AclOperation
 from ...security.scram import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,
     ScramCredential,
     credential_from_salted_password,
 )
-from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
