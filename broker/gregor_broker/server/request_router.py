@@ -79,6 +79,20 @@ class RequestContext:
         """The listener the request arrived on (None without a connection: unit tests)."""
         return self.connection.listener if self.connection is not None else None
 
+    @property
+    def principal(self) -> str:
+        """Who sent the request (Kafka's ``KafkaPrincipal``; User:ANONYMOUS unauthenticated)."""
+        return self.connection.principal if self.connection is not None else "User:ANONYMOUS"
+
+    @property
+    def host(self) -> str:
+        """The client's IP address, as ACL hosts name it."""
+        return self.connection.peer_host if self.connection is not None else ""
+
+    @property
+    def api_key(self) -> int:
+        return self.header.api_key
+
 
 @dataclass(slots=True)  # not frozen: a frozen __init__ costs ~10x (hot path)
 class RawResponse:
