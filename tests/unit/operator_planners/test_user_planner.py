@@ -1,0 +1,106 @@
+"""The User planner: what a spec asks for, what it refuses, and which ACL patterns change."""
+
+from __future__ import annotations
+
+from gregor_broker.protocol.acl_operations import AclOperation, AclPermissionType, PatternType
+from gregor_broker.security.acl import AclEntry, ResourcePattern, ResourceType
+from gregor_broker.security.scram import credential_from_password
+from gregor_operator.planners.users import (
+    credential_matches,
+    jaas_config,
+    plan_acl_updates,
+    plan_user,
+)
+
+TOPIC_X = ResourcePattern(ResourceType.TOPIC, "x")
+ORDERS = ResourcePattern(ResourceType.TOPIC, "orders-", PatternType.PREFIXED)
+
+
+def entry(principal: str, operation: AclOperation, allow: bool = True) -> AclEntry:
+    permission = AclPermissionType.ALLOW if allow else AclPermissionType.DENY
+    return AclEntry(principal, "*", operation, permission)
+
+
+def test_a_full_spec_becomes_a_credential_quotas_and_acls() -> None:
+    plan = plan_user("ns", "alice", {
+        "authentication": {"type": "scram-sha-256", "iterations": 8192},
+        "quotas": {"producerByteRate": 1024, "requestPercentage": 12.5},
+        "authorization": {"acls": [
+            {"resource": {"type": "topic", "name": "orders-", "patternType": "prefix"},
+             "operations": ["Read", "Write"]},
+            {"resource": {"type": "cluster"}, "operations": ["IdempotentWrite"], "type": "deny",
+             "host": "10.0.0.1"},
+        ]},
+    })  # fmt: skip
+    assert plan.refused is None
+    assert (plan.username, plan.mechanism, plan.iterations) == ("alice", "SCRAM-SHA-256", 8192)
+    assert plan.generated_secret == "alice" and plan.password_ref is None
+    assert plan.quotas == {
+        "producer_byte_rate": 1024.0,
+        "consumer_byte_rate": None,
+        "request_percentage": 12.5,
+    }
+    assert plan.acls[ORDERS] == {
+        entry("User:alice", AclOperation.READ),
+        entry("User:alice", AclOperation.WRITE),
+    }
+    cluster = ResourcePattern(ResourceType.CLUSTER, "kafka-cluster")
+    assert plan.acls[cluster] == {
+        AclEntry("User:alice", "10.0.0.1", AclOperation.IDEMPOTENT_WRITE, AclPermissionType.DENY)
+    }
+
+
+def test_user_name_and_password_secret_come_from_the_spec() -> None:
+    plan = plan_user("ns", "res", {"userName": "svc.orders", "authentication": {
+        "password": {"valueFrom": {"secretKeyRef": {"name": "pw"}}}}})  # fmt: skip
+    assert plan.username == "svc.orders" and plan.principal == "User:svc.orders"
+    assert plan.password_ref == ("pw", "password") and plan.generated_secret is None
+    assert plan.mechanism == "SCRAM-SHA-512"
+
+
+def test_refusals_name_the_resource_and_the_field() -> None:
+    cases = [
+        ({"userName": "<default>"}, "reserved"),
+        ({"authentication": {"type": "plain"}}, "spec.authentication.type"),
+        ({"authentication": {"iterations": 100}}, "iterations"),
+        ({"quotas": {"consumerByteRate": 0}}, "spec.quotas.consumerByteRate"),
+        ({"authorization": {"acls": [{"resource": {"type": "broker"}, "operations": ["Read"]}]}},
+         "acls[0].resource.type"),
+        ({"authorization": {"acls": [{"resource": {"type": "topic", "name": "t"},
+                                      "operations": ["Fly"]}]}}, "unknown operation"),
+        ({"authorization": {"acls": [{"resource": {"type": "group", "name": "g"},
+                                      "operations": ["Write"]}]}}, "not supported"),
+        ({"authorization": {"acls": [{"resource": {"type": "cluster", "name": "c"},
+                                      "operations": ["Alter"]}]}}, "kafka-cluster"),
+    ]  # fmt: skip
+    for spec, named in cases:
+        refused = plan_user("ns", "bad", spec).refused
+        assert refused is not None and named in refused and "User ns/bad" in refused, (
+            spec,
+            refused,
+        )
+
+
+def test_acl_updates_touch_only_the_principals_entries() -> None:
+    bob = entry("User:bob", AclOperation.READ)
+    old = entry("User:alice", AclOperation.WRITE)
+    new = entry("User:alice", AclOperation.READ)
+    stored = {TOPIC_X: frozenset({bob, old}), ORDERS: frozenset({bob})}
+    updates = plan_acl_updates("User:alice", {ORDERS: frozenset({new})}, stored)
+    assert updates == {TOPIC_X: frozenset({bob}), ORDERS: frozenset({bob, new})}
+    # Already as wanted: nothing to write.
+    assert plan_acl_updates("User:alice", {ORDERS: frozenset({new})},
+                            {ORDERS: frozenset({bob, new})}) == {}  # fmt: skip
+    # Nothing wanted: every pattern holding the principal's entries loses them.
+    assert plan_acl_updates("User:alice", {}, stored) == {TOPIC_X: frozenset({bob})}
+
+
+def test_a_stored_credential_is_recognised_by_its_password() -> None:
+    credential = credential_from_password("SCRAM-SHA-512", "s3cret", iterations=4096)
+    assert credential_matches(credential, "SCRAM-SHA-512", "s3cret")
+    assert not credential_matches(credential, "SCRAM-SHA-512", "other")
+    assert not credential_matches(None, "SCRAM-SHA-512", "s3cret")
+    assert jaas_config("a", 'p"w') == (
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="a" '
+        'password="p\\"w";'
+    )
