@@ -104,3 +104,67 @@ def test_a_stored_credential_is_recognised_by_its_password() -> None:
         'org.apache.kafka.common.security.scram.ScramLoginModule required username="a" '
         'password="p\\"w";'
     )
+
+
+def test_cluster_security_renders_listeners_tls_from_a_secret_and_the_inter_broker_login() -> None:
+    from gregor_operator.planners.cluster_objects import render
+
+    spec = {
+        "replicas": 3,
+        "zookeeper": {"connect": "zk:2181"},
+        "security": {
+            "clientProtocol": "SASL_SSL",
+            "interBrokerProtocol": "SASL_SSL",
+            "tls": {"secretName": "gregor-tls"},
+            "interBroker": {"credentialsSecret": "gregor-broker-login"},
+        },
+    }
+    config_map, headless, client, _pdb, statefulset = render("g", "ns", spec, 3)
+    properties = config_map["data"]["server.properties"]
+    for line in (
+        "listeners=CLIENT://0.0.0.0:9092,INTERNAL://0.0.0.0:9093",
+        "listener.security.protocol.map=CLIENT:SASL_SSL,INTERNAL:SASL_SSL",
+        "inter.broker.listener.name=INTERNAL",
+        "sasl.enabled.mechanisms=SCRAM-SHA-512",
+        "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
+        "ssl.keystore.type=PEM",
+    ):
+        assert line in properties.splitlines(), line
+    assert "BEGIN" not in properties and "password" not in properties  # secrets stay in env
+    container = statefulset["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["GREGOR_ADVERTISED_LISTENERS"]["value"] == (
+        "CLIENT://$(POD_NAME).g-brokers.ns.svc:9092,INTERNAL://$(POD_NAME).g-brokers.ns.svc:9093"
+    )
+    for variable, key in (
+        ("GREGOR_SSL_KEYSTORE_CERTIFICATE_CHAIN", "tls.crt"),
+        ("GREGOR_SSL_KEYSTORE_KEY", "tls.key"),
+        ("GREGOR_SSL_TRUSTSTORE_CERTIFICATES", "ca.crt"),
+        ("BROKER_SASL_PASSWORD", "password"),
+    ):
+        reference = env[variable]["valueFrom"]["secretKeyRef"]
+        assert reference["key"] == key
+    names = [e["name"] for e in container["env"]]
+    # $(VAR) expands only variables defined before it.
+    assert names.index("BROKER_SASL_PASSWORD") < names.index("GREGOR_SASL_JAAS_CONFIG")
+    assert 'password="$(BROKER_SASL_PASSWORD)"' in env["GREGOR_SASL_JAAS_CONFIG"]["value"]
+    assert [p["port"] for p in headless["spec"]["ports"]] == [9092, 9093]
+    assert [p["port"] for p in client["spec"]["ports"]] == [9092]
+
+
+def test_cluster_security_refusals_and_the_plaintext_default() -> None:
+    import pytest
+
+    from gregor_operator.planners.cluster_objects import render
+    from gregor_operator.planners.cluster_security import SecurityRefused
+
+    base = {"replicas": 1, "zookeeper": {"connect": "zk:2181"}}
+    plain = render("g", "ns", base, 1)
+    assert "listeners=PLAINTEXT://0.0.0.0:9092" in plain[0]["data"]["server.properties"]
+    for security, named in (
+        ({"clientProtocol": "SSL"}, "tls.secretName"),
+        ({"interBrokerProtocol": "SASL_PLAINTEXT"}, "credentialsSecret"),
+        ({"clientProtocol": "TLS"}, "clientProtocol"),
+    ):
+        with pytest.raises(SecurityRefused, match=named):
+            render("g", "ns", {**base, "security": security}, 1)
