@@ -19,12 +19,12 @@ from collections.abc import Callable
 import confluent_kafka.admin
 import pytest
 
+from gregor_broker.devtools.certificates import KEY_PASSWORD, make_certificates
 from gregor_broker.devtools.local_cluster import BrokerProcess
 from gregor_broker.devtools.zookeeper_server import free_port
 
 from .broker_helpers import create_topic, wait_for
 from .durability import NumberedProducer, lost_messages
-from .security.certificates import KEY_PASSWORD, make_certificates
 from .security.test_sasl_plaintext import gregor
 
 TOPIC = "durable"

@@ -15,9 +15,9 @@ import uuid
 import confluent_kafka
 import pytest
 
+from gregor_broker.devtools.certificates import KEY_PASSWORD, make_certificates
 from gregor_broker.devtools.zookeeper_server import free_port
 
-from .certificates import KEY_PASSWORD, make_certificates
 from .clients import Security
 from .test_sasl_plaintext import gregor, wait_for_login
 
