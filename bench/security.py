@@ -19,6 +19,7 @@ medians, ranges and the load average. ``make bench`` has the same comparison as 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -91,6 +92,20 @@ class SecureBroker:
         self.broker.stop()
         self.zookeeper.stop()
 
+    def cpu_seconds(self) -> float:
+        from bench.targets import process_cpu_seconds
+
+        assert self.broker.pid is not None
+        return process_cpu_seconds(self.broker.pid)
+
+    def delete_topic(self, topic: str) -> None:
+        import confluent_kafka.admin
+
+        admin = confluent_kafka.admin.AdminClient(_common(self.bootstrap["PLAINTEXT"], {}))
+        for future in admin.delete_topics([topic], operation_timeout=30).values():
+            with contextlib.suppress(Exception):  # best effort: only frees space
+                future.result(60)
+
 
 def client_config(protocol: str, ca: str) -> dict[str, str]:
     if protocol == "PLAINTEXT":
@@ -104,16 +119,20 @@ def client_config(protocol: str, ca: str) -> dict[str, str]:
     }
 
 
-def measure(
+def _common(bootstrap: str, security: dict[str, str]) -> dict[str, Any]:
+    from gregor_broker.cli.kafka_api import librdkafka_log
+
+    return {"bootstrap.servers": bootstrap, "logger": librdkafka_log, **security}
+
+
+def produce_phase(
     bootstrap: str, security: dict[str, str], topic: str, *, mib: int, partitions: int
 ) -> dict[str, float]:
-    """Create ``topic``, produce ``mib`` MiB of 1 KiB records, consume them all back."""
+    """Create ``topic`` and produce ``mib`` MiB of 1 KiB records to it (acks=1)."""
     import confluent_kafka
     import confluent_kafka.admin
 
-    from gregor_broker.cli.kafka_api import librdkafka_log
-
-    common = {"bootstrap.servers": bootstrap, "logger": librdkafka_log, **security}
+    common = _common(bootstrap, security)
     admin = confluent_kafka.admin.AdminClient(common)
     new = confluent_kafka.admin.NewTopic(topic, partitions, 1)
     for future in admin.create_topics([new]).values():
@@ -135,39 +154,59 @@ def measure(
                 producer.poll(0.01)
     if producer.flush(300) != 0:
         raise RuntimeError("produce did not finish")
-    produce_s = time.perf_counter() - started
+    return {"bytes": count * VALUE, "records": count, "seconds": time.perf_counter() - started}
+
+
+def consume_phase(
+    bootstrap: str, security: dict[str, str], topic: str, *, mib: int, partitions: int
+) -> dict[str, float]:
+    """Read the ``mib`` MiB ``produce_phase`` wrote, from offset 0 (the clock starts at the
+    first record: the login and the first metadata are not timed)."""
+    import confluent_kafka
+
+    count = mib * 1024
     consumer = confluent_kafka.Consumer(
-        {**common, "group.id": "bench-security", "enable.auto.commit": False,
-         "fetch.queue.backoff.ms": 1}
+        {**_common(bootstrap, security), "group.id": "bench-security",
+         "enable.auto.commit": False, "fetch.queue.backoff.ms": 1}
     )  # fmt: skip
-    consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
-    # The login and the first metadata before the clock: the first message starts it.
-    first = None
-    deadline = time.monotonic() + 60
-    while first is None and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is not None and message.error() is None:
-            first = message
-    if first is None:
-        raise RuntimeError("the consumer received nothing")
-    got, received = 1, len(first.value())
-    started = time.perf_counter()
-    deadline = time.monotonic() + 600
-    while got < count and time.monotonic() < deadline:
-        for message in consumer.consume(10_000, 0.5):
-            if message.error() is None:
-                got += 1
-                received += len(message.value())
-    consume_s = time.perf_counter() - started
-    consumer.close()
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
+        first = None
+        deadline = time.monotonic() + 60
+        while first is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                first = message
+        if first is None:
+            raise RuntimeError("the consumer received nothing")
+        got, received = 1, len(first.value())
+        started = time.perf_counter()
+        deadline = time.monotonic() + 600
+        while got < count and time.monotonic() < deadline:
+            for message in consumer.consume(10_000, 0.5):
+                if message.error() is None:
+                    got += 1
+                    received += len(message.value())
+        seconds = time.perf_counter() - started
+    finally:
+        consumer.close()
     if got < count:
         raise RuntimeError(f"consumed {got} of {count} records")
+    return {"bytes": received, "records": got, "seconds": seconds}
+
+
+def measure(
+    bootstrap: str, security: dict[str, str], topic: str, *, mib: int, partitions: int
+) -> dict[str, float]:
+    """Both phases on one new topic."""
+    produced = produce_phase(bootstrap, security, topic, mib=mib, partitions=partitions)
+    consumed = consume_phase(bootstrap, security, topic, mib=mib, partitions=partitions)
     return {
-        "bytes": count * VALUE,
-        "records": count,
-        "produce_seconds": produce_s,
-        "consume_seconds": consume_s,
-        "consumed_bytes": received,
+        "bytes": produced["bytes"],
+        "records": produced["records"],
+        "produce_seconds": produced["seconds"],
+        "consume_seconds": consumed["seconds"],
+        "consumed_bytes": consumed["bytes"],
     }
 
 
@@ -240,8 +279,13 @@ def measure_main(argv: list[str]) -> int:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--mib", type=int, default=64)
     parser.add_argument("--partitions", type=int, default=1)
+    parser.add_argument(
+        "--phase", choices=("both", "produce", "consume"), default="both",
+        help="produce to a new topic, consume what a produce phase wrote, or both",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    result = measure(
+    phase = {"both": measure, "produce": produce_phase, "consume": consume_phase}[args.phase]
+    result = phase(
         args.bootstrap,
         client_config(args.protocol, args.ca),
         args.topic,
