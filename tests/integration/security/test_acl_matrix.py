@@ -211,7 +211,7 @@ def test_deny_overrides_allow_and_hosts(acl_env: dict) -> None:
             AclPermissionType.DENY,
             pattern=ResourcePatternType.PREFIXED,
             host="127.0.0.1",
-        ),  # fmt: skip
+        ),
     )
     try:
         with UserClient(broker.sasl_bootstrap, "alice") as client:
