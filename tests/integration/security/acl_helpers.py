@@ -99,6 +99,27 @@ class UserClient(RawClient):
         )
         return {t.name: t.error_code for t in self.call(3, 12, body).topics}
 
+    def topic_ids(self, topics: list[str]) -> dict[str, uuid.UUID]:
+        body = request(
+            3,
+            12,
+            topics=[{"name": t, "topic_id": uuid.UUID(int=0)} for t in topics],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        return {t.name: t.topic_id for t in self.call(3, 12, body).topics}
+
+    def metadata_by_id(self, topic_id: uuid.UUID) -> tuple[str | None, uuid.UUID, ErrorCode]:
+        body = request(
+            3,
+            12,
+            topics=[{"name": None, "topic_id": topic_id}],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        (topic,) = self.call(3, 12, body).topics
+        return topic.name, topic.topic_id, topic.error_code
+
     def produce(self, topic: str, transactional_id: str | None = None) -> ErrorCode:
         body = request(
             0,

@@ -107,7 +107,11 @@ def remove(admin: AdminClient, principal: str) -> None:
 
 def test_without_acls_everything_is_refused_with_kafkas_codes(acl_env: dict) -> None:
     broker = acl_env["broker"]
+    with UserClient(broker.sasl_bootstrap, "admin") as admin:
+        orders_id = admin.topic_ids(["orders"])["orders"]
     with UserClient(broker.sasl_bootstrap, "alice") as alice:
+        # Asked for by id, the refusal carries the id but not the name.
+        assert alice.metadata_by_id(orders_id) == (None, orders_id, TAF)
         # Metadata hides what alice may not describe, and refuses what she names.
         assert alice.metadata(None) == {}
         assert alice.metadata(["orders"]) == {"orders": TAF}
