@@ -4,13 +4,17 @@ whose answers change without a restart."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
+import confluent_kafka
+import confluent_kafka.admin
+from kazoo.client import KazooClient
 from kio.schema.errors import ErrorCode
 
 from ..broker_helpers import create_topic, wait_for
-from .acl_helpers import USERS, UserClient, start_acl_broker
+from .acl_helpers import USERS, UserClient, librdkafka_login, start_acl_broker
 
 TIMEOUT = 60
 
@@ -101,3 +105,40 @@ def test_cli_and_api_changes_reach_both_brokers(broker_factory, zk_connect, tmp_
     finally:
         for client in clients:
             client.close()
+
+
+def test_followers_need_cluster_action(broker_factory, zk_connect) -> None:
+    """The brokers' own principal (User:ANONYMOUS on their PLAINTEXT listener) is no super
+    user here: followers' fetches are refused and the ISR shrinks to the leader, until
+    an ACL grants ClusterAction on the cluster; then the follower catches up and rejoins."""
+    options = {"super.users": "User:admin", "replica.lag.time.max.ms": "4000"}
+    brokers = [start_acl_broker(broker_factory, i, **options) for i in (1, 2)]
+    admin = confluent_kafka.admin.AdminClient(
+        {"bootstrap.servers": brokers[0].sasl_bootstrap, **librdkafka_login("admin")}
+    )
+    new = confluent_kafka.admin.NewTopic("replicated", 1, 2)
+    for future in admin.create_topics([new], operation_timeout=60).values():
+        future.result(90)
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": brokers[0].sasl_bootstrap, **librdkafka_login("admin"), "acks": 1}
+    )
+    producer.produce("replicated", b"x")
+    assert producer.flush(60) == 0
+    zk = KazooClient(hosts=zk_connect, timeout=10)
+    zk.start(timeout=15)
+    try:
+
+        def isr() -> list[int]:
+            data, _ = zk.get("/brokers/topics/replicated/partitions/0/state")
+            return json.loads(data)["isr"]
+
+        assert wait_for(lambda: len(isr()) == 1, TIMEOUT), isr()
+        added = gregor(
+            "acls", "add", "--zookeeper", zk_connect, "--allow-principal", "User:ANONYMOUS",
+            "--operation", "ClusterAction", "--cluster",
+        )  # fmt: skip
+        assert added.returncode == 0, added.stderr
+        assert wait_for(lambda: sorted(isr()) == [1, 2], TIMEOUT), isr()
+    finally:
+        zk.stop()
+        zk.close()
