@@ -4,14 +4,17 @@ notifications seen by a listener on another client."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 from kazoo.client import KazooClient
 
 from gregor_broker.cluster import acls as store
+from gregor_broker.config import load_broker_config
 from gregor_broker.security.acl import (
     AclBinding,
     AclBindingFilter,
@@ -24,6 +27,7 @@ from gregor_broker.security.acl import (
     ResourcePatternFilter,
     ResourceType,
 )
+from gregor_broker.server.authorizer import AclAuthorizer, build_authorizer
 
 ALICE_READ = AclEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
 BOB_WRITE = AclEntry("User:bob", "10.0.0.1", AclOperation.WRITE, AclPermissionType.DENY)
@@ -176,3 +180,104 @@ def test_listener_sees_changes_from_another_client(clients: list[KazooClient]) -
         time.sleep(0.1)
     listener.stop()
     assert set(seen) == {PREFIXED, ORDERS}
+
+
+@dataclass
+class Session:
+    """What a decision needs of a request (a RequestContext has these)."""
+
+    principal: str
+    host: str = "10.0.0.7"
+    api_key: int = 1
+
+
+def _authorizer(zk_connect: str, client: KazooClient, **keys: str) -> AclAuthorizer:
+    config = load_broker_config(
+        None,
+        {
+            "broker.id": "1",
+            "log.dirs": "/nonexistent",
+            "zookeeper.connect": zk_connect,
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            **keys,
+        },
+        env={},
+    )
+    authorizer = build_authorizer(config, client)
+    assert isinstance(authorizer, AclAuthorizer)
+    return authorizer
+
+
+def test_authorizer_loads_follows_counts_and_audits(
+    clients: list[KazooClient], zk_connect: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer, broker_client = clients
+    store.add_acls(writer, [AclBinding(ORDERS, ALICE_READ)])  # before start: loaded
+    authorizer = _authorizer(
+        zk_connect,
+        broker_client,
+        **{"super.users": "User:admin", "authorizer.audit.log.enable": "true"},
+    )
+    authorizer.start()
+    try:
+        alice, bob = Session("User:alice"), Session("User:bob")
+        with caplog.at_level(logging.DEBUG, logger="kafka.authorizer.logger"):
+            assert authorizer.authorize(alice, AclOperation.READ, ResourceType.TOPIC, "orders")
+            assert not authorizer.authorize(bob, AclOperation.READ, ResourceType.TOPIC, "orders")
+            assert not authorizer.authorize(
+                bob, AclOperation.DESCRIBE, ResourceType.GROUP, "g", log_if_denied=False
+            )
+        messages = [r.getMessage() for r in caplog.records if r.name == "kafka.authorizer.logger"]
+        assert (
+            "Principal = User:bob is Denied Operation = Read from host = 10.0.0.7 on resource "
+            "= Topic:LITERAL:orders for request = api key 1 with resourceRefCount = 1"
+        ) in messages
+        assert any("User:alice is Allowed Operation = Read" in m for m in messages)
+        # A decision made only to filter is logged below DEBUG (Kafka: TRACE).
+        assert not [r for r in caplog.records if "Operation = Describe" in r.getMessage()]
+        # Only explicit refusals count.
+        assert authorizer.denials == {"Topic": 1}
+        assert authorizer.authorize(
+            Session("User:admin"), AclOperation.ALTER, ResourceType.CLUSTER, "kafka-cluster"
+        )
+        # A change by another writer reaches the cache through the notification.
+        store.add_acls(
+            writer,
+            [
+                AclBinding(
+                    ORDERS, AclEntry("User:bob", "*", AclOperation.READ, AclPermissionType.ALLOW)
+                )
+            ],
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not authorizer.authorize(
+            bob, AclOperation.READ, ResourceType.TOPIC, "orders"
+        ):
+            time.sleep(0.1)
+        assert authorizer.authorize(bob, AclOperation.READ, ResourceType.TOPIC, "orders")
+        # The broker's own writes update its cache at once.
+        removed = authorizer.delete_acls(
+            [
+                AclBindingFilter(
+                    ResourcePatternFilter(ResourceType.TOPIC, "orders", PatternType.LITERAL),
+                    AclEntryFilter("User:bob", None, AclOperation.ANY, AclPermissionType.ANY),
+                )
+            ]
+        )
+        assert len(removed[0]) == 1
+        assert not authorizer.authorize(bob, AclOperation.READ, ResourceType.TOPIC, "orders")
+    finally:
+        authorizer.stop()
+
+
+def test_no_authorizer_allows_everything(zk_connect: str) -> None:
+    config = load_broker_config(
+        None,
+        {"broker.id": "1", "log.dirs": "/nonexistent", "zookeeper.connect": zk_connect},
+        env={},
+    )
+    authorizer = build_authorizer(config, None)
+    assert not authorizer.enabled
+    assert authorizer.authorize(
+        Session("User:x"), AclOperation.ALTER, ResourceType.CLUSTER, "kafka-cluster"
+    )

@@ -112,16 +112,14 @@ async def handle_create_acls(
     broker: BrokerServices, context: RequestContext, request: CreateAclsRequest
 ) -> dict[str, Any]:
     authorizer = broker.authorizer
-    authorizer.require_cluster(context, AclOperation.ALTER)
     creations = request.creations
-    if not isinstance(authorizer, AclAuthorizer):
+    refusal = _refusal(broker, context)
+    if refusal is not None:
         return {
             "throttle_time": 0,
-            "results": [
-                {"error_code": ErrorCode.security_disabled, "error_message": _NO_AUTHORIZER}
-                for _ in creations
-            ],
+            "results": [{"error_code": refusal[0], "error_message": refusal[1]} for _ in creations],
         }
+    assert isinstance(authorizer, AclAuthorizer)
     bindings = [
         AclBinding(
             ResourcePattern(
@@ -142,6 +140,16 @@ async def handle_create_acls(
     return {"throttle_time": 0, "results": [_result(outcome) for outcome in outcomes]}
 
 
+def _refusal(broker: BrokerServices, context: RequestContext) -> tuple[ErrorCode, str] | None:
+    """CreateAcls and DeleteAcls need Alter on the cluster (Kafka answers every creation
+    or filter with the refusal), and an authorizer."""
+    if not broker.authorizer.authorize_cluster(context, AclOperation.ALTER):
+        return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
+    if not isinstance(broker.authorizer, AclAuthorizer):
+        return ErrorCode.security_disabled, _NO_AUTHORIZER
+    return None
+
+
 def _result(outcome: Exception | None) -> dict[str, Any]:
     if outcome is None:
         return {"error_code": ErrorCode.none, "error_message": None}
@@ -154,19 +162,16 @@ async def handle_delete_acls(
     broker: BrokerServices, context: RequestContext, request: DeleteAclsRequest
 ) -> dict[str, Any]:
     authorizer = broker.authorizer
-    authorizer.require_cluster(context, AclOperation.ALTER)
-    if not isinstance(authorizer, AclAuthorizer):
+    refusal = _refusal(broker, context)
+    if refusal is not None:
         return {
             "throttle_time": 0,
             "filter_results": [
-                {
-                    "error_code": ErrorCode.security_disabled,
-                    "error_message": _NO_AUTHORIZER,
-                    "matching_acls": [],
-                }
+                {"error_code": refusal[0], "error_message": refusal[1], "matching_acls": []}
                 for _ in request.filters
             ],
         }
+    assert isinstance(authorizer, AclAuthorizer)
     filters = [_binding_filter(item) for item in request.filters]
     valid = [i for i, f in enumerate(filters) if _invalid_filter(f) is None]
     deleted = await asyncio.to_thread(authorizer.delete_acls, [filters[i] for i in valid])

@@ -114,6 +114,7 @@ def _handle(broker: BrokerServices, context: RequestContext, request: Any) -> An
         return _response(broker, operations, topics, [])
     names: list[str] = []
     unknown_ids: list[Any] = []
+    by_id: dict[str, Any] = {}  # names of the topics asked for by id
     for topic in request.topics:
         name = topic.name
         if name is None and version < 12:
@@ -128,14 +129,20 @@ def _handle(broker: BrokerServices, context: RequestContext, request: Any) -> An
                 unknown_ids.append(topic.topic_id)
                 continue
             name = info.name
+            by_id[name] = topic.topic_id
         names.append(name)
     refused: dict[str, ErrorCode] = {}
     if authorizer.enabled:
         describable = authorizer.filter_authorized(
             context, AclOperation.DESCRIBE, AclResourceType.TOPIC, names
         )
-        # Not even whether they exist is disclosed: TOPIC_AUTHORIZATION_FAILED.
+        # Not even whether they exist is disclosed: TOPIC_AUTHORIZATION_FAILED. A topic
+        # asked for by id is answered with its id only (ids are not secret, names are).
         refused = {n: ErrorCode.topic_authorization_failed for n in names if n not in describable}
+        for name in [n for n in by_id if n in refused]:
+            del refused[name]
+            names.remove(name)
+            unknown_ids.append((by_id[name], ErrorCode.topic_authorization_failed))
     missing = [n for n in names if n not in metadata.topics and n not in refused]
     allow = broker.config.auto_create_topics_enable and getattr(
         request, "allow_auto_topic_creation", True
@@ -215,10 +222,11 @@ def _response_for(
             else:
                 error = ErrorCode.unknown_topic_or_partition
             absent.append({"error_code": error, "name": name, "partitions": []})
-    for topic_id in unknown_ids:
+    for unknown in unknown_ids:
+        topic_id, error = unknown if isinstance(unknown, tuple) else (unknown, None)
         absent.append(
             {
-                "error_code": ErrorCode.unknown_topic_id,
+                "error_code": error or ErrorCode.unknown_topic_id,
                 "name": None,
                 "topic_id": topic_id,
                 "partitions": [],

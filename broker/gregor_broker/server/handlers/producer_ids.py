@@ -25,11 +25,11 @@ from .groups import hashes_group_ids_off_loop
 log = logging.getLogger(__name__)
 
 
-@hashes_group_ids_off_loop
 def _refused(error: ErrorCode) -> dict[str, Any]:
     return {"throttle_time": 0, "error_code": error, "producer_id": -1, "producer_epoch": -1}
 
 
+@hashes_group_ids_off_loop
 async def handle_init_producer_id(
     broker: BrokerServices, context: RequestContext, request: InitProducerIdRequest
 ) -> Any:
