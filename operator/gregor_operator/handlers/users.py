@@ -110,9 +110,10 @@ def apply_user(admin: ZkAdmin, plan: UserPlan, password: str) -> list[str]:
     done = []
     stored = read_scram_credentials(admin, plan.username)
     stale = tuple(m for m in other_mechanisms(plan.mechanism) if m in stored)
-    if stale or not credential_matches(stored.get(plan.mechanism), plan.mechanism, password):
+    current = credential_matches(stored.get(plan.mechanism), plan.mechanism, password)
+    if stale or not current:
         upsert = {}
-        if not credential_matches(stored.get(plan.mechanism), plan.mechanism, password):
+        if not current:
             upsert[plan.mechanism] = credential_from_password(
                 plan.mechanism, password, iterations=plan.iterations
             )
