@@ -110,7 +110,12 @@ def apply_user(admin: ZkAdmin, plan: UserPlan, password: str) -> list[str]:
     done = []
     stored = read_scram_credentials(admin, plan.username)
     stale = tuple(m for m in other_mechanisms(plan.mechanism) if m in stored)
-    current = credential_matches(stored.get(plan.mechanism), plan.mechanism, password)
+    found = stored.get(plan.mechanism)
+    current = (
+        found is not None
+        and found.iterations == plan.iterations
+        and credential_matches(found, plan.mechanism, password)
+    )
     if stale or not current:
         upsert = {}
         if not current:
