@@ -134,7 +134,10 @@ def apply_user(admin: ZkAdmin, plan: UserPlan, password: str) -> list[str]:
 def _apply_quotas(admin: ZkAdmin, username: str, quotas: dict[str, float | None]) -> list[str]:
     current = admin.get_entity_config(user_entity_path(username))
     wanted = {key: value for key, value in quotas.items() if value is not None}
-    present = {key: float(current[key]) for key in QUOTA_KEYS if key in current}
+    try:
+        present = {key: float(current[key]) for key in QUOTA_KEYS if key in current}
+    except ValueError:  # a value written by hand that is not a number: rewrite it
+        present = {}
     if present == wanted:
         return []
     config = alter_quota_config(admin, (username, None), quotas)
@@ -173,6 +176,11 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
         spec, status = body.get("spec") or {}, body.get("status") or {}
         previous = status.get("conditions")
         plan = plan_user(namespace, name, spec)
+        if not plan.refused and status.get("username") not in (None, plan.username):
+            plan = UserPlan(
+                refused=f"User {namespace}/{name}: spec.userName is immutable (it manages "
+                f"{status['username']}); create another User for another Kafka user"
+            )
         patch.status["observedGeneration"] = body["metadata"].get("generation")
         if plan.refused:
             patch.status["conditions"] = conditions(
