@@ -54,6 +54,7 @@ EXTENDED_CHANGES_PATH = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
 # Kafka's ZkNodeChangeNotificationListener.changeExpirationMs.
 CHANGE_EXPIRATION_S = 15 * 60
+PURGE_INTERVAL_S = 60.0
 # updateResourceAcls: retries on a concurrent change, with Kafka's backoff.
 MAX_UPDATE_RETRIES = 10
 
@@ -361,6 +362,7 @@ class AclChangeListener:
         self.on_change = on_change
         self._stopped = False
         self._last: dict[str, int] = {}
+        self._purged: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -385,6 +387,10 @@ class AclChangeListener:
 
     def _process(self, path: str, children: list[str]) -> None:
         now = time.time()
+        # Old notifications are looked at (one read each) at most once a minute.
+        purge = now - self._purged.get(path, 0.0) >= PURGE_INTERVAL_S
+        if purge:
+            self._purged[path] = now
         for child in sorted(children, key=_sequence):
             sequence = _sequence(child)
             node = f"{path}/{child}"
@@ -402,6 +408,8 @@ class AclChangeListener:
                     self.on_change(pattern)
                 except Exception:
                     log.exception("processing ACL change %s failed", node)
+                continue
+            if not purge:
                 continue
             try:
                 _data, stat = self.client.get(node)
