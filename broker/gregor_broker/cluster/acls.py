@@ -15,7 +15,8 @@
   pattern left without ACLs loses its znode.
 
 This is the one writer used by the CreateAcls/DeleteAcls handlers (through
-``server/authorizer.py``), ``gregor acls`` and the operator's User resource.
+``server/authorizer.py``), ``gregor acls`` and the operator's User resource
+(``set_principal_acls``: one principal's ACLs made exactly what it declares).
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ from ..security.acl import (
     AclBinding,
     AclBindingFilter,
     AclEntry,
+    AclEntryFilter,
     PatternType,
     ResourcePattern,
+    ResourcePatternFilter,
     pattern_type_named,
     resource_type_named,
     validate_binding,
@@ -346,6 +349,43 @@ def list_acls(
             if binding_filter is None or binding_filter.matches(binding):
                 found.append(binding)
     return found
+
+
+def set_principal_acls(
+    client: KazooClient, principal: str, desired: Iterable[AclBinding]
+) -> tuple[list[AclBinding], list[AclBinding]]:
+    """Make ``principal``'s stored ACLs exactly ``desired`` (every binding must name that
+    principal): add what is missing, remove what is no longer wanted, each with its
+    notification. For a declarative owner of one principal's ACLs (the operator's User
+    resource). Returns (added, removed); ValueError for an invalid or foreign binding."""
+    wanted = set(desired)
+    for binding in wanted:
+        if binding.entry.principal != principal:
+            raise ValueError(f"{binding} does not belong to {principal}")
+        validate_binding(binding)
+    current = {binding for binding in list_acls(client) if binding.entry.principal == principal}
+    to_add = sorted(wanted - current, key=str)
+    to_remove = sorted(current - wanted, key=str)
+    for error in add_acls(client, to_add):
+        if error is not None:
+            raise error
+    if to_remove:
+        filters = [
+            AclBindingFilter(
+                ResourcePatternFilter(
+                    b.pattern.resource_type, b.pattern.name, b.pattern.pattern_type
+                ),
+                AclEntryFilter(
+                    b.entry.principal, b.entry.host, b.entry.operation, b.entry.permission
+                ),
+            )
+            for b in to_remove
+        ]
+        for found in remove_acls(client, filters, {b.pattern for b in to_remove}):
+            for _binding, error in found:
+                if error is not None:
+                    raise error
+    return to_add, to_remove
 
 
 # -- change notifications ---------------------------------------------------------------------
