@@ -15,7 +15,8 @@
   pattern left without ACLs loses its znode.
 
 This is the one writer used by the CreateAcls/DeleteAcls handlers (through
-``server/authorizer.py``), ``gregor acls`` and the operator's User resource.
+``server/authorizer.py``), ``gregor acls`` and the operator's User resource
+(``set_principal_acls``: one principal's ACLs made exactly what it declares).
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ from ..security.acl import (
     AclBinding,
     AclBindingFilter,
     AclEntry,
+    AclEntryFilter,
     PatternType,
     ResourcePattern,
+    ResourcePatternFilter,
     pattern_type_named,
     resource_type_named,
     validate_binding,
@@ -54,6 +57,7 @@ EXTENDED_CHANGES_PATH = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
 # Kafka's ZkNodeChangeNotificationListener.changeExpirationMs.
 CHANGE_EXPIRATION_S = 15 * 60
+PURGE_INTERVAL_S = 60.0
 # updateResourceAcls: retries on a concurrent change, with Kafka's backoff.
 MAX_UPDATE_RETRIES = 10
 
@@ -347,6 +351,43 @@ def list_acls(
     return found
 
 
+def set_principal_acls(
+    client: KazooClient, principal: str, desired: Iterable[AclBinding]
+) -> tuple[list[AclBinding], list[AclBinding]]:
+    """Make ``principal``'s stored ACLs exactly ``desired`` (every binding must name that
+    principal): add what is missing, remove what is no longer wanted, each with its
+    notification. For a declarative owner of one principal's ACLs (the operator's User
+    resource). Returns (added, removed); ValueError for an invalid or foreign binding."""
+    wanted = set(desired)
+    for binding in wanted:
+        if binding.entry.principal != principal:
+            raise ValueError(f"{binding} does not belong to {principal}")
+        validate_binding(binding)
+    current = {binding for binding in list_acls(client) if binding.entry.principal == principal}
+    to_add = sorted(wanted - current, key=str)
+    to_remove = sorted(current - wanted, key=str)
+    for error in add_acls(client, to_add):
+        if error is not None:
+            raise error
+    if to_remove:
+        filters = [
+            AclBindingFilter(
+                ResourcePatternFilter(
+                    b.pattern.resource_type, b.pattern.name, b.pattern.pattern_type
+                ),
+                AclEntryFilter(
+                    b.entry.principal, b.entry.host, b.entry.operation, b.entry.permission
+                ),
+            )
+            for b in to_remove
+        ]
+        for found in remove_acls(client, filters, {b.pattern for b in to_remove}):
+            for _binding, error in found:
+                if error is not None:
+                    raise error
+    return to_add, to_remove
+
+
 # -- change notifications ---------------------------------------------------------------------
 
 
@@ -361,6 +402,7 @@ class AclChangeListener:
         self.on_change = on_change
         self._stopped = False
         self._last: dict[str, int] = {}
+        self._purged: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -385,6 +427,10 @@ class AclChangeListener:
 
     def _process(self, path: str, children: list[str]) -> None:
         now = time.time()
+        # Old notifications are looked at (one read each) at most once a minute.
+        purge = now - self._purged.get(path, 0.0) >= PURGE_INTERVAL_S
+        if purge:
+            self._purged[path] = now
         for child in sorted(children, key=_sequence):
             sequence = _sequence(child)
             node = f"{path}/{child}"
@@ -402,6 +448,8 @@ class AclChangeListener:
                     self.on_change(pattern)
                 except Exception:
                     log.exception("processing ACL change %s failed", node)
+                continue
+            if not purge:
                 continue
             try:
                 _data, stat = self.client.get(node)

@@ -288,8 +288,8 @@ class AclCache:
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self._acls: dict[ResourcePattern, frozenset[AclEntry]] = {}
-        # Names of prefixed patterns per resource type, for the prefix walk.
-        self._prefixes: dict[ResourceType, frozenset[str]] = {}
+        self._literal: dict[ResourceType, dict[str, frozenset[AclEntry]]] = {}
+        self._prefixed: dict[ResourceType, dict[str, frozenset[AclEntry]]] = {}
         self._lock = threading.Lock()
 
     # -- contents -------------------------------------------------------------------------
@@ -303,16 +303,22 @@ class AclCache:
                 new[pattern] = acls
             else:
                 new.pop(pattern, None)
-            if pattern.pattern_type == PatternType.PREFIXED:
-                self._prefixes = {
-                    **self._prefixes,
-                    pattern.resource_type: frozenset(
-                        p.name
-                        for p in new
-                        if p.resource_type == pattern.resource_type
-                        and p.pattern_type == PatternType.PREFIXED
-                    ),
-                }
+            # The decision path's view: per resource type, name -> ACLs, one mapping for
+            # literal and one for prefixed patterns (string keys: no pattern objects to
+            # build or hash per decision).
+            index = dict(
+                self._literal if pattern.pattern_type == PatternType.LITERAL else self._prefixed
+            )
+            by_name = dict(index.get(pattern.resource_type, {}))
+            if acls:
+                by_name[pattern.name] = acls
+            else:
+                by_name.pop(pattern.name, None)
+            index[pattern.resource_type] = by_name
+            if pattern.pattern_type == PatternType.LITERAL:
+                self._literal = index
+            else:
+                self._prefixed = index
             self._acls = new
 
     def get(self, pattern: ResourcePattern) -> frozenset[AclEntry]:
@@ -340,25 +346,18 @@ class AclCache:
     def matching_acls(self, resource_type: ResourceType, name: str) -> list[AclEntry]:
         """The ACLs that apply to one resource: its literal pattern, the wildcard ``*``
         and every prefixed pattern its name starts with."""
-        snapshot = self._acls
         found: list[AclEntry] = []
-        for pattern in (
-            ResourcePattern(resource_type, name, PatternType.LITERAL),
-            ResourcePattern(resource_type, WILDCARD_RESOURCE, PatternType.LITERAL),
-        ):
-            found.extend(snapshot.get(pattern, ()))
-            if name == WILDCARD_RESOURCE:
-                break
-        prefixes = self._prefixes.get(resource_type, frozenset())
-        if prefixes:
+        literal = self._literal.get(resource_type)
+        if literal:
+            found.extend(literal.get(name, ()))
+            if name != WILDCARD_RESOURCE:
+                found.extend(literal.get(WILDCARD_RESOURCE, ()))
+        prefixed = self._prefixed.get(resource_type)
+        if prefixed:
             for end in range(1, len(name) + 1):
-                prefix = name[:end]
-                if prefix in prefixes:
-                    found.extend(
-                        snapshot.get(
-                            ResourcePattern(resource_type, prefix, PatternType.PREFIXED), ()
-                        )
-                    )
+                acls = prefixed.get(name[:end])
+                if acls:
+                    found.extend(acls)
         return found
 
     def authorize(

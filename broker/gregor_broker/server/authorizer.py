@@ -60,6 +60,9 @@ class Session(Protocol):
     @property
     def api_key(self) -> int: ...
 
+    @property
+    def api_name(self) -> str: ...
+
 
 class Authorizer:
     """No authorizer (``authorizer.class.name`` empty): every request is allowed."""
@@ -246,14 +249,14 @@ class AclAuthorizer(Authorizer):
         audit_log.log(
             level,
             "Principal = %s is %s Operation = %s from host = %s on resource = %s:LITERAL:%s "
-            "for request = api key %d with resourceRefCount = 1",
+            "for request = %s with resourceRefCount = 1",
             session.principal,
             "Allowed" if allowed else "Denied",
             operation.zk_name,
             session.host,
             resource_type.zk_name,
             name,
-            session.api_key,
+            session.api_name or session.api_key,
         )
 
     # -- the ACL APIs -----------------------------------------------------------------------

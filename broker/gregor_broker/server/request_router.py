@@ -69,6 +69,7 @@ class RequestContext:
     header: RequestHeader
     connection: Connection
     flexible: bool
+    api_name: str = ""  # Kafka's name of the API (the audit log names it)
 
     @property
     def version(self) -> int:
@@ -183,7 +184,7 @@ class RequestRouter:
             return self._unsupported_api_versions(unsupported.header)
         self.requests_total[spec.key] = self.requests_total.get(spec.key, 0) + 1
         context = RequestContext(
-            header, connection, entities.is_flexible(spec.key, header.api_version)
+            header, connection, entities.is_flexible(spec.key, header.api_version), spec.name
         )
         try:
             result = spec.handler(self.broker, context, request)

@@ -349,3 +349,84 @@ def test_real_clients_see_the_refusals(acl_env: dict) -> None:
         remove(admin, "User:alice")
     metrics = scrape(broker.metrics_port)
     assert metrics['gregor_authorization_denials_total{resource_type="Topic"}'] > 0
+
+
+def test_transactional_producer_and_group_consumer_with_just_their_acls(acl_env: dict) -> None:
+    """confluent-kafka's transactional producer and a group consumer, each with what
+    kafka-acls --producer / --consumer grant, and nothing more."""
+    broker, admin = acl_env["broker"], acl_env["admin"]
+    bob = "User:bob"
+    add(
+        admin,
+        _acl(
+            bob,
+            ResourceType.TOPIC,
+            "pay-",
+            AclOperation.WRITE,
+            pattern=ResourcePatternType.PREFIXED,
+        ),
+        _acl(
+            bob,
+            ResourceType.TOPIC,
+            "pay-",
+            AclOperation.DESCRIBE,
+            pattern=ResourcePatternType.PREFIXED,
+        ),
+        _acl(bob, ResourceType.TRANSACTIONAL_ID, "tx-pay", AclOperation.WRITE),
+        _acl(bob, ResourceType.TOPIC, "pay-eu", AclOperation.READ),
+        _acl(bob, ResourceType.GROUP, "payers", AclOperation.READ),
+    )
+    try:
+        producer = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": broker.sasl_bootstrap,
+                **librdkafka_login("bob"),
+                "transactional.id": "tx-pay",
+            }
+        )
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce("pay-eu", f"tx-{i}".encode())
+        producer.commit_transaction(60)
+        consumer = confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": broker.sasl_bootstrap,
+                **librdkafka_login("bob"),
+                "group.id": "payers",
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+            }
+        )
+        try:
+            consumer.subscribe(["pay-eu"])
+            values: list[bytes] = []
+            deadline = time.monotonic() + 90
+            while (
+                time.monotonic() < deadline and len([v for v in values if v.startswith(b"tx-")]) < 5
+            ):
+                message = consumer.poll(1.0)
+                if message is not None and message.error() is None:
+                    values.append(message.value())
+            assert [v for v in values if v.startswith(b"tx-")] == [
+                f"tx-{i}".encode() for i in range(5)
+            ]
+            consumer.commit(asynchronous=False)
+        finally:
+            consumer.close()
+        # Another transactional id is refused.
+        other = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": broker.sasl_bootstrap,
+                **librdkafka_login("bob"),
+                "transactional.id": "tx-else",
+            }
+        )
+        with pytest.raises(confluent_kafka.KafkaException) as refused:
+            other.init_transactions(30)
+        assert (
+            refused.value.args[0].code()
+            == confluent_kafka.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        )
+    finally:
+        remove(admin, bob)

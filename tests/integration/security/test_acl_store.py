@@ -189,6 +189,7 @@ class Session:
     principal: str
     host: str = "10.0.0.7"
     api_key: int = 1
+    api_name: str = "Fetch"
 
 
 def _authorizer(zk_connect: str, client: KazooClient, **keys: str) -> AclAuthorizer:
@@ -230,7 +231,7 @@ def test_authorizer_loads_follows_counts_and_audits(
         messages = [r.getMessage() for r in caplog.records if r.name == "kafka.authorizer.logger"]
         assert (
             "Principal = User:bob is Denied Operation = Read from host = 10.0.0.7 on resource "
-            "= Topic:LITERAL:orders for request = api key 1 with resourceRefCount = 1"
+            "= Topic:LITERAL:orders for request = Fetch with resourceRefCount = 1"
         ) in messages
         assert any("User:alice is Allowed Operation = Read" in m for m in messages)
         # A decision made only to filter is logged below DEBUG (Kafka: TRACE).
@@ -281,3 +282,29 @@ def test_no_authorizer_allows_everything(zk_connect: str) -> None:
     assert authorizer.authorize(
         Session("User:x"), AclOperation.ALTER, ResourceType.CLUSTER, "kafka-cluster"
     )
+
+
+def test_set_principal_acls_makes_them_exactly_the_desired_ones(clients: list[KazooClient]) -> None:
+    client = clients[0]
+    bob_read = AclBinding(
+        ORDERS, AclEntry("User:bob", "*", AclOperation.READ, AclPermissionType.ALLOW)
+    )
+    store.add_acls(client, [AclBinding(ORDERS, ALICE_READ), bob_read])
+    group = AclBinding(
+        PREFIXED, AclEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
+    )
+    write = AclBinding(
+        ORDERS, AclEntry("User:alice", "*", AclOperation.WRITE, AclPermissionType.ALLOW)
+    )
+    added, removed = store.set_principal_acls(client, "User:alice", [group, write])
+    assert set(added) == {group, write} and removed == [AclBinding(ORDERS, ALICE_READ)]
+    stored = set(store.list_acls(client))
+    assert stored == {bob_read, group, write}  # bob's untouched
+    assert store.set_principal_acls(client, "User:alice", [group, write]) == ([], [])
+    assert store.set_principal_acls(client, "User:alice", []) == (
+        [],
+        sorted([group, write], key=str),
+    )
+    assert set(store.list_acls(client)) == {bob_read}
+    with pytest.raises(ValueError):
+        store.set_principal_acls(client, "User:alice", [bob_read])
