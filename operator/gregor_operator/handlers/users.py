@@ -21,7 +21,7 @@ from typing import Any
 
 import kopf
 
-from gregor_broker.cluster.acls import load_all_acls, update_resource_acls
+from gregor_broker.cluster.acls import set_principal_acls
 from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.cluster.client_quotas import QUOTA_KEYS, alter_quota_config
 from gregor_broker.cluster.scram_credentials import (
@@ -29,6 +29,7 @@ from gregor_broker.cluster.scram_credentials import (
     read_scram_credentials,
     user_entity_path,
 )
+from gregor_broker.security.acl import AclBinding
 from gregor_broker.security.scram import MECHANISMS, credential_from_password
 from gregor_operator import metrics
 from gregor_operator.handlers.common import GROUP, VERSION, ClusterNotFound, Context, cluster_of
@@ -40,7 +41,6 @@ from gregor_operator.planners.users import (
     new_password,
     other_mechanisms,
     owned_by,
-    plan_acl_updates,
     plan_user,
     secret_value,
 )
@@ -146,17 +146,14 @@ def _apply_quotas(admin: ZkAdmin, username: str, quotas: dict[str, float | None]
 
 
 def _apply_acls(admin: ZkAdmin, principal: str, wanted: dict) -> list[str]:
-    stored = {pattern: versioned.acls for pattern, versioned in load_all_acls(admin.client).items()}
-    updates = plan_acl_updates(principal, wanted, stored)
-    for pattern in updates:
-        mine = wanted.get(pattern, frozenset())
-
-        def change(current: frozenset, mine: frozenset = mine) -> frozenset:
-            # Other principals' entries as they are now: a concurrent writer's change stays.
-            return frozenset(e for e in current if e.principal != principal) | mine
-
-        update_resource_acls(admin.client, pattern, change)
-    return [f"updated ACLs of {principal} on {pattern}" for pattern in sorted(updates)]
+    """The principal's ACLs made exactly ``wanted`` (``cluster/acls.set_principal_acls``:
+    other principals' entries on the same patterns are kept)."""
+    bindings = [AclBinding(pattern, entry) for pattern, entries in wanted.items()
+                for entry in entries]  # fmt: skip
+    added, removed = set_principal_acls(admin.client, principal, bindings)
+    return [f"added ACL {binding}" for binding in added] + [
+        f"removed ACL {binding}" for binding in removed
+    ]
 
 
 def remove_user(admin: ZkAdmin, username: str) -> None:

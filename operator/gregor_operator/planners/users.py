@@ -10,7 +10,8 @@
   user entity (``users/<user>``), Kafka's format (``cluster/client_quotas.py``); keys the
   spec leaves out are removed.
 - **authorization.acls**: every ACL of principal ``User:<user>``. The User owns them all:
-  ACLs of that principal that the spec does not list are deleted (``plan_acl_updates``).
+  ACLs of that principal that the spec does not list are deleted
+  (``cluster/acls.set_principal_acls``).
 
 Pure: the handler (``handlers/users.py``) reads and writes ZooKeeper and the Secret.
 """
@@ -169,29 +170,6 @@ def _acls(
                 return {}, f"{where}: {error}"
             found.setdefault(pattern, set()).add(entry)
     return {pattern: frozenset(entries) for pattern, entries in found.items()}, None
-
-
-def plan_acl_updates(
-    principal: str,
-    wanted: Mapping[ResourcePattern, frozenset[AclEntry]],
-    stored: Mapping[ResourcePattern, frozenset[AclEntry]],
-) -> dict[ResourcePattern, frozenset[AclEntry]]:
-    """The patterns whose ACLs must change, with their new full ACL sets: the principal's
-    entries become exactly ``wanted``; other principals' entries are kept."""
-    updates = {}
-    patterns = set(wanted) | {
-        pattern
-        for pattern, entries in stored.items()
-        if any(entry.principal == principal for entry in entries)
-    }
-    for pattern in patterns:
-        before = stored.get(pattern, frozenset())
-        after = frozenset(e for e in before if e.principal != principal) | wanted.get(
-            pattern, frozenset()
-        )
-        if after != before:
-            updates[pattern] = after
-    return updates
 
 
 def credential_matches(credential: ScramCredential | None, mechanism: str, password: str) -> bool:

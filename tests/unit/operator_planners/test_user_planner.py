@@ -8,11 +8,9 @@ from gregor_broker.security.scram import credential_from_password
 from gregor_operator.planners.users import (
     credential_matches,
     jaas_config,
-    plan_acl_updates,
     plan_user,
 )
 
-TOPIC_X = ResourcePattern(ResourceType.TOPIC, "x")
 ORDERS = ResourcePattern(ResourceType.TOPIC, "orders-", PatternType.PREFIXED)
 
 
@@ -79,20 +77,6 @@ def test_refusals_name_the_resource_and_the_field() -> None:
             spec,
             refused,
         )
-
-
-def test_acl_updates_touch_only_the_principals_entries() -> None:
-    bob = entry("User:bob", AclOperation.READ)
-    old = entry("User:alice", AclOperation.WRITE)
-    new = entry("User:alice", AclOperation.READ)
-    stored = {TOPIC_X: frozenset({bob, old}), ORDERS: frozenset({bob})}
-    updates = plan_acl_updates("User:alice", {ORDERS: frozenset({new})}, stored)
-    assert updates == {TOPIC_X: frozenset({bob}), ORDERS: frozenset({bob, new})}
-    # Already as wanted: nothing to write.
-    assert plan_acl_updates("User:alice", {ORDERS: frozenset({new})},
-                            {ORDERS: frozenset({bob, new})}) == {}  # fmt: skip
-    # Nothing wanted: every pattern holding the principal's entries loses them.
-    assert plan_acl_updates("User:alice", {}, stored) == {TOPIC_X: frozenset({bob})}
 
 
 def test_a_stored_credential_is_recognised_by_its_password() -> None:
