@@ -81,7 +81,11 @@ def _child(request: dict[str, Any]) -> None:
         os._exit(code)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args:  # --help (it takes no options: requests come on stdin)
+        print(__doc__)
+        return 0 if args[0] in ("-h", "--help") else 2
     signal.signal(signal.SIGCHLD, _reap)
     # Ctrl-C in a terminal reaches the supervisor; the zygote stops at end of stdin.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
