@@ -11,6 +11,7 @@ import gzip
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .record_batch import HEADER_SIZE, BatchHeader, Compression, InvalidBatch, build_batch
 
@@ -109,12 +110,12 @@ def decode_records(payload: bytes, count: int) -> list[Record]:
     return records
 
 
-@dataclass(frozen=True, slots=True)
-class RecordSpan:
+class RecordSpan(NamedTuple):
     """Where one record sits in an uncompressed records payload, with what the log
     cleaner decides on: its key and whether it has a value (a tombstone has none).
     The cleaner copies ``payload[start:end]`` unchanged, so headers and deltas keep
-    their exact bytes."""
+    their exact bytes. A named tuple, not a frozen dataclass: one is made per record
+    twice a pass, and a frozen dataclass's ``__init__`` cost more than reading it."""
 
     start: int
     end: int
