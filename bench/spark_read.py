@@ -3,13 +3,16 @@ measurement per process, printed as JSON for the harness.
 
 - ``fill``: a topic of ``--messages`` records of ``--size`` bytes, round-robin over its
   partitions (confluent-kafka, acks=1).
-- ``raw``: a confluent-kafka consumer assigned every partition reads the whole topic: the
-  rate a plain client gets, the baseline.
+- ``raw``: a confluent-kafka consumer assigned every partition reads the whole topic and
+  decodes every record's key, value, offset and timestamp (what Spark's rows hold): the rate
+  a plain client gets, the baseline.
 - ``batch``: ``spark.read.format("gregor")`` on Spark ``local[2]`` reads the whole topic into
   Spark's ``noop`` sink (every row materialised, nothing written); timed around the job only,
   not the session start.
 - ``stream``: the same through ``readStream`` with ``Trigger.AvailableNow``: records/s a
   streaming query sustains from a backlog.
+
+Spark runs also report ``phases``: where the timed window went, from Spark's event log.
 """
 
 from __future__ import annotations
