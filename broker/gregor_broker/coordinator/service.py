@@ -36,6 +36,7 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
@@ -105,6 +106,8 @@ class CoordinatorService:
         self.last_append: dict[int, AppendResult] = {}
         self._create_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
+        # Waits for the replication of group metadata and tombstone writes.
+        self._replication_waits: set[asyncio.Task[None]] = set()
         partition_writer.leadership_listeners.append(self.on_leadership_change)
         self.transactions = TransactionCoordinator(
             config,
@@ -133,9 +136,10 @@ class CoordinatorService:
 
     async def stop(self) -> None:
         await self.transactions.stop()
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._replication_waits]
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []
@@ -155,7 +159,7 @@ class CoordinatorService:
             try:
                 expired = self.groups.expire_offsets(now_ms())
                 if expired:
-                    log.info("removed %d expired offsets", expired)
+                    log.info("writing off %d expired offsets", expired)
             except Exception:
                 log.exception("offset expiration failed")
 
@@ -267,7 +271,11 @@ class CoordinatorService:
 
     # -- the Store the coordinator writes through -----------------------------------------
     def append(
-        self, group_id: str, records: Records, producer: tuple[int, int] | None = None
+        self,
+        group_id: str,
+        records: Records,
+        producer: tuple[int, int] | None = None,
+        on_replicated: Callable[[ErrorCode], None] | None = None,
     ) -> ErrorCode:
         partition = self.groups.partition_for(group_id)
         batch = make_batch(
@@ -289,38 +297,43 @@ class CoordinatorService:
             log.warning(
                 "cannot write to %s-%d for group %s: %s", OFFSETS_TOPIC, partition, group_id, error
             )
-            # Matches Kafka's mapping of append errors for the coordinator's writes.
-            if error.error_code in (
-                ErrorCode.not_leader_or_follower,
-                ErrorCode.unknown_topic_or_partition,
-                ErrorCode.not_enough_replicas,
-                ErrorCode.not_enough_replicas_after_append,
-            ):
-                return ErrorCode.not_coordinator
-            if error.error_code in (
-                ErrorCode.invalid_producer_epoch,
-                ErrorCode.producer_fenced,
-                ErrorCode.invalid_txn_state,
-            ):
-                return ErrorCode(error.error_code)
-            return ErrorCode.unknown_server_error
+            # The partition's own code: the group coordinator maps it for its client
+            # (group_coordinator.write_error), as Kafka's does.
+            return ErrorCode(error.error_code)
         self.last_append[partition] = result
+        if on_replicated is not None:
+            task = asyncio.create_task(self._report_replication(partition, result, on_replicated))
+            self._replication_waits.add(task)
+            task.add_done_callback(self._replication_waits.discard)
         return ErrorCode.none
+
+    async def _report_replication(
+        self, partition: int, result: AppendResult, on_replicated: Callable[[ErrorCode], None]
+    ) -> None:
+        error = ErrorCode.unknown_server_error
+        try:
+            error = await self._wait_for(partition, result)
+        finally:
+            # Also when cancelled (the broker stops): the writer learns it failed.
+            try:
+                on_replicated(error)
+            except Exception:
+                log.exception("completing a write to %s-%d failed", OFFSETS_TOPIC, partition)
 
     async def wait_for_replication(self, group_id: str) -> ErrorCode:
         """Kafka acknowledges commits once the offsets partition's ISR has them
-        (acks=all, ``offsets.commit.timeout.ms``)."""
+        (acks=all, ``offsets.commit.timeout.ms``); the partition's error otherwise
+        (REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER, ...), for ``write_error`` to map."""
         partition = self.groups.partition_for(group_id)
         result = self.last_append.get(partition)
         if result is None:
             return ErrorCode.none
+        return await self._wait_for(partition, result)
+
+    async def _wait_for(self, partition: int, result: AppendResult) -> ErrorCode:
         error = await self.partition_writer.wait_for_replication(
             OFFSETS_TOPIC, partition, result, self.config.offsets_commit_timeout_ms / 1000
         )
-        if error in (ErrorCode.not_leader_or_follower, ErrorCode.not_enough_replicas_after_append):
-            return ErrorCode.not_coordinator
-        if error is ErrorCode.request_timed_out:
-            return ErrorCode.request_timed_out
         return ErrorCode(error)
 
     # -- the __consumer_offsets end of WriteTxnMarkers ----------------------------------------

@@ -350,7 +350,7 @@ async def handle_offset_commit(
             finally:
                 # Visible to OffsetFetch only once replicated; dropped otherwise, also
                 # when this wait is cancelled (the connection closed).
-                service.groups.complete_offset_commit(outcome.pending, replicated)
+                replicated = service.groups.complete_offset_commit(outcome.pending, replicated)
             if replicated is not ErrorCode.none:
                 results = {
                     k: (replicated if v is ErrorCode.none else v) for k, v in results.items()
@@ -408,11 +408,8 @@ def _fetch_group(
             require_stable
             and requested is not None
             and error is ErrorCode.none
-            and (
-                groups.has_pending_offset_commit(group_id, key)
-                # KIP-447: an open transaction holds an offset here too.
-                or groups.has_pending_transactional_offset(group_id, key)
-            )
+            # A write awaits replication, or an open transaction holds an offset here.
+            and groups.has_pending_offset_commit(group_id, key)
         ):
             # Matches Kafka's GroupMetadataManager.getOffsets: the client retries.
             partition_error, value = ErrorCode.unstable_offset_commit, None
@@ -434,7 +431,7 @@ def _fetch_group(
 
 
 @hashes_group_ids_off_loop
-def handle_offset_delete(
+async def handle_offset_delete(
     broker: BrokerServices, context: RequestContext, request: OffsetDeleteRequest
 ) -> Any:
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
@@ -444,9 +441,19 @@ def handle_offset_delete(
         if key[0] not in broker.metadata.topics
         or key[1] not in broker.metadata.topics[key[0]].partitions
     }
-    error, results = broker.coordinator.groups.delete_offsets(
-        request.group_id, [key for key in partitions if key not in unknown]
+    future: asyncio.Future[tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]] = (
+        asyncio.get_running_loop().create_future()
     )
+
+    def respond(error: ErrorCode, results: dict[tuple[str, int], ErrorCode]) -> None:
+        if not future.done():
+            future.set_result((error, results))
+
+    # Answered once the tombstones are replicated.
+    broker.coordinator.groups.delete_offsets(
+        request.group_id, [key for key in partitions if key not in unknown], respond
+    )
+    error, results = await future
     results.update(dict.fromkeys(unknown, ErrorCode.unknown_topic_or_partition))
     by_topic: dict[str, list[dict[str, Any]]] = {}
     if error is ErrorCode.none:
@@ -527,17 +534,24 @@ def handle_describe_groups(
 
 
 @hashes_group_ids_off_loop
-def handle_delete_groups(
+async def handle_delete_groups(
     broker: BrokerServices, context: RequestContext, request: DeleteGroupsRequest
 ) -> Any:
     now = now_ms()
+    loop = asyncio.get_running_loop()
+    outcomes: list[asyncio.Future[ErrorCode]] = []
+    for group_id in request.groups_names:
+        future: asyncio.Future[ErrorCode] = loop.create_future()
+        outcomes.append(future)
+        # Answered once the group's tombstones are replicated; all groups at once.
+        broker.coordinator.groups.delete_group(
+            group_id, now, lambda error, f=future: f.done() or f.set_result(error)
+        )
+    errors = await asyncio.gather(*outcomes)
     return {
         "throttle_time": 0,
         "results": [
-            {
-                "group_id": group_id,
-                "error_code": broker.coordinator.groups.delete_group(group_id, now),
-            }
-            for group_id in request.groups_names
+            {"group_id": group_id, "error_code": error}
+            for group_id, error in zip(request.groups_names, errors, strict=True)
         ],
     }

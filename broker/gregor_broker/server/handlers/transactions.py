@@ -15,6 +15,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...coordinator.group_coordinator import write_error
 from ...coordinator.records import OFFSETS_TOPIC, partition_for
 from ...coordinator.service import CoordinatorUnavailable, now_ms
 from ...coordinator.transaction_coordinator import STATE_NAMES, fenced_error
@@ -192,7 +193,9 @@ async def handle_txn_offset_commit(
             now,
         )
         if any(code is ErrorCode.none for code in results.values()):
-            replicated = await service.wait_for_replication(request.group_id)
+            replicated = write_error(
+                await service.wait_for_replication(request.group_id), commit=True
+            )
             if replicated is not ErrorCode.none:
                 results = {
                     k: (replicated if v is ErrorCode.none else v) for k, v in results.items()
