@@ -30,7 +30,13 @@ from .dynamic_broker import (
     validate_dynamic_broker_configs,
 )
 from .properties import parse_properties
-from .topic import TOPIC_CONFIGS, effective_topic_configs, log_config_for, validate_topic_configs
+from .topic import (
+    TOPIC_CONFIGS,
+    effective_topic_configs,
+    log_config_for,
+    log_configs_of,
+    validate_topic_configs,
+)
 from .values import INT_MAX, LONG_MAX, ConfigError, ConfigSource, ConfigType, InvalidConfig
 
 __all__ = [
@@ -54,6 +60,7 @@ __all__ = [
     "effective_topic_configs",
     "load_broker_config",
     "log_config_for",
+    "log_configs_of",
     "parse_listener",
     "parse_properties",
     "render_config_tables",
