@@ -608,6 +608,9 @@ class PartitionLog:
         """Append validated batches (``headers`` from ``scan_batches`` over ``buffer``)."""
         if not headers:
             raise ValueError("append needs at least one record batch")
+        # A new leader of an empty log deferred its first epoch's checkpoint: on disk
+        # before any batch is, so a crash after the append still finds it.
+        self.leader_epoch_cache.write_deferred()
         now = self._now_ms()
         if assign_offsets:
             first_offset = self.log_end_offset
