@@ -15,10 +15,12 @@ import sys
 from collections.abc import Callable, Sequence
 
 from gregor_broker.cli import (
+    acls,
     bench,
     completion,
     configs,
     groups,
+    kafka_api,
     leaders,
     local,
     log_dirs,
@@ -47,6 +49,7 @@ COMMAND_GROUPS: list[Register] = [
     transactions.register,
     quotas.register,
     users.register,
+    acls.register,
     perf.register,
     bench.register,
     completion.register,
@@ -92,6 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.verbose:
         # kazoo logs every refused connection attempt; the commands report failures themselves.
         logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+    if getattr(args, "command_config", None):
+        try:
+            kafka_api.use_command_config(args.command_config)
+        except kafka_api.ToolError as error:
+            print(f"gregor: {error}", file=sys.stderr)
+            return error.exit_code
     return args.func(args)
 
 

@@ -29,7 +29,7 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError
 
-from ..cluster.admin import ZkAdmin
+from ..cluster.admin import ZOOKEEPER_CONNECTION_RETRY, ZkAdmin
 from ..cluster.controller import Controller
 from ..cluster.metadata_cache import MetadataCache, ZooKeeperMetadataWatcher
 from ..cluster.models import BrokerRegistration
@@ -46,6 +46,7 @@ from ..security.scram import ScramCredential
 from ..security.tls import PrincipalMapper, server_context
 from ..stats import AuthenticationMetrics
 from .authentication import SaslAuthenticator, SaslListenerSettings
+from .authorizer import Authorizer, build_authorizer
 from .connection import Connection, SendfileCounter
 from .fetch_sessions import FetchSessionCache
 from .handlers import API_TABLE
@@ -119,6 +120,9 @@ class Broker:
         self.sendfile = SendfileCounter()
         self.connections: set[Connection] = set()
         self.authentication_metrics = AuthenticationMetrics()
+        # authorizer.class.name: the ACL authorizer once ZooKeeper is up; until then (and
+        # without the key) everything is allowed.
+        self.authorizer: Authorizer = Authorizer()
         # Per listener: its SASL settings (None: no SASL), checked before anything starts.
         protocols = config.security_protocol_map
         self.sasl_settings: dict[str, SaslListenerSettings | None] = {
@@ -182,6 +186,10 @@ class Broker:
             # requests until it is connected again: retried for good, at most 1 s apart.
             command_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
             handler=PollingHandler(),
+            # Reconnection attempts at most 1 s apart too. With kazoo's default (doubling
+            # up to an hour) a broker whose ZooKeeper was away 10-15 s (a restart, a flap)
+            # waited another 12-25 s before trying again; its session expired meanwhile.
+            connection_retry=ZOOKEEPER_CONNECTION_RETRY,
         )
         self.zk.add_listener(self._on_zk_state)
         await asyncio.to_thread(
@@ -193,6 +201,10 @@ class Broker:
         self.metadata.cluster_id = await asyncio.to_thread(
             self.zk.retry, self.zk_admin.get_or_create_cluster_id
         )
+        # ACLs loaded before any listener accepts a client.
+        authorizer = build_authorizer(config, self.zk)
+        await asyncio.to_thread(self.zk.retry, authorizer.start)
+        self.authorizer = authorizer
 
         log_dirs = [Path(d) for d in config.log_dirs]
         self._lock_fds = [_lock_log_dir(d) for d in log_dirs]
@@ -539,6 +551,7 @@ class Broker:
             await self.replica_manager.stop()
         if getattr(self, "watcher", None) is not None:
             self.watcher.stop()
+        self.authorizer.stop()
         for server in self.servers:
             server.close()
         for connection in list(self.connections):
