@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from ...protocol import entities
 from ...protocol.acl_operations import NOT_REQUESTED, AclResourceType, authorized_operations
 from ...protocol.requests import ApiVersionsRequest, DescribeClusterRequest
+from ...protocol.response import BodyResponse
 from ...protocol.wire import API_VERSIONS_KEY, frame, response_header
 from ..request_router import RequestContext
 from ..services import BrokerServices
@@ -57,7 +57,7 @@ def _api_versions_body(
 
 def handle_api_versions(
     broker: BrokerServices, context: RequestContext, request: ApiVersionsRequest
-) -> Any:
+) -> ApiVersionsResponse:
     # Exactly what the dispatch table implements, no more (ARCHITECTURE.md).
     return ApiVersionsResponse(
         tuple(
@@ -68,10 +68,10 @@ def handle_api_versions(
 
 def handle_describe_cluster(
     broker: BrokerServices, context: RequestContext, request: DescribeClusterRequest
-) -> Any:
+) -> BodyResponse:
     metadata = broker.metadata
     if getattr(request, "endpoint_type", 1) != 1:
-        return {
+        body = {
             "error_code": ErrorCode.unsupported_endpoint_type,
             "error_message": "only broker endpoints exist in a ZooKeeper-mode cluster",
             "cluster_id": metadata.cluster_id or "",
@@ -81,7 +81,8 @@ def handle_describe_cluster(
             "endpoint_type": request.endpoint_type,
             "cluster_authorized_operations": NOT_REQUESTED,
         }
-    return {
+        return context.respond(body)
+    body = {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
         "cluster_id": metadata.cluster_id or "",
@@ -103,3 +104,4 @@ def handle_describe_cluster(
             bool(getattr(request, "include_cluster_authorized_operations", False)),
         ),
     }
+    return context.respond(body)

@@ -15,6 +15,7 @@ import asyncio
 import collections
 import struct
 import typing
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -36,6 +37,7 @@ from ...protocol.requests import (
     DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
 )
+from ...protocol.response import BodyResponse
 from ...protocol.wire import encode_array_length, frame, response_header
 from ..request_router import RequestContext
 from ..services import BrokerServices
@@ -75,7 +77,7 @@ class DescribeConfigsResponse:
 
 def handle_describe_configs(
     broker: BrokerServices, context: RequestContext, request: DescribeConfigsRequest
-) -> Any:
+) -> DescribeConfigsResponse | Awaitable[DescribeConfigsResponse]:
     """Describe each resource into its own encoded result. A request naming many
     resources is worked through a few at a time, giving the event loop back in
     between, so that describing thousands cannot stall every other client."""
@@ -209,19 +211,19 @@ def _describe_result(broker: BrokerServices, request: Any, resource: Any) -> dic
 
 async def handle_alter_configs(
     broker: BrokerServices, context: RequestContext, request: AlterConfigsRequest
-) -> Any:
+) -> BodyResponse:
     responses = []
     for resource in request.resources:
         new = {c.name: c.value for c in resource.configs if c.value is not None}
         responses.append(
             await _alter(broker, resource, lambda _old, new=new: new, request.validate_only)
         )
-    return {"responses": responses, "throttle_time": 0}
+    return context.respond({"responses": responses, "throttle_time": 0})
 
 
 async def handle_incremental_alter_configs(
     broker: BrokerServices, context: RequestContext, request: IncrementalAlterConfigsRequest
-) -> Any:
+) -> BodyResponse:
     responses = []
     for resource in request.resources:
 
@@ -246,7 +248,7 @@ async def handle_incremental_alter_configs(
             return config
 
         responses.append(await _alter(broker, resource, apply, request.validate_only))
-    return {"responses": responses, "throttle_time": 0}
+    return context.respond({"responses": responses, "throttle_time": 0})
 
 
 async def _alter(broker: BrokerServices, resource: Any, change: Any, validate_only: bool) -> dict:

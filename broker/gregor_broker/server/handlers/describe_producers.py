@@ -10,11 +10,10 @@ marker, and the first offset of its open transaction (-1: none).
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode
 
 from ...protocol.requests import DescribeProducersRequest
+from ...protocol.response import BodyResponse
 from ...replication.partition import PartitionError
 from ..request_router import RequestContext
 from ..services import BrokerServices
@@ -22,7 +21,7 @@ from ..services import BrokerServices
 
 def handle_describe_producers(
     broker: BrokerServices, context: RequestContext, request: DescribeProducersRequest
-) -> Any:
+) -> BodyResponse:
     topics = []
     for topic in request.topics:
         partitions = []
@@ -65,4 +64,4 @@ def handle_describe_producers(
                 }
             )
         topics.append({"name": topic.name, "partitions": partitions})
-    return {"throttle_time": 0, "topics": topics}
+    return context.respond({"throttle_time": 0, "topics": topics})

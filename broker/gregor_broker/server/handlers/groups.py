@@ -34,10 +34,11 @@ from ...protocol.requests import (
     OffsetFetchRequest,
     SyncGroupRequest,
 )
-from ..request_router import RequestContext
+from ...protocol.response import BodyResponse, Response
+from ..request_router import HandlerResult, RequestContext
 from ..services import BrokerServices
 
-Handler = Callable[..., Any]
+Handler = Callable[..., HandlerResult]
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
@@ -66,7 +67,7 @@ def hashes_group_ids_off_loop(handler: Handler) -> Handler:
     first (one at a time, the hash kept), every other connection keeps being served."""
 
     @functools.wraps(handler)
-    def wrapped(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+    def wrapped(broker: BrokerServices, context: RequestContext, request: Any) -> HandlerResult:
         if all(hash_is_cheap(group_id) for group_id in _group_ids(request)):
             return handler(broker, context, request)
         return _after_hashing(handler, broker, context, request)
@@ -76,7 +77,7 @@ def hashes_group_ids_off_loop(handler: Handler) -> Handler:
 
 async def _after_hashing(
     handler: Handler, broker: BrokerServices, context: RequestContext, request: Any
-) -> Any:
+) -> Response:
     for group_id in _group_ids(request):
         if not hash_is_cheap(group_id):
             await broker.router.preparer.run_off_loop(java_string_hashcode, group_id)
@@ -100,16 +101,18 @@ def _client_host(context: RequestContext) -> str:
 @hashes_group_ids_off_loop
 async def handle_find_coordinator(
     broker: BrokerServices, context: RequestContext, request: FindCoordinatorRequest
-) -> Any:
+) -> BodyResponse:
     if context.version >= 4:
         key_type = request.key_type
         coordinators = [
             {"key": key, **(await _find_one(broker, context, key_type, key))}
             for key in request.coordinator_keys
         ]
-        return {"throttle_time": 0, "coordinators": coordinators}
+        return context.respond({"throttle_time": 0, "coordinators": coordinators})
     key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
-    return {"throttle_time": 0, **(await _find_one(broker, context, key_type, request.key))}
+    return context.respond(
+        {"throttle_time": 0, **(await _find_one(broker, context, key_type, request.key))}
+    )
 
 
 async def _find_one(
@@ -165,7 +168,7 @@ async def _find_one(
 @hashes_group_ids_off_loop
 async def handle_join_group(
     broker: BrokerServices, context: RequestContext, request: JoinGroupRequest
-) -> Any:
+) -> BodyResponse:
     version = context.version
     session_timeout_ms = _ms(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
@@ -202,7 +205,7 @@ async def handle_join_group(
     protocol_name = result.protocol_name
     if protocol_name is None and version < 7:
         protocol_name = ""
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": result.error,
         "generation_id": result.generation_id,
@@ -216,12 +219,13 @@ async def handle_join_group(
             for member_id, instance_id, metadata in result.members
         ],
     }
+    return context.respond(body)
 
 
 @hashes_group_ids_off_loop
 async def handle_sync_group(
     broker: BrokerServices, context: RequestContext, request: SyncGroupRequest
-) -> Any:
+) -> BodyResponse:
     if not request.group_id:
         result = SyncResult(ErrorCode.invalid_group_id)
     else:
@@ -244,19 +248,20 @@ async def handle_sync_group(
             respond,
         )
         result = await future
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": result.error,
         "protocol_type": result.protocol_type,
         "protocol_name": result.protocol_name,
         "assignment": result.assignment,
     }
+    return context.respond(body)
 
 
 @hashes_group_ids_off_loop
 def handle_heartbeat(
     broker: BrokerServices, context: RequestContext, request: HeartbeatRequest
-) -> Any:
+) -> BodyResponse:
     if not request.group_id:
         error = ErrorCode.invalid_group_id
     else:
@@ -267,13 +272,13 @@ def handle_heartbeat(
             getattr(request, "group_instance_id", None),
             now_ms(),
         )
-    return {"throttle_time": 0, "error_code": error}
+    return context.respond({"throttle_time": 0, "error_code": error})
 
 
 @hashes_group_ids_off_loop
 def handle_leave_group(
     broker: BrokerServices, context: RequestContext, request: LeaveGroupRequest
-) -> Any:
+) -> BodyResponse:
     if context.version >= 3:
         identities = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
@@ -283,8 +288,10 @@ def handle_leave_group(
     else:
         top, errors = broker.coordinator.groups.leave(request.group_id, identities, now_ms())
     if context.version < 3:
-        return {"throttle_time": 0, "error_code": errors[0] if top is ErrorCode.none else top}
-    return {
+        return context.respond(
+            {"throttle_time": 0, "error_code": errors[0] if top is ErrorCode.none else top}
+        )
+    body = {
         "throttle_time": 0,
         "error_code": top,
         "members": [
@@ -292,6 +299,7 @@ def handle_leave_group(
             for (member_id, instance_id), error in zip(identities, errors, strict=True)
         ],
     }
+    return context.respond(body)
 
 
 # -- offsets ---------------------------------------------------------------------------
@@ -324,7 +332,7 @@ def offsets_to_commit(
 @hashes_group_ids_off_loop
 async def handle_offset_commit(
     broker: BrokerServices, context: RequestContext, request: OffsetCommitRequest
-) -> Any:
+) -> BodyResponse:
     now = now_ms()
     retention = getattr(request, "retention_time", None)
     retention_ms = _ms(retention) if retention is not None else -1
@@ -356,7 +364,7 @@ async def handle_offset_commit(
                     k: (replicated if v is ErrorCode.none else v) for k, v in results.items()
                 }
         errors.update(results)
-    return commit_response(errors)
+    return context.respond(commit_response(errors))
 
 
 def commit_response(errors: dict[tuple[str, int], Any]) -> dict[str, Any]:
@@ -373,7 +381,7 @@ def commit_response(errors: dict[tuple[str, int], Any]) -> dict[str, Any]:
 @hashes_group_ids_off_loop
 def handle_offset_fetch(
     broker: BrokerServices, context: RequestContext, request: OffsetFetchRequest
-) -> Any:
+) -> BodyResponse:
     version = context.version
     # KIP-447 (v7+): a client reading with isolation.level=read_committed asks for stable
     # offsets only.
@@ -383,9 +391,11 @@ def handle_offset_fetch(
             _fetch_group(broker, version, group.group_id, group.topics, require_stable)
             for group in request.groups
         ]
-        return {"throttle_time": 0, "groups": groups}
+        return context.respond({"throttle_time": 0, "groups": groups})
     result = _fetch_group(broker, version, request.group_id, request.topics, require_stable)
-    return {"throttle_time": 0, "error_code": result["error_code"], "topics": result["topics"]}
+    return context.respond(
+        {"throttle_time": 0, "error_code": result["error_code"], "topics": result["topics"]}
+    )
 
 
 def _fetch_group(
@@ -436,7 +446,7 @@ def _fetch_group(
 @hashes_group_ids_off_loop
 def handle_offset_delete(
     broker: BrokerServices, context: RequestContext, request: OffsetDeleteRequest
-) -> Any:
+) -> BodyResponse:
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     unknown = {
         key
@@ -452,11 +462,12 @@ def handle_offset_delete(
     if error is ErrorCode.none:
         for (name, index), code in results.items():
             by_topic.setdefault(name, []).append({"partition_index": index, "error_code": code})
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": error,
         "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
     }
+    return context.respond(body)
 
 
 # -- group administration ------------------------------------------------------------------
@@ -464,7 +475,7 @@ def handle_offset_delete(
 
 def handle_list_groups(
     broker: BrokerServices, context: RequestContext, request: ListGroupsRequest
-) -> Any:
+) -> BodyResponse:
     states = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     groups = []
@@ -481,13 +492,13 @@ def handle_list_groups(
                 "group_type": "classic",
             }
         )
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}
+    return context.respond({"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups})
 
 
 @hashes_group_ids_off_loop
 def handle_describe_groups(
     broker: BrokerServices, context: RequestContext, request: DescribeGroupsRequest
-) -> Any:
+) -> BodyResponse:
     include_operations = getattr(request, "include_authorized_operations", False)
     described = []
     for group_id in request.groups:
@@ -523,15 +534,15 @@ def handle_describe_groups(
                 ],
             )
         described.append(entry)
-    return {"throttle_time": 0, "groups": described}
+    return context.respond({"throttle_time": 0, "groups": described})
 
 
 @hashes_group_ids_off_loop
 def handle_delete_groups(
     broker: BrokerServices, context: RequestContext, request: DeleteGroupsRequest
-) -> Any:
+) -> BodyResponse:
     now = now_ms()
-    return {
+    body = {
         "throttle_time": 0,
         "results": [
             {
@@ -541,3 +552,4 @@ def handle_delete_groups(
             for group_id in request.groups_names
         ],
     }
+    return context.respond(body)

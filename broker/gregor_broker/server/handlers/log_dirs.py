@@ -16,6 +16,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ...protocol.requests import DescribeLogDirsRequest
+from ...protocol.response import BodyResponse
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
@@ -24,7 +25,7 @@ UNKNOWN_SPACE = -1  # Kafka's "not known" for total_bytes / usable_bytes
 
 def handle_describe_log_dirs(
     broker: BrokerServices, context: RequestContext, request: DescribeLogDirsRequest
-) -> Any:
+) -> BodyResponse:
     # A null topics list asks for every partition; otherwise only the named ones.
     wanted = (
         None
@@ -72,4 +73,4 @@ def handle_describe_log_dirs(
                 "usable_bytes": UNKNOWN_SPACE,
             }
         )
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "results": results}
+    return context.respond({"throttle_time": 0, "error_code": ErrorCode.none, "results": results})

@@ -22,6 +22,7 @@ from ...protocol.requests import (
     ElectLeadersRequest,
     ListPartitionReassignmentsRequest,
 )
+from ...protocol.response import BodyResponse
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
@@ -30,7 +31,7 @@ PREFERRED = 0
 
 async def handle_elect_leaders(
     broker: BrokerServices, context: RequestContext, request: ElectLeadersRequest
-) -> Any:
+) -> BodyResponse:
     metadata = broker.metadata
     if request.topic_partitions is None:
         wanted = [(t.name, p) for t in metadata.topics.values() for p in t.partitions]
@@ -81,7 +82,7 @@ async def handle_elect_leaders(
         by_topic.setdefault(topic, []).append(
             {"partition_id": index, "error_code": error, "error_message": message}
         )
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
         "replica_election_results": [
@@ -89,11 +90,12 @@ async def handle_elect_leaders(
             for topic, partitions in by_topic.items()
         ],
     }
+    return context.respond(body)
 
 
 async def handle_alter_partition_reassignments(
     broker: BrokerServices, context: RequestContext, request: AlterPartitionReassignmentsRequest
-) -> Any:
+) -> BodyResponse:
     metadata = broker.metadata
     live = set(metadata.brokers)
     accepted: dict[tuple[str, int], tuple[int, ...]] = {}
@@ -135,12 +137,14 @@ async def handle_alter_partition_reassignments(
         responses.append({"name": topic.name, "partitions": partitions})
     if accepted:
         await asyncio.to_thread(broker.zk_admin.merge_reassignment, accepted)
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses}
+    return context.respond(
+        {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses}
+    )
 
 
 async def handle_list_partition_reassignments(
     broker: BrokerServices, context: RequestContext, request: ListPartitionReassignmentsRequest
-) -> Any:
+) -> BodyResponse:
     if request.topics is None:
         names = list(broker.metadata.topics)
         wanted = None
@@ -168,4 +172,4 @@ async def handle_list_partition_reassignments(
             )
         if partitions:
             topics.append({"name": name, "partitions": partitions})
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "topics": topics}
+    return context.respond({"throttle_time": 0, "error_code": ErrorCode.none, "topics": topics})

@@ -13,6 +13,7 @@ the high watermark has passed the append, i.e. every in-sync replica has it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -21,12 +22,15 @@ from ...log.validator import DecompressionBudget
 from ...protocol.produce_response import PartitionProduceResult, ProduceResponse
 from ...protocol.record_batch import first_batch_is_transactional
 from ...protocol.requests import ProduceRequest
+from ...protocol.response import NoResponse
 from ...replication.partition import PartitionError
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
 
-def handle_produce(broker: BrokerServices, context: RequestContext, request: ProduceRequest) -> Any:
+def handle_produce(
+    broker: BrokerServices, context: RequestContext, request: ProduceRequest
+) -> ProduceResponse | NoResponse | Awaitable[ProduceResponse]:
     if request.transactional_id is None and _has_transactional_records(request):
         # Matches Kafka's answer to transactional records that come without an
         # (authorized) transactional id: the whole request fails.
@@ -75,7 +79,7 @@ def handle_produce(broker: BrokerServices, context: RequestContext, request: Pro
     if acks == 0:
         if any_error:
             context.connection.close_for("acks=0 produce failed")
-        return None
+        return NoResponse()
     response = ProduceResponse(topics)
     if waiting:
         return _await_replication(broker, response, waiting, request.timeout.total_seconds())

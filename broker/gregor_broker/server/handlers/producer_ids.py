@@ -12,11 +12,11 @@ after an abortable error (KIP-360).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from ...protocol.requests import InitProducerIdRequest
+from ...protocol.response import BodyResponse
 from ..request_router import RequestContext
 from ..services import BrokerServices
 from .groups import hashes_group_ids_off_loop
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 @hashes_group_ids_off_loop
 async def handle_init_producer_id(
     broker: BrokerServices, context: RequestContext, request: InitProducerIdRequest
-) -> Any:
+) -> BodyResponse:
     if request.transactional_id is not None:
         expected = None
         if context.version >= 3:
@@ -40,24 +40,26 @@ async def handle_init_producer_id(
         error = result.error
         if error is ErrorCode.producer_fenced and context.version < 4:
             error = ErrorCode.invalid_producer_epoch  # KIP-588: older clients
-        return {
+        body = {
             "throttle_time": 0,
             "error_code": error,
             "producer_id": result.producer_id,
             "producer_epoch": result.producer_epoch,
         }
+        return context.respond(body)
     manager = broker.coordinator.producer_ids
     try:
         assert manager is not None
         producer_id = await manager.generate()
     except Exception:
         log.exception("cannot allocate a producer id")
-        return {
+        body = {
             "throttle_time": 0,
             "error_code": ErrorCode.coordinator_not_available,
             "producer_id": -1,
             "producer_epoch": -1,
         }
+        return context.respond(body)
     # One line per producer (a client calls this once, then again only after a fatal
     # error or UNKNOWN_PRODUCER_ID): with the epoch bumps and refused sequences that
     # replica_manager logs, what explains a fault campaign's re-sends.
@@ -72,9 +74,10 @@ async def handle_init_producer_id(
         if asked_id >= 0
         else "",
     )
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
         "producer_id": producer_id,
         "producer_epoch": 0,
     }
+    return context.respond(body)

@@ -26,6 +26,7 @@ from ...protocol.requests import (
     ListTransactionsRequest,
     TxnOffsetCommitRequest,
 )
+from ...protocol.response import BodyResponse
 from ..request_router import RequestContext
 from ..services import BrokerServices
 from .groups import commit_response, hashes_group_ids_off_loop, offsets_to_commit
@@ -49,7 +50,7 @@ FENCED_SINCE = {"add_partitions": 2, "add_offsets": 2, "end_txn": 2, "txn_offset
 @hashes_group_ids_off_loop
 async def handle_add_partitions_to_txn(
     broker: BrokerServices, context: RequestContext, request: AddPartitionsToTxnRequest
-) -> Any:
+) -> BodyResponse:
     version = context.version
     if version >= 4:
         results = [
@@ -64,7 +65,7 @@ async def handle_add_partitions_to_txn(
             )
             for txn in request.transactions
         ]
-        return {
+        body = {
             "throttle_time": 0,
             "error_code": ErrorCode.none,
             "results_by_transaction": [
@@ -72,6 +73,7 @@ async def handle_add_partitions_to_txn(
                 for txn, topics in zip(request.transactions, results, strict=True)
             ],
         }
+        return context.respond(body)
     topics = await _add_partitions(
         broker,
         version,
@@ -80,7 +82,7 @@ async def handle_add_partitions_to_txn(
         request.v3_and_below_producer_epoch,
         {(t.name, int(p)) for t in request.v3_and_below_topics for p in t.partitions},
     )
-    return {"throttle_time": 0, "results_by_topic_v3_and_below": topics}
+    return context.respond({"throttle_time": 0, "results_by_topic_v3_and_below": topics})
 
 
 async def _add_partitions(
@@ -127,18 +129,24 @@ async def _add_partitions(
 @hashes_group_ids_off_loop
 async def handle_add_offsets_to_txn(
     broker: BrokerServices, context: RequestContext, request: AddOffsetsToTxnRequest
-) -> Any:
+) -> BodyResponse:
     """The group's ``__consumer_offsets`` partition joins the transaction, so the
     commit/abort marker reaches the pending offsets there."""
     service = broker.coordinator
     try:
         if not await service.ensure_offsets_topic():
-            return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available}
+            return context.respond(
+                {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available}
+            )
     except CoordinatorUnavailable:
-        return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available}
+        return context.respond(
+            {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available}
+        )
     offsets_topic = broker.metadata.topics.get(OFFSETS_TOPIC)
     if offsets_topic is None or not offsets_topic.partitions:
-        return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available}
+        return context.respond(
+            {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available}
+        )
     partition = partition_for(request.group_id, len(offsets_topic.partitions))
     error = await service.transactions.add_partitions(
         request.transactional_id,
@@ -146,10 +154,11 @@ async def handle_add_offsets_to_txn(
         request.producer_epoch,
         {(OFFSETS_TOPIC, partition)},
     )
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": fenced_error(error, context.version, FENCED_SINCE["add_offsets"]),
     }
+    return context.respond(body)
 
 
 # -- EndTxn -------------------------------------------------------------------------------------
@@ -158,14 +167,15 @@ async def handle_add_offsets_to_txn(
 @hashes_group_ids_off_loop
 async def handle_end_txn(
     broker: BrokerServices, context: RequestContext, request: EndTxnRequest
-) -> Any:
+) -> BodyResponse:
     error = await broker.coordinator.transactions.end_transaction(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed
     )
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": fenced_error(error, context.version, FENCED_SINCE["end_txn"]),
     }
+    return context.respond(body)
 
 
 # -- TxnOffsetCommit ----------------------------------------------------------------------------
@@ -174,7 +184,7 @@ async def handle_end_txn(
 @hashes_group_ids_off_loop
 async def handle_txn_offset_commit(
     broker: BrokerServices, context: RequestContext, request: TxnOffsetCommitRequest
-) -> Any:
+) -> BodyResponse:
     now = now_ms()
     errors, offsets = offsets_to_commit(broker, request.topics, now)
     if not request.group_id:
@@ -199,8 +209,10 @@ async def handle_txn_offset_commit(
                 }
         errors.update(results)
     since = FENCED_SINCE["txn_offset_commit"]
-    return commit_response(
-        {key: fenced_error(code, context.version, since) for key, code in errors.items()}
+    return context.respond(
+        commit_response(
+            {key: fenced_error(code, context.version, since) for key, code in errors.items()}
+        )
     )
 
 
@@ -210,7 +222,7 @@ async def handle_txn_offset_commit(
 @hashes_group_ids_off_loop
 def handle_describe_transactions(
     broker: BrokerServices, context: RequestContext, request: DescribeTransactionsRequest
-) -> Any:
+) -> BodyResponse:
     states = []
     for transactional_id in request.transactional_ids:
         error, found = broker.coordinator.transactions.describe(transactional_id)
@@ -237,12 +249,12 @@ def handle_describe_transactions(
                 topics=[{"topic": t, "partitions": ids} for t, ids in by_topic.items()],
             )
         states.append(entry)
-    return {"throttle_time": 0, "transaction_states": states}
+    return context.respond({"throttle_time": 0, "transaction_states": states})
 
 
 def handle_list_transactions(
     broker: BrokerServices, context: RequestContext, request: ListTransactionsRequest
-) -> Any:
+) -> BodyResponse:
     known = set(STATE_NAMES.values())
     wanted = set(request.state_filters)
     error, found = broker.coordinator.transactions.list_transactions(
@@ -253,7 +265,7 @@ def handle_list_transactions(
     # Filters naming no known state match nothing (Kafka lists them as unknown).
     if wanted and not wanted & known:
         found = []
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": error,
         "unknown_state_filters": sorted(wanted - known),
@@ -266,3 +278,4 @@ def handle_list_transactions(
             for d in found
         ],
     }
+    return context.respond(body)
