@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from .broker import BROKER_CONFIG_KEYS, BrokerConfig, _attr
 from .dynamic_broker import DYNAMIC_BROKER_CONFIGS
@@ -29,6 +29,17 @@ class ConfigEntry:
     synonyms: tuple[ConfigSynonym, ...]
     config_type: ConfigType
     documentation: str
+
+    def response_fields(self) -> dict[str, Any]:
+        """The fields CreateTopics and DescribeConfigs responses both give an entry, under
+        kio's names."""
+        return {
+            "name": self.name,
+            "value": self.value,
+            "read_only": self.read_only,
+            "config_source": int(self.source),
+            "is_sensitive": self.is_sensitive,
+        }
 
 
 class _Definition(Protocol):

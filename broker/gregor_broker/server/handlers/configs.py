@@ -187,11 +187,7 @@ def _describe_result(broker: BrokerServices, request: Any, resource: Any) -> dic
     wanted = set(resource.configuration_keys) if resource.configuration_keys else None
     result["configs"] = [
         {
-            "name": entry.name,
-            "value": entry.value,
-            "read_only": entry.read_only,
-            "config_source": int(entry.source),
-            "is_sensitive": entry.is_sensitive,
+            **entry.response_fields(),
             "synonyms": [
                 {"name": name, "value": value, "source": int(source)}
                 for name, value, source in entry.synonyms

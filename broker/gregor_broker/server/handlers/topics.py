@@ -77,14 +77,7 @@ async def handle_create_topics(
         result["replication_factor"] = len(plan[0])
         overrides = {k: v for k, v in configs.items() if v is not None}
         result["configs"] = [
-            {
-                "name": entry.name,
-                "value": entry.value,
-                "read_only": entry.read_only,
-                "config_source": int(entry.source),
-                "is_sensitive": entry.is_sensitive,
-            }
-            for entry in describe_topic_configs(broker.config, overrides)
+            entry.response_fields() for entry in describe_topic_configs(broker.config, overrides)
         ]
     if created and _timeout_s(request) > 0:
         # Matches Kafka: the response waits (up to the timeout) until the new
