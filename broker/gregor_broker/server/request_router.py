@@ -71,6 +71,7 @@ class RequestContext:
     header: RequestHeader
     connection: Connection
     flexible: bool
+    api_name: str = ""  # Kafka's name of the API (the audit log names it)
 
     @property
     def version(self) -> int:
@@ -84,6 +85,20 @@ class RequestContext:
     def respond(self, body: dict[str, Any]) -> BodyResponse:
         """This request's response, given by its body's fields (encoded with kio)."""
         return BodyResponse(self.header.api_key, body)
+
+    @property
+    def principal(self) -> str:
+        """Who sent the request (Kafka's ``KafkaPrincipal``; User:ANONYMOUS unauthenticated)."""
+        return self.connection.principal if self.connection is not None else "User:ANONYMOUS"
+
+    @property
+    def host(self) -> str:
+        """The client's IP address, as ACL hosts name it."""
+        return self.connection.peer_host if self.connection is not None else ""
+
+    @property
+    def api_key(self) -> int:
+        return self.header.api_key
 
 
 class RequestRouter:
@@ -167,7 +182,7 @@ class RequestRouter:
             return self._unsupported_api_versions(unsupported.header)
         self.requests_total[spec.key] = self.requests_total.get(spec.key, 0) + 1
         context = RequestContext(
-            header, connection, entities.is_flexible(spec.key, header.api_version)
+            header, connection, entities.is_flexible(spec.key, header.api_version), spec.name
         )
         try:
             result = spec.handler(self.broker, context, request)

@@ -26,6 +26,7 @@ from ...cluster.client_quotas import (
 from ...cluster.zk_paths import DEFAULT_ENTITY
 from ...protocol.requests import AlterClientQuotasRequest, DescribeClientQuotasRequest
 from ...protocol.response import BodyResponse
+from ...security.acl import AclOperation
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
@@ -40,6 +41,7 @@ MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 async def handle_describe_client_quotas(
     broker: BrokerServices, context: RequestContext, request: DescribeClientQuotasRequest
 ) -> BodyResponse:
+    broker.authorizer.require_cluster(context, AclOperation.DESCRIBE_CONFIGS)
     try:
         filters = _filters(request.components)
     except InvalidQuotaRequest as error:
@@ -141,6 +143,7 @@ def _describe_error(message: str) -> dict[str, Any]:
 async def handle_alter_client_quotas(
     broker: BrokerServices, context: RequestContext, request: AlterClientQuotasRequest
 ) -> BodyResponse:
+    broker.authorizer.require_cluster(context, AclOperation.ALTER_CONFIGS)
     results = []
     for entry in request.entries:
         result: dict[str, Any] = {

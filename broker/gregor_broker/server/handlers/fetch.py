@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,7 @@ from ...protocol.fetch_response import (
 from ...protocol.requests import FetchRequest
 from ...protocol.response import FetchResult
 from ...replication.fetch_reader import FetchReader
+from ...security.acl import AclOperation, ResourceType
 from ..fetch_sessions import FetchContext
 from ..quotas import ANONYMOUS
 from ..request_router import RequestContext
@@ -61,7 +62,13 @@ def handle_fetch(
     if fetch.error_code:
         return EmptyFetchResponse(fetch.error_code)
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
-    read = FetchReader(broker.replica_manager, request, fetch.runs, replica_id)
+    read = FetchReader(
+        broker.replica_manager,
+        request,
+        fetch.runs,
+        replica_id,
+        _refused(broker, context, replica_id) if broker.authorizer.enabled else None,
+    )
     if broker.quotas.active and replica_id < 0:
         read.max_bytes = broker.quotas.fetch_max_bytes(
             ANONYMOUS, context.header.client_id or "", request.max_bytes
@@ -76,6 +83,26 @@ def handle_fetch(
     ):
         return _respond(context, topics, read, fetch)
     return _wait_and_respond(broker, context, read, fetch, max_wait_ms)
+
+
+def _refused(
+    broker: BrokerServices, context: RequestContext, replica_id: int
+) -> Callable[[list[str]], set[str]]:
+    """Kafka's Fetch authorization: a follower needs ClusterAction on the cluster (else
+    every partition is refused), a consumer Read on each topic."""
+    authorizer = broker.authorizer
+
+    def refused(names: list[str]) -> set[str]:
+        if replica_id >= 0:
+            if authorizer.authorize_cluster(context, AclOperation.CLUSTER_ACTION):
+                return set()
+            return set(names)
+        allowed = authorizer.filter_authorized(
+            context, AclOperation.READ, ResourceType.TOPIC, names
+        )
+        return set(names) - allowed
+
+    return refused
 
 
 async def _wait_and_respond(

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from ...protocol.requests import DescribeLogDirsRequest
 from ...protocol.response import BodyResponse
+from ...security.acl import AclOperation
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
@@ -26,6 +27,14 @@ UNKNOWN_SPACE = -1  # Kafka's "not known" for total_bytes / usable_bytes
 def handle_describe_log_dirs(
     broker: BrokerServices, context: RequestContext, request: DescribeLogDirsRequest
 ) -> BodyResponse:
+    if not broker.authorizer.authorize_cluster(context, AclOperation.DESCRIBE):
+        # Kafka: no log dirs, and (v3+) CLUSTER_AUTHORIZATION_FAILED.
+        body = {
+            "throttle_time": 0,
+            "error_code": ErrorCode.cluster_authorization_failed,
+            "results": [],
+        }
+        return context.respond(body)
     # A null topics list asks for every partition; otherwise only the named ones.
     wanted = (
         None

@@ -29,6 +29,7 @@ from ...log.partition_log import AppendResult
 from ...protocol.requests import WriteTxnMarkersRequest
 from ...protocol.response import BodyResponse
 from ...replication.partition import PartitionError
+from ...security.acl import AclOperation
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
@@ -41,6 +42,9 @@ MARKER_REPLICATION_TIMEOUT_S = 30.0
 async def handle_write_txn_markers(
     broker: BrokerServices, context: RequestContext, request: WriteTxnMarkersRequest
 ) -> BodyResponse:
+    # Kafka: Alter on the cluster, or ClusterAction (brokers), else refused as a whole.
+    if not broker.authorizer.authorize_cluster(context, AclOperation.ALTER, log_if_denied=False):
+        broker.authorizer.require_cluster(context, AclOperation.CLUSTER_ACTION)
     results = await asyncio.gather(*(_write_marker(broker, marker) for marker in request.markers))
     return context.respond({"markers": results})
 
