@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 
 from gregor_operator import metrics
-from gregor_operator.handlers import clusters, quotas, rebalances, topics
+from gregor_operator.handlers import clusters, quotas, rebalances, topics, users
 from gregor_operator.handlers.common import (
     FINALIZER,
     Context,
@@ -54,6 +54,7 @@ def build(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, kopf.OperatorS
     register_cluster_index(registry)
     topics.register(registry, ctx)
     quotas.register(registry, ctx)
+    users.register(registry, ctx)
     clusters.register(registry, ctx, periodic)
     rebalances.register(registry, ctx, periodic)
 
