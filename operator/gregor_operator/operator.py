@@ -25,6 +25,8 @@ from gregor_operator.handlers.common import (
 from gregor_operator.periodic import Periodic
 from gregor_operator.zookeeper import Sessions
 
+log = logging.getLogger(__name__)
+
 
 def build(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, kopf.OperatorSettings, Context]:
     registry = kopf.OperatorRegistry()
@@ -43,6 +45,8 @@ def build(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, kopf.OperatorS
         if config.http_port:
             memo.http = await metrics.serve(config.http_port)
         memo.periodic = periodic.start(config.status_interval)
+        # The moment the periodic checks can run: start-up time before it is imports.
+        log.info("operator started: periodic steps and checks scheduled")
 
     @kopf.on.cleanup(registry=registry)
     async def stop(memo: Any, **_: Any) -> None:
