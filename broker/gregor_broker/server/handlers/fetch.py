@@ -41,6 +41,7 @@ from ...protocol.fetch_response import (
     encode_fetch_response,
     records_size,
 )
+from ...protocol.replica_fetch import ReplicaFetchRequest
 from ...protocol.requests import FetchRequest
 from ...replication.fetch_reader import FetchReader
 from ..fetch_sessions import FetchContext
@@ -50,12 +51,17 @@ from ..services import BrokerServices
 
 
 def handle_fetch(broker: BrokerServices, context: RequestContext, request: FetchRequest) -> Any:
+    # A follower's Fetch v11 arrives as a ReplicaFetchRequest (protocol/replica_fetch.py):
+    # the lean decoder's objects carry kio's field names.
     version = context.version
     replica_id = _replica_id(request)
     fetch = broker.fetch_sessions.new_context(request, version, replica_id >= 0, _now_ms())
     if fetch.error_code:
         return _session_error(context, fetch.error_code)
-    max_wait_ms = int(request.max_wait.total_seconds() * 1000)
+    if type(request) is ReplicaFetchRequest:  # a follower's, read by the lean decoder
+        max_wait_ms = request.max_wait_ms
+    else:
+        max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     read = FetchReader(broker.replica_manager, request, fetch.runs, replica_id)
     if broker.quotas.active and replica_id < 0:
         read.max_bytes = broker.quotas.fetch_max_bytes(
