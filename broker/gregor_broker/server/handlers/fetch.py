@@ -31,6 +31,7 @@ encoder frames them; record bytes never enter Python. Matches Kafka:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from dataclasses import dataclass
@@ -76,7 +77,10 @@ def handle_fetch(broker: BrokerServices, context: RequestContext, request: Fetch
         or not read.keys
     ):
         return _respond(context, topics, read, fetch)
-    return _wait_and_respond(broker, context, read, fetch, max_wait_ms)
+    # Watched now, in the call that found too little: an append before the coroutine's
+    # first step still wakes it.
+    watched = broker.replica_manager.append_waiters.watch(read.keys)
+    return _wait_and_respond(broker, context, read, fetch, max_wait_ms, watched)
 
 
 async def _wait_and_respond(
@@ -85,7 +89,9 @@ async def _wait_and_respond(
     read: FetchReader,
     fetch: FetchContext,
     max_wait_ms: int,
+    watched: asyncio.Future[None],
 ) -> FetchResponse:
+    waiters = broker.replica_manager.append_waiters
     deadline = time.monotonic() + max_wait_ms / 1000
     while True:
         remaining = deadline - time.monotonic()
@@ -95,10 +101,12 @@ async def _wait_and_respond(
             # Gregor's addition: Kafka's delayed fetch wakes only on new data or at
             # max_wait; waking when the leader quota frees up keeps the copy at its rate.
             remaining = min(remaining, read.throttle_retry_s)
-        await broker.replica_manager.append_waiters.wait_any(read.keys, remaining)
+        await waiters.wait_watched(watched, read.keys, remaining)
         topics, total = read.once()
         if total >= read.request.min_bytes or read.had_error or read.redirected:
             return _respond(context, topics, read, fetch)
+        watched = waiters.watch(read.keys)
+    waiters.unwatch(watched, read.keys)
     topics, _total = read.once()
     return _respond(context, topics, read, fetch)
 
