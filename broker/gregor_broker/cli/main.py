@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from gregor_broker.cli import (
+    acls,
     bench,
     completion,
     configs,
@@ -47,6 +48,7 @@ COMMAND_GROUPS: list[Register] = [
     transactions.register,
     quotas.register,
     users.register,
+    acls.register,
     perf.register,
     bench.register,
     completion.register,

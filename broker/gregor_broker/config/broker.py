@@ -65,6 +65,10 @@ def _key(
     return field(default=default, metadata=metadata)
 
 
+# authorizer.class.name values: Kafka's ZooKeeper-mode authorizer and its older name.
+ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+ACL_AUTHORIZER_ALIASES = ("kafka.security.auth.SimpleAclAuthorizer",)
+
 _PROTOCOL_MAP_DEFAULT = (
     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 )
@@ -143,6 +147,27 @@ class BrokerConfig:
         None, _T.PASSWORD,
         "JAAS login module configuration; PLAIN users are its user_<name>=\"<password>\" "
         "options, the broker's own client login its username and password.",
+    )  # fmt: skip
+    # Authorization (docs/security.md): Kafka's AclAuthorizer with its own keys.
+    authorizer_class_name: str = _key(
+        "", _T.STRING,
+        "The authorizer: kafka.security.authorizer.AclAuthorizer (ACLs in ZooKeeper, "
+        "Kafka's rules); empty: no authorization, every client may do everything.",
+        validator=one_of("", ACL_AUTHORIZER, *ACL_AUTHORIZER_ALIASES),
+    )  # fmt: skip
+    super_users: str = _key(
+        "", _T.STRING,
+        "Principals allowed everything whatever the ACLs, separated by ';' "
+        "(User:admin;User:broker).",
+    )  # fmt: skip
+    allow_everyone_if_no_acl_found: bool = _key(
+        False, _T.BOOLEAN,
+        "Whether a resource with no ACL at all is open to everyone (Kafka's default: false).",
+    )  # fmt: skip
+    authorizer_audit_log_enable: bool = _key(
+        False, _T.BOOLEAN,
+        "Gregor's own: log every authorization decision on the logger "
+        "kafka.authorizer.logger (denials at INFO, allowed requests at DEBUG).",
     )  # fmt: skip
     connection_failed_authentication_delay_ms: int = _key(
         100, _T.INT, "How long to wait before closing a connection whose authentication failed.",

@@ -4,8 +4,10 @@ Metadata (v8+), DescribeCluster and DescribeGroups (v3+) answer, when the client
 the operations it may perform on each resource as a 32-bit field (bit ``n`` set for
 operation code ``n``), and with ``-2**31`` when it did not ask. Matches Kafka's
 ``AuthHelper.authorizedOperations``: without an authorizer every operation the resource
-type supports (``AclEntry.supportedOperations``) is authorized. The security issue's
-authorizer will narrow these sets per principal; this module stays the one home of the codes.
+type supports (``AclEntry.supportedOperations``) is authorized; with one
+(``server/authorizer.py``) the operations the principal may perform. This module is the one
+home of the ACL codes (operations, resource types, pattern and permission types) and of
+their names as Kafka writes them in ZooKeeper (``SecurityUtils``: ``DescribeConfigs``).
 """
 
 from __future__ import annotations
@@ -13,8 +15,16 @@ from __future__ import annotations
 from enum import IntEnum
 
 
-class AclOperation(IntEnum):
-    """Kafka's ``AclOperation`` codes, as sent on the wire."""
+class _Named(IntEnum):
+    @property
+    def zk_name(self) -> str:
+        """Kafka's ``SecurityUtils`` name: ``TransactionalId``, ``DescribeConfigs``, as in
+        znode paths and ACL JSON."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+class AclOperation(_Named):
+    """Kafka's ``AclOperation`` codes, as sent on the wire (ANY only in filters)."""
 
     UNKNOWN = 0
     ANY = 1
@@ -33,15 +43,34 @@ class AclOperation(IntEnum):
     DESCRIBE_TOKENS = 14
 
 
-class AclResourceType(IntEnum):
-    """Kafka's ``ResourceType`` codes."""
+class AclResourceType(_Named):
+    """Kafka's ``ResourceType`` codes (ANY only in filters)."""
 
+    UNKNOWN = 0
+    ANY = 1
     TOPIC = 2
     GROUP = 3
     CLUSTER = 4
     TRANSACTIONAL_ID = 5
     DELEGATION_TOKEN = 6
     USER = 7
+
+
+class PatternType(_Named):
+    """Kafka's ``PatternType``: LITERAL and PREFIXED patterns; ANY and MATCH in filters."""
+
+    UNKNOWN = 0
+    ANY = 1
+    MATCH = 2
+    LITERAL = 3
+    PREFIXED = 4
+
+
+class AclPermissionType(_Named):
+    UNKNOWN = 0
+    ANY = 1
+    DENY = 2
+    ALLOW = 3
 
 
 SUPPORTED_OPERATIONS: dict[AclResourceType, frozenset[AclOperation]] = {

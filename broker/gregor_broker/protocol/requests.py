@@ -58,6 +58,15 @@ from kio.schema.api_versions.v1.request import ApiVersionsRequest as ApiVersions
 from kio.schema.api_versions.v2.request import ApiVersionsRequest as ApiVersionsRequestV2
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsRequestV3
 from kio.schema.api_versions.v4.request import ApiVersionsRequest as ApiVersionsRequestV4
+from kio.schema.create_acls.v1.request import (
+    CreateAclsRequest as CreateAclsRequestV1,
+)
+from kio.schema.create_acls.v2.request import (
+    CreateAclsRequest as CreateAclsRequestV2,
+)
+from kio.schema.create_acls.v3.request import (
+    CreateAclsRequest as CreateAclsRequestV3,
+)
 from kio.schema.create_partitions.v0.request import (
     CreatePartitionsRequest as CreatePartitionsRequestV0,
 )
@@ -76,6 +85,15 @@ from kio.schema.create_topics.v4.request import CreateTopicsRequest as CreateTop
 from kio.schema.create_topics.v5.request import CreateTopicsRequest as CreateTopicsRequestV5
 from kio.schema.create_topics.v6.request import CreateTopicsRequest as CreateTopicsRequestV6
 from kio.schema.create_topics.v7.request import CreateTopicsRequest as CreateTopicsRequestV7
+from kio.schema.delete_acls.v1.request import (
+    DeleteAclsRequest as DeleteAclsRequestV1,
+)
+from kio.schema.delete_acls.v2.request import (
+    DeleteAclsRequest as DeleteAclsRequestV2,
+)
+from kio.schema.delete_acls.v3.request import (
+    DeleteAclsRequest as DeleteAclsRequestV3,
+)
 from kio.schema.delete_groups.v0.request import DeleteGroupsRequest as DeleteGroupsRequestV0
 from kio.schema.delete_groups.v1.request import DeleteGroupsRequest as DeleteGroupsRequestV1
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest as DeleteGroupsRequestV2
@@ -88,6 +106,15 @@ from kio.schema.delete_topics.v3.request import DeleteTopicsRequest as DeleteTop
 from kio.schema.delete_topics.v4.request import DeleteTopicsRequest as DeleteTopicsRequestV4
 from kio.schema.delete_topics.v5.request import DeleteTopicsRequest as DeleteTopicsRequestV5
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest as DeleteTopicsRequestV6
+from kio.schema.describe_acls.v1.request import (
+    DescribeAclsRequest as DescribeAclsRequestV1,
+)
+from kio.schema.describe_acls.v2.request import (
+    DescribeAclsRequest as DescribeAclsRequestV2,
+)
+from kio.schema.describe_acls.v3.request import (
+    DescribeAclsRequest as DescribeAclsRequestV3,
+)
 from kio.schema.describe_client_quotas.v0.request import (
     DescribeClientQuotasRequest as DescribeClientQuotasRequestV0,
 )
@@ -568,7 +595,16 @@ SaslAuthenticateRequest: TypeAlias = (
 DescribeUserScramCredentialsRequest: TypeAlias = DescribeUserScramCredentialsRequestV0
 AlterUserScramCredentialsRequest: TypeAlias = AlterUserScramCredentialsRequestV0
 
+DescribeAclsRequest: TypeAlias = (
+    DescribeAclsRequestV1 | DescribeAclsRequestV2 | DescribeAclsRequestV3
+)
+CreateAclsRequest: TypeAlias = CreateAclsRequestV1 | CreateAclsRequestV2 | CreateAclsRequestV3
+DeleteAclsRequest: TypeAlias = DeleteAclsRequestV1 | DeleteAclsRequestV2 | DeleteAclsRequestV3
+
 REQUEST_VERSIONS: dict[int, dict[int, type]] = {
+    29: {1: DescribeAclsRequestV1, 2: DescribeAclsRequestV2, 3: DescribeAclsRequestV3},
+    30: {1: CreateAclsRequestV1, 2: CreateAclsRequestV2, 3: CreateAclsRequestV3},
+    31: {1: DeleteAclsRequestV1, 2: DeleteAclsRequestV2, 3: DeleteAclsRequestV3},
     17: {0: SaslHandshakeRequestV0, 1: SaslHandshakeRequestV1},
     36: {0: SaslAuthenticateRequestV0, 1: SaslAuthenticateRequestV1, 2: SaslAuthenticateRequestV2},
     50: {0: DescribeUserScramCredentialsRequestV0},

@@ -12,7 +12,7 @@ after each wake-up.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -47,7 +47,10 @@ class FetchReader:
         request: Any,
         runs: Sequence[FetchTopic],
         replica_id: int,
+        refused: Callable[[list[str]], set[str]] | None = None,
     ) -> None:
+        """``refused``: given the fetch's topic names, those the client may not read
+        (the authorizer's verdict); they answer TOPIC_AUTHORIZATION_FAILED."""
         self.replica_manager = replica_manager
         self.request = request
         self.runs = runs
@@ -73,7 +76,10 @@ class FetchReader:
             if run.name is None and run.topic_id is not None:
                 info = replica_manager.metadata.topic_by_uuid(run.topic_id)
                 run.name = info.name if info is not None else None
-            if run.name is not None:
+        names = [run.name for run in runs if run.name is not None]
+        self.refused: set[str] = refused(names) if refused is not None and names else set()
+        for run in runs:
+            if run.name is not None and run.name not in self.refused:
                 self.keys.extend((run.name, p.partition) for p in run.partitions)
 
     def once(self) -> tuple[list[TopicResult], int]:
@@ -96,10 +102,18 @@ class FetchReader:
         self.throttled_bytes = self.held_back = 0
         self.throttle_retry_s = None
         topics: list[TopicResult] = []
+        refused = self.refused
         for run in self.runs:
             name = run.name
             result = TopicResult(name or "", run.topic_id)
             topics.append(result)
+            if refused and name in refused:
+                result.partitions.extend(
+                    PartitionResult(p.partition, ErrorCode.topic_authorization_failed)
+                    for p in run.partitions
+                )
+                self.had_error = True
+                continue
             topic_config = None
             if leader_rate is not None and name is not None:
                 info = metadata.topics.get(name)

@@ -45,6 +45,7 @@ from ..security.scram import ScramCredential
 from ..security.tls import PrincipalMapper, server_context
 from ..stats import AuthenticationMetrics
 from .authentication import SaslAuthenticator, SaslListenerSettings
+from .authorizer import Authorizer, build_authorizer
 from .connection import Connection, SendfileCounter
 from .fetch_sessions import FetchSessionCache
 from .handlers import API_TABLE
@@ -118,6 +119,9 @@ class Broker:
         self.sendfile = SendfileCounter()
         self.connections: set[Connection] = set()
         self.authentication_metrics = AuthenticationMetrics()
+        # authorizer.class.name: the ACL authorizer once ZooKeeper is up; until then (and
+        # without the key) everything is allowed.
+        self.authorizer: Authorizer = Authorizer()
         # Per listener: its SASL settings (None: no SASL), checked before anything starts.
         protocols = config.security_protocol_map
         self.sasl_settings: dict[str, SaslListenerSettings | None] = {
@@ -191,6 +195,10 @@ class Broker:
         self.metadata.cluster_id = await asyncio.to_thread(
             self.zk.retry, self.zk_admin.get_or_create_cluster_id
         )
+        # ACLs loaded before any listener accepts a client.
+        authorizer = build_authorizer(config, self.zk)
+        await asyncio.to_thread(self.zk.retry, authorizer.start)
+        self.authorizer = authorizer
 
         log_dirs = [Path(d) for d in config.log_dirs]
         self._lock_fds = [_lock_log_dir(d) for d in log_dirs]
@@ -537,6 +545,7 @@ class Broker:
             await self.replica_manager.stop()
         if getattr(self, "watcher", None) is not None:
             self.watcher.stop()
+        self.authorizer.stop()
         for server in self.servers:
             server.close()
         for connection in list(self.connections):

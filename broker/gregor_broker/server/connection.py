@@ -117,6 +117,7 @@ class Connection(asyncio.BufferedProtocol):
         self.on_close = on_close
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
+        self.peer_host: str = ""
         # Received bytes not yet taken as frames: _receive[_start:_end].
         self._receive = bytearray(RECEIVE_BUFFER_SIZE)
         self._receive_view = memoryview(self._receive)
@@ -142,6 +143,8 @@ class Connection(asyncio.BufferedProtocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        # The client's address as ACL hosts name it (Kafka's clientAddress.getHostAddress).
+        self.peer_host = str(peer[0]) if peer else ""
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

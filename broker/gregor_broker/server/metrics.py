@@ -83,6 +83,16 @@ class BrokerCollector(Collector):
                 for (listener, mechanism), count in sorted(counts.items()):
                     family.add_metric([listener, mechanism], count)
                 yield family
+        authorizer = getattr(broker, "authorizer", None)
+        if authorizer is not None and authorizer.enabled:
+            denials = CounterMetricFamily(
+                "gregor_authorization_denials",
+                "Requests (or parts of them) refused by the ACL authorizer, per resource type",
+                labels=["resource_type"],
+            )
+            for resource_type, count in sorted(authorizer.denials.items()):
+                denials.add_metric([resource_type], count)
+            yield denials
         replicas = getattr(broker, "replica_manager", None)
         if replicas is not None:
             messages_in = CounterMetricFamily(

@@ -69,6 +69,7 @@ class RequestContext:
     header: RequestHeader
     connection: Connection
     flexible: bool
+    api_name: str = ""  # Kafka's name of the API (the audit log names it)
 
     @property
     def version(self) -> int:
@@ -78,6 +79,20 @@ class RequestContext:
     def listener(self) -> str | None:
         """The listener the request arrived on (None without a connection: unit tests)."""
         return self.connection.listener if self.connection is not None else None
+
+    @property
+    def principal(self) -> str:
+        """Who sent the request (Kafka's ``KafkaPrincipal``; User:ANONYMOUS unauthenticated)."""
+        return self.connection.principal if self.connection is not None else "User:ANONYMOUS"
+
+    @property
+    def host(self) -> str:
+        """The client's IP address, as ACL hosts name it."""
+        return self.connection.peer_host if self.connection is not None else ""
+
+    @property
+    def api_key(self) -> int:
+        return self.header.api_key
 
 
 @dataclass(slots=True)  # not frozen: a frozen __init__ costs ~10x (hot path)
@@ -174,7 +189,7 @@ class RequestRouter:
             return self._unsupported_api_versions(unsupported.header)
         self.requests_total[spec.key] = self.requests_total.get(spec.key, 0) + 1
         context = RequestContext(
-            header, connection, entities.is_flexible(spec.key, header.api_version)
+            header, connection, entities.is_flexible(spec.key, header.api_version), spec.name
         )
         try:
             result = spec.handler(self.broker, context, request)

@@ -28,6 +28,7 @@ from ..log.log_manager import LogManager
 from ..protocol.preparation import Preparer
 from ..replication.replica_manager import ReplicaManager
 from ..stats import LatencyHistogram
+from .authorizer import Authorizer
 from .connection import Connection, SendfileCounter
 from .fetch_sessions import FetchSessionCache
 from .quotas import ClientQuotaManager
@@ -66,6 +67,7 @@ class BrokerServices(Protocol):
     coordinator: CoordinatorService
     topic_admin: TopicAdmin
     quotas: ClientQuotaManager
+    authorizer: Authorizer
     fetch_sessions: FetchSessionCache
     zk: KazooClient | None
     zk_admin: ZkAdmin

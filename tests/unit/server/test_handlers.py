@@ -30,6 +30,7 @@ from gregor_broker.protocol.record_batch import scan_batches
 from gregor_broker.protocol.records import Record, iter_batch_records, make_batch
 from gregor_broker.protocol.wire import RequestHeader
 from gregor_broker.replication.replica_manager import ReplicaManager
+from gregor_broker.server.authorizer import Authorizer
 from gregor_broker.server.fetch_sessions import FetchSessionCache
 from gregor_broker.server.handlers.fetch import handle_fetch
 from gregor_broker.server.handlers.metadata import handle_metadata
@@ -54,6 +55,7 @@ class Services:
     quotas: ClientQuotaManager
     topic_admin: Any = None
     connections: set[Any] = field(default_factory=set)
+    authorizer: Authorizer = field(default_factory=Authorizer)  # none: everything allowed
 
     @property
     def broker_id(self) -> int:

@@ -7,7 +7,7 @@ whose -1 start time must encode) and ListTransactions."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from gregor_broker.log.log_manager import LogManager
 from gregor_broker.protocol import entities
 from gregor_broker.protocol.wire import RequestHeader
 from gregor_broker.replication.replica_manager import ReplicaManager
+from gregor_broker.server.authorizer import Authorizer
 from gregor_broker.server.handlers.producer_ids import handle_init_producer_id
 from gregor_broker.server.handlers.transactions import (
     handle_add_partitions_to_txn,
@@ -40,6 +41,7 @@ INIT, ADD_PARTITIONS, DESCRIBE, LIST = 22, 24, 65, 66
 class Services:
     metadata: MetadataCache
     coordinator: CoordinatorService
+    authorizer: Authorizer = field(default_factory=Authorizer)  # none: everything allowed
 
 
 class CountingIds:

@@ -7,6 +7,7 @@ handler implements every field of every version in it.
 from __future__ import annotations
 
 from ..request_router import ApiSpec
+from .acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from .client_quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from .cluster_info import handle_api_versions, handle_describe_cluster
 from .configs import (
@@ -86,6 +87,9 @@ API_TABLE: dict[int, ApiSpec] = {
         ApiSpec(26, "EndTxn", 0, 3, handle_end_txn),
         ApiSpec(28, "TxnOffsetCommit", 0, 3, handle_txn_offset_commit),
         ApiSpec(27, "WriteTxnMarkers", 1, 2, handle_write_txn_markers),
+        ApiSpec(29, "DescribeAcls", 1, 3, handle_describe_acls),
+        ApiSpec(30, "CreateAcls", 1, 3, handle_create_acls),
+        ApiSpec(31, "DeleteAcls", 1, 3, handle_delete_acls),
         ApiSpec(32, "DescribeConfigs", 1, 4, handle_describe_configs),
         ApiSpec(33, "AlterConfigs", 0, 2, handle_alter_configs),
         ApiSpec(35, "DescribeLogDirs", 1, 4, handle_describe_log_dirs),

@@ -25,6 +25,7 @@ from ...cluster.client_quotas import (
 )
 from ...cluster.zk_paths import DEFAULT_ENTITY
 from ...protocol.requests import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from ...security.acl import AclOperation
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
@@ -39,6 +40,7 @@ MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 async def handle_describe_client_quotas(
     broker: BrokerServices, context: RequestContext, request: DescribeClientQuotasRequest
 ) -> dict[str, Any]:
+    broker.authorizer.require_cluster(context, AclOperation.DESCRIBE_CONFIGS)
     try:
         filters = _filters(request.components)
     except InvalidQuotaRequest as error:
@@ -138,6 +140,7 @@ def _describe_error(message: str) -> dict[str, Any]:
 async def handle_alter_client_quotas(
     broker: BrokerServices, context: RequestContext, request: AlterClientQuotasRequest
 ) -> dict[str, Any]:
+    broker.authorizer.require_cluster(context, AclOperation.ALTER_CONFIGS)
     results = []
     for entry in request.entries:
         result: dict[str, Any] = {

@@ -8,9 +8,15 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ...protocol import entities
-from ...protocol.acl_operations import NOT_REQUESTED, AclResourceType, authorized_operations
+from ...protocol.acl_operations import (
+    NOT_REQUESTED,
+    AclOperation,
+    AclResourceType,
+    authorized_operations,
+)
 from ...protocol.requests import ApiVersionsRequest, DescribeClusterRequest
 from ...protocol.wire import API_VERSIONS_KEY, frame, response_header
+from ...security.acl import CLUSTER_NAME
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
@@ -98,8 +104,17 @@ def handle_describe_cluster(
             for b in sorted(metadata.brokers.values(), key=lambda b: b.broker_id)
             if (endpoint := b.endpoint(context.listener)) is not None
         ],
-        "cluster_authorized_operations": authorized_operations(
-            AclResourceType.CLUSTER,
-            bool(getattr(request, "include_cluster_authorized_operations", False)),
-        ),
+        "cluster_authorized_operations": _cluster_operations(broker, context, request),
     }
+
+
+def _cluster_operations(broker: BrokerServices, context: RequestContext, request: Any) -> int:
+    """Kafka: the operations the client may perform on the cluster when it asked (0
+    without Describe)."""
+    requested = bool(getattr(request, "include_cluster_authorized_operations", False))
+    authorizer = broker.authorizer
+    if not requested or not authorizer.enabled:
+        return authorized_operations(AclResourceType.CLUSTER, requested)
+    if not authorizer.authorize_cluster(context, AclOperation.DESCRIBE):
+        return 0
+    return authorizer.authorized_operations(context, AclResourceType.CLUSTER, CLUSTER_NAME)

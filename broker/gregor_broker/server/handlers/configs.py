@@ -37,11 +37,44 @@ from ...protocol.requests import (
     IncrementalAlterConfigsRequest,
 )
 from ...protocol.wire import encode_array_length, frame, response_header
+from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
 TOPIC = 2
 BROKER = 4
+BROKER_LOGGER = 8
+GROUP = 32
+
+
+def config_refusal(
+    broker: BrokerServices, context: RequestContext, resource: Any, operation: AclOperation
+) -> ErrorCode | None:
+    """Kafka's check of one config resource (``ConfigHelper``, ``AlterConfigs``): broker
+    configs need ``operation`` on the cluster, a topic's on the topic, a group's on the
+    group; the error names what was refused. None: allowed."""
+    authorizer = broker.authorizer
+    if not authorizer.enabled:
+        return None
+    kind = resource.resource_type
+    if kind in (BROKER, BROKER_LOGGER):
+        allowed = authorizer.authorize_cluster(context, operation)
+        error = ErrorCode.cluster_authorization_failed
+    elif kind == TOPIC:
+        allowed = authorizer.authorize(
+            context, operation, ResourceType.TOPIC, resource.resource_name
+        )
+        error = ErrorCode.topic_authorization_failed
+    elif kind == GROUP:
+        allowed = authorizer.authorize(
+            context, operation, ResourceType.GROUP, resource.resource_name
+        )
+        error = ErrorCode.group_authorization_failed
+    else:
+        return None  # answered INVALID_REQUEST by the handler
+    return None if allowed else error
+
+
 DESCRIBE_CONFIGS_KEY = 32
 _INT32 = struct.Struct(">i")
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -81,23 +114,40 @@ def handle_describe_configs(
     between, so that describing thousands cannot stall every other client."""
     if len(request.resources) <= 1:
         return DescribeConfigsResponse(
-            [_describe(broker, context.version, request, r) for r in request.resources]
+            [_describe(broker, context, request, r) for r in request.resources]
         )
-    return _describe_many(broker, context.version, request)
+    return _describe_many(broker, context, request)
 
 
 async def _describe_many(
-    broker: BrokerServices, version: int, request: Any
+    broker: BrokerServices, context: RequestContext, request: Any
 ) -> DescribeConfigsResponse:
     results = []
     for number, resource in enumerate(request.resources):
         if number:
             await asyncio.sleep(0)
-        results.append(_describe(broker, version, request, resource))
+        results.append(_describe(broker, context, request, resource))
     return DescribeConfigsResponse(results)
 
 
-def _describe(broker: BrokerServices, version: int, request: Any, resource: Any) -> bytes:
+def _describe(
+    broker: BrokerServices, context: RequestContext, request: Any, resource: Any
+) -> bytes:
+    version = context.version
+    refused = config_refusal(broker, context, resource, AclOperation.DESCRIBE_CONFIGS)
+    if refused is not None:
+        return entities.encode(
+            entities.build(
+                _result_class(version),
+                {
+                    "error_code": refused,
+                    "error_message": None,
+                    "resource_type": resource.resource_type,
+                    "resource_name": resource.resource_name,
+                    "configs": [],
+                },
+            )
+        )
     topic_config = None
     if resource.resource_type == TOPIC:
         topic = broker.metadata.topics.get(resource.resource_name)
@@ -214,7 +264,8 @@ async def handle_alter_configs(
     for resource in request.resources:
         new = {c.name: c.value for c in resource.configs if c.value is not None}
         responses.append(
-            await _alter(broker, resource, lambda _old, new=new: new, request.validate_only)
+            _refused_alter(broker, context, resource)
+            or await _alter(broker, resource, lambda _old, new=new: new, request.validate_only)
         )
     return {"responses": responses, "throttle_time": 0}
 
@@ -245,8 +296,25 @@ async def handle_incremental_alter_configs(
                     raise InvalidConfig(f"unknown config operation {op} for {change.name}")
             return config
 
-        responses.append(await _alter(broker, resource, apply, request.validate_only))
+        responses.append(
+            _refused_alter(broker, context, resource)
+            or await _alter(broker, resource, apply, request.validate_only)
+        )
     return {"responses": responses, "throttle_time": 0}
+
+
+def _refused_alter(
+    broker: BrokerServices, context: RequestContext, resource: Any
+) -> dict[str, Any] | None:
+    refused = config_refusal(broker, context, resource, AclOperation.ALTER_CONFIGS)
+    if refused is None:
+        return None
+    return {
+        "error_code": refused,
+        "error_message": None,
+        "resource_type": resource.resource_type,
+        "resource_name": resource.resource_name,
+    }
 
 
 async def _alter(broker: BrokerServices, resource: Any, change: Any, validate_only: bool) -> dict:

@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from ...protocol.requests import DescribeProducersRequest
 from ...replication.partition import PartitionError
+from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
@@ -24,9 +25,23 @@ def handle_describe_producers(
     broker: BrokerServices, context: RequestContext, request: DescribeProducersRequest
 ) -> Any:
     topics = []
+    # Kafka: Read on each topic, else TOPIC_AUTHORIZATION_FAILED.
+    readable = broker.authorizer.filter_authorized(
+        context, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     for topic in request.topics:
         partitions = []
         for index in topic.partition_indexes:
+            if topic.name not in readable:
+                partitions.append(
+                    {
+                        "partition_index": index,
+                        "error_code": ErrorCode.topic_authorization_failed,
+                        "error_message": None,
+                        "active_producers": [],
+                    }
+                )
+                continue
             try:
                 partition = broker.replica_manager.partition_or_error(topic.name, index)
             except PartitionError as error:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,7 @@ from ...protocol.fetch_response import (
 from ...protocol.replica_fetch import ReplicaFetchRequest
 from ...protocol.requests import FetchRequest
 from ...replication.fetch_reader import FetchReader
+from ...security.acl import AclOperation, ResourceType
 from ..fetch_sessions import FetchContext
 from ..quotas import ANONYMOUS
 from ..request_router import RawResponse, RequestContext
@@ -63,7 +65,13 @@ def handle_fetch(broker: BrokerServices, context: RequestContext, request: Fetch
         max_wait_ms = request.max_wait_ms
     else:
         max_wait_ms = int(request.max_wait.total_seconds() * 1000)
-    read = FetchReader(broker.replica_manager, request, fetch.runs, replica_id)
+    read = FetchReader(
+        broker.replica_manager,
+        request,
+        fetch.runs,
+        replica_id,
+        _refused(broker, context, replica_id) if broker.authorizer.enabled else None,
+    )
     if broker.quotas.active and replica_id < 0:
         read.max_bytes = broker.quotas.fetch_max_bytes(
             ANONYMOUS, context.header.client_id or "", request.max_bytes
@@ -81,6 +89,26 @@ def handle_fetch(broker: BrokerServices, context: RequestContext, request: Fetch
     # first step still wakes it.
     watched = broker.replica_manager.append_waiters.watch(read.keys)
     return _wait_and_respond(broker, context, read, fetch, max_wait_ms, watched)
+
+
+def _refused(
+    broker: BrokerServices, context: RequestContext, replica_id: int
+) -> Callable[[list[str]], set[str]]:
+    """Kafka's Fetch authorization: a follower needs ClusterAction on the cluster (else
+    every partition is refused), a consumer Read on each topic."""
+    authorizer = broker.authorizer
+
+    def refused(names: list[str]) -> set[str]:
+        if replica_id >= 0:
+            if authorizer.authorize_cluster(context, AclOperation.CLUSTER_ACTION):
+                return set()
+            return set(names)
+        allowed = authorizer.filter_authorized(
+            context, AclOperation.READ, ResourceType.TOPIC, names
+        )
+        return set(names) - allowed
+
+    return refused
 
 
 async def _wait_and_respond(

@@ -20,7 +20,7 @@ from ...coordinator.group_coordinator import JoinRequest, JoinResult, SyncResult
 from ...coordinator.records import OffsetAndMetadata, hash_is_cheap, java_string_hashcode
 from ...coordinator.service import CoordinatorUnavailable, now_ms
 from ...coordinator.transaction_coordinator import TransactionCoordinatorUnavailable
-from ...protocol.acl_operations import AclResourceType, authorized_operations
+from ...protocol.acl_operations import AclOperation, AclResourceType, authorized_operations
 from ...protocol.requests import (
     DeleteGroupsRequest,
     DescribeGroupsRequest,
@@ -119,6 +119,15 @@ async def _find_one(
         return {"error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}
 
     service = broker.coordinator
+    authorizer = broker.authorizer
+    if key_type == GROUP_KEY_TYPE and not authorizer.authorize(
+        context, AclOperation.DESCRIBE, AclResourceType.GROUP, key
+    ):
+        return failed(ErrorCode.group_authorization_failed, "")
+    if key_type == TRANSACTION_KEY_TYPE and not authorizer.authorize(
+        context, AclOperation.DESCRIBE, AclResourceType.TRANSACTIONAL_ID, key
+    ):
+        return failed(ErrorCode.transactional_id_authorization_failed, "")
     if key_type == TRANSACTION_KEY_TYPE:
         if not key:
             return failed(ErrorCode.invalid_request, "the transactional id is empty")
@@ -174,6 +183,8 @@ async def handle_join_group(
         rebalance_timeout_ms = session_timeout_ms
     if not request.group_id:
         result = JoinResult(ErrorCode.invalid_group_id, request.member_id)
+    elif not _may_read_group(broker, context, request.group_id):
+        result = JoinResult(ErrorCode.group_authorization_failed, request.member_id)
     else:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[JoinResult] = loop.create_future()
@@ -224,6 +235,8 @@ async def handle_sync_group(
 ) -> Any:
     if not request.group_id:
         result = SyncResult(ErrorCode.invalid_group_id)
+    elif not _may_read_group(broker, context, request.group_id):
+        result = SyncResult(ErrorCode.group_authorization_failed)
     else:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[SyncResult] = loop.create_future()
@@ -259,6 +272,8 @@ def handle_heartbeat(
 ) -> Any:
     if not request.group_id:
         error = ErrorCode.invalid_group_id
+    elif not _may_read_group(broker, context, request.group_id):
+        error = ErrorCode.group_authorization_failed
     else:
         error = broker.coordinator.groups.heartbeat(
             request.group_id,
@@ -280,6 +295,9 @@ def handle_leave_group(
         identities = [(request.member_id, None)]
     if not request.group_id:
         top, errors = ErrorCode.invalid_group_id, [ErrorCode.invalid_group_id] * len(identities)
+    elif not _may_read_group(broker, context, request.group_id):
+        # Kafka: the whole request fails (its error response has no members).
+        return _leave_refused(context.version)
     else:
         top, errors = broker.coordinator.groups.leave(request.group_id, identities, now_ms())
     if context.version < 3:
@@ -292,6 +310,29 @@ def handle_leave_group(
             for (member_id, instance_id), error in zip(identities, errors, strict=True)
         ],
     }
+
+
+def _may_read_group(broker: BrokerServices, context: RequestContext, group_id: str) -> bool:
+    """Kafka: Join, Sync, Heartbeat, Leave, OffsetCommit need Read on the group."""
+    return broker.authorizer.authorize(context, AclOperation.READ, AclResourceType.GROUP, group_id)
+
+
+def _leave_refused(version: int) -> dict[str, Any]:
+    if version < 3:
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
+    return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "members": []}
+
+
+def _refused_topics(
+    broker: BrokerServices, context: RequestContext, operation: AclOperation, names: Any
+) -> set[str]:
+    """The topics among ``names`` the client may not ``operation`` (none without an
+    authorizer)."""
+    authorizer = broker.authorizer
+    if not authorizer.enabled:
+        return set()
+    wanted = set(names)
+    return wanted - authorizer.filter_authorized(context, operation, AclResourceType.TOPIC, wanted)
 
 
 # -- offsets ---------------------------------------------------------------------------
@@ -329,7 +370,24 @@ async def handle_offset_commit(
     retention = getattr(request, "retention_time", None)
     retention_ms = _ms(retention) if retention is not None else -1
     expire = now + retention_ms if retention_ms >= 0 else -1
-    errors, offsets = offsets_to_commit(broker, request.topics, now, expire)
+    if request.group_id and not _may_read_group(broker, context, request.group_id):
+        return commit_response(
+            {
+                (t.name, p.partition_index): ErrorCode.group_authorization_failed
+                for t in request.topics
+                for p in t.partitions
+            }
+        )
+    refused = _refused_topics(broker, context, AclOperation.READ, (t.name for t in request.topics))
+    errors, offsets = offsets_to_commit(
+        broker, [t for t in request.topics if t.name not in refused], now, expire
+    )
+    errors.update(
+        ((t.name, p.partition_index), ErrorCode.topic_authorization_failed)
+        for t in request.topics
+        if t.name in refused
+        for p in t.partitions
+    )
     if not request.group_id:
         errors.update(dict.fromkeys(offsets, ErrorCode.invalid_group_id))
     elif offsets:
@@ -380,24 +438,50 @@ def handle_offset_fetch(
     require_stable = bool(getattr(request, "require_stable", False))
     if version >= 8:
         groups = [
-            _fetch_group(broker, version, group.group_id, group.topics, require_stable)
+            _fetch_group(broker, context, group.group_id, group.topics, require_stable)
             for group in request.groups
         ]
         return {"throttle_time": 0, "groups": groups}
-    result = _fetch_group(broker, version, request.group_id, request.topics, require_stable)
+    result = _fetch_group(broker, context, request.group_id, request.topics, require_stable)
     return {"throttle_time": 0, "error_code": result["error_code"], "topics": result["topics"]}
 
 
 def _fetch_group(
-    broker: BrokerServices, version: int, group_id: str, topics: Any, require_stable: bool
+    broker: BrokerServices,
+    context: RequestContext,
+    group_id: str,
+    topics: Any,
+    require_stable: bool,
 ) -> dict[str, Any]:
+    version = context.version
     requested = (
         None
         if topics is None
         else [(t.name, index) for t in topics for index in t.partition_indexes]
     )
+    if not broker.authorizer.authorize(
+        context, AclOperation.DESCRIBE, AclResourceType.GROUP, group_id
+    ):
+        return _fetch_refused(version, group_id, requested)
     groups = broker.coordinator.groups
+    # Kafka: offsets of topics the client may not describe are not shown; asked for by
+    # name they answer TOPIC_AUTHORIZATION_FAILED.
+    refused = _refused_topics(
+        broker,
+        context,
+        AclOperation.DESCRIBE,
+        (name for name, _ in requested)
+        if requested is not None
+        else groups_topics(groups, group_id),
+    )
+    if refused and requested is not None:
+        denied = [key for key in requested if key[0] in refused]
+        requested = [key for key in requested if key[0] not in refused]
+    else:
+        denied = []
     error, offsets = groups.fetch_offsets(group_id, requested)
+    if refused:
+        offsets = {key: value for key, value in offsets.items() if key[0] not in refused}
     if error is not ErrorCode.none and version < 2:
         # v1 has no top-level error: every partition carries it.
         offsets = dict.fromkeys(requested or [], None)
@@ -426,9 +510,48 @@ def _fetch_group(
                 "error_code": partition_error,
             }
         )
+    for name, index in denied:
+        by_topic.setdefault(name, []).append(
+            {
+                "partition_index": index,
+                "committed_offset": -1,
+                "committed_leader_epoch": -1,
+                "metadata": "",
+                "error_code": ErrorCode.topic_authorization_failed,
+            }
+        )
     return {
         "group_id": group_id,
         "error_code": error,
+        "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+    }
+
+
+def groups_topics(groups: Any, group_id: str) -> set[str]:
+    """The topics a group has offsets for (to filter a fetch of all of them)."""
+    _error, offsets = groups.fetch_offsets(group_id, None)
+    return {name for name, _ in offsets}
+
+
+def _fetch_refused(
+    version: int, group_id: str, requested: list[tuple[str, int]] | None
+) -> dict[str, Any]:
+    """GROUP_AUTHORIZATION_FAILED: top-level from v2, on each partition in v1."""
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    if version < 2:
+        for name, index in requested or []:
+            by_topic.setdefault(name, []).append(
+                {
+                    "partition_index": index,
+                    "committed_offset": -1,
+                    "committed_leader_epoch": -1,
+                    "metadata": "",
+                    "error_code": ErrorCode.group_authorization_failed,
+                }
+            )
+    return {
+        "group_id": group_id,
+        "error_code": ErrorCode.group_authorization_failed,
         "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
     }
 
@@ -437,7 +560,21 @@ def _fetch_group(
 def handle_offset_delete(
     broker: BrokerServices, context: RequestContext, request: OffsetDeleteRequest
 ) -> Any:
-    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    if not broker.authorizer.authorize(
+        context, AclOperation.DELETE, AclResourceType.GROUP, request.group_id
+    ):
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.group_authorization_failed,
+            "topics": [],
+        }
+    refused = _refused_topics(broker, context, AclOperation.READ, (t.name for t in request.topics))
+    partitions = [
+        (t.name, p.partition_index)
+        for t in request.topics
+        if t.name not in refused
+        for p in t.partitions
+    ]
     unknown = {
         key
         for key in partitions
@@ -448,6 +585,12 @@ def handle_offset_delete(
         request.group_id, [key for key in partitions if key not in unknown]
     )
     results.update(dict.fromkeys(unknown, ErrorCode.unknown_topic_or_partition))
+    results.update(
+        ((t.name, p.partition_index), ErrorCode.topic_authorization_failed)
+        for t in request.topics
+        if t.name in refused
+        for p in t.partitions
+    )
     by_topic: dict[str, list[dict[str, Any]]] = {}
     if error is ErrorCode.none:
         for (name, index), code in results.items():
@@ -467,8 +610,21 @@ def handle_list_groups(
 ) -> Any:
     states = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
+    authorizer = broker.authorizer
+    # Kafka: Describe on the cluster lists every group, else those the client may describe.
+    everything = not authorizer.enabled or authorizer.authorize_cluster(
+        context, AclOperation.DESCRIBE, log_if_denied=False
+    )
     groups = []
     for group in broker.coordinator.groups.list_groups():
+        if not everything and not authorizer.authorize(
+            context,
+            AclOperation.DESCRIBE,
+            AclResourceType.GROUP,
+            group.group_id,
+            log_if_denied=False,
+        ):
+            continue
         if states and group.state.value.lower() not in states:
             continue
         if types and "classic" not in types:
@@ -490,8 +646,14 @@ def handle_describe_groups(
 ) -> Any:
     include_operations = getattr(request, "include_authorized_operations", False)
     described = []
+    authorizer = broker.authorizer
     for group_id in request.groups:
-        error, summary = broker.coordinator.groups.describe(group_id)
+        if not authorizer.authorize(
+            context, AclOperation.DESCRIBE, AclResourceType.GROUP, group_id
+        ):
+            error, summary = ErrorCode.group_authorization_failed, None
+        else:
+            error, summary = broker.coordinator.groups.describe(group_id)
         entry: dict[str, Any] = {
             "error_code": error,
             "group_id": group_id,
@@ -499,8 +661,10 @@ def handle_describe_groups(
             "protocol_type": "",
             "protocol_data": "",
             "members": [],
-            "authorized_operations": authorized_operations(
-                AclResourceType.GROUP, include_operations
+            "authorized_operations": (
+                authorizer.authorized_operations(context, AclResourceType.GROUP, group_id)
+                if authorizer.enabled and include_operations and summary is not None
+                else authorized_operations(AclResourceType.GROUP, include_operations)
             ),
         }
         if summary is not None:
@@ -536,7 +700,13 @@ def handle_delete_groups(
         "results": [
             {
                 "group_id": group_id,
-                "error_code": broker.coordinator.groups.delete_group(group_id, now),
+                "error_code": (
+                    broker.coordinator.groups.delete_group(group_id, now)
+                    if broker.authorizer.authorize(
+                        context, AclOperation.DELETE, AclResourceType.GROUP, group_id
+                    )
+                    else ErrorCode.group_authorization_failed
+                ),
             }
             for group_id in request.groups_names
         ],

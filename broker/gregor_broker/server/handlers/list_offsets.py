@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from ...protocol.requests import ListOffsetsRequest
 from ...replication.partition import PartitionError
+from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
@@ -29,10 +30,21 @@ def handle_list_offsets(
     broker: BrokerServices, context: RequestContext, request: ListOffsetsRequest
 ) -> Any:
     read_committed = getattr(request, "isolation_level", 0) == 1
+    # Kafka: Describe on each topic, else TOPIC_AUTHORIZATION_FAILED.
+    describable = broker.authorizer.filter_authorized(
+        context, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     topics = []
     for topic in request.topics:
         partitions = []
         for requested in topic.partitions:
+            if topic.name not in describable:
+                partitions.append(
+                    _result(
+                        requested.partition_index, ErrorCode.topic_authorization_failed, -1, -1, -1
+                    )
+                )
+                continue
             partitions.append(_lookup(broker, topic.name, requested, read_committed))
         topics.append({"name": topic.name, "partitions": partitions})
     return {"topics": topics, "throttle_time": 0}

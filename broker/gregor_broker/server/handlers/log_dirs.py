@@ -16,6 +16,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ...protocol.requests import DescribeLogDirsRequest
+from ...security.acl import AclOperation
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
@@ -25,6 +26,13 @@ UNKNOWN_SPACE = -1  # Kafka's "not known" for total_bytes / usable_bytes
 def handle_describe_log_dirs(
     broker: BrokerServices, context: RequestContext, request: DescribeLogDirsRequest
 ) -> Any:
+    if not broker.authorizer.authorize_cluster(context, AclOperation.DESCRIBE):
+        # Kafka: no log dirs, and (v3+) CLUSTER_AUTHORIZATION_FAILED.
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.cluster_authorization_failed,
+            "results": [],
+        }
     # A null topics list asks for every partition; otherwise only the named ones.
     wanted = (
         None

@@ -11,14 +11,14 @@ takes LEADER_NOT_AVAILABLE as temporary and would ask again forever.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from ...cluster.metadata_cache import TopicInfo
 from ...cluster.topic_names import topic_name_error
-from ...protocol.acl_operations import AclResourceType, authorized_operations
+from ...protocol.acl_operations import AclOperation, AclResourceType, authorized_operations
 from ...protocol.error_response import RequestFailed
 from ...protocol.metadata_response import (
     MetadataBroker,
@@ -27,6 +27,7 @@ from ...protocol.metadata_response import (
     encode_topic,
 )
 from ...protocol.requests import MetadataRequest
+from ...security.acl import CLUSTER_NAME
 from ..request_router import RequestContext
 from ..services import BrokerServices
 from ..topic_admin import TopicAdminError
@@ -46,6 +47,9 @@ class _Operations:
     topic: int
     version: int
     listener: str | None = None
+    # With an authorizer and topic operations asked for: whose operations to compute.
+    session: Any = None
+    session_authorizer: Any = None
 
 
 def handle_metadata(
@@ -75,22 +79,42 @@ async def _after_controller_known(
 def _handle(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
     metadata = broker.metadata
     version = context.version
+    authorizer = broker.authorizer
+    want_cluster = bool(getattr(request, "include_cluster_authorized_operations", False))
+    want_topics = bool(getattr(request, "include_topic_authorized_operations", False))
     operations = _Operations(
-        cluster=authorized_operations(
-            AclResourceType.CLUSTER,
-            bool(getattr(request, "include_cluster_authorized_operations", False)),
-        ),
-        topic=authorized_operations(
-            AclResourceType.TOPIC,
-            bool(getattr(request, "include_topic_authorized_operations", False)),
-        ),
+        cluster=authorized_operations(AclResourceType.CLUSTER, want_cluster),
+        topic=authorized_operations(AclResourceType.TOPIC, want_topics),
         version=version,
         listener=context.listener,
+        session=context if authorizer.enabled and want_topics else None,
+        session_authorizer=authorizer,
     )
+    if authorizer.enabled and want_cluster:
+        operations = replace(
+            operations,
+            cluster=(
+                authorizer.authorized_operations(context, AclResourceType.CLUSTER, CLUSTER_NAME)
+                if authorizer.authorize_cluster(context, AclOperation.DESCRIBE)
+                else 0
+            ),
+        )
     if request.topics is None or (version == 0 and not request.topics):
-        return _response(broker, operations, list(metadata.topics.values()), [])
+        topics = list(metadata.topics.values())
+        if authorizer.enabled:
+            # Matches Kafka: topics the client may not describe are left out, unlogged.
+            describable = authorizer.filter_authorized(
+                context,
+                AclOperation.DESCRIBE,
+                AclResourceType.TOPIC,
+                metadata.topics,
+                log_if_denied=False,
+            )
+            topics = [t for t in topics if t.name in describable]
+        return _response(broker, operations, topics, [])
     names: list[str] = []
     unknown_ids: list[Any] = []
+    by_id: dict[str, Any] = {}  # names of the topics asked for by id
     for topic in request.topics:
         name = topic.name
         if name is None and version < 12:
@@ -105,14 +129,40 @@ def _handle(broker: BrokerServices, context: RequestContext, request: Any) -> An
                 unknown_ids.append(topic.topic_id)
                 continue
             name = info.name
+            by_id[name] = topic.topic_id
         names.append(name)
-    missing = [n for n in names if n not in metadata.topics]
+    refused: dict[str, ErrorCode] = {}
+    if authorizer.enabled:
+        describable = authorizer.filter_authorized(
+            context, AclOperation.DESCRIBE, AclResourceType.TOPIC, names
+        )
+        # Not even whether they exist is disclosed: TOPIC_AUTHORIZATION_FAILED. A topic
+        # asked for by id is answered with its id only (ids are not secret, names are).
+        refused = {n: ErrorCode.topic_authorization_failed for n in names if n not in describable}
+        for name in [n for n in by_id if n in refused]:
+            del refused[name]
+            names.remove(name)
+            unknown_ids.append((by_id[name], ErrorCode.topic_authorization_failed))
+    missing = [n for n in names if n not in metadata.topics and n not in refused]
     allow = broker.config.auto_create_topics_enable and getattr(
         request, "allow_auto_topic_creation", True
     )
+    if (
+        missing
+        and allow
+        and authorizer.enabled
+        and not authorizer.authorize_cluster(context, AclOperation.CREATE, log_if_denied=False)
+    ):
+        creatable = authorizer.filter_authorized(
+            context, AclOperation.CREATE, AclResourceType.TOPIC, missing
+        )
+        refused.update(
+            (n, ErrorCode.topic_authorization_failed) for n in missing if n not in creatable
+        )
+        missing = [n for n in missing if n in creatable]
     if missing and allow:
-        return _auto_create_then_respond(broker, operations, names, missing, unknown_ids)
-    return _response_for(broker, operations, names, {}, unknown_ids, creating=False)
+        return _auto_create_then_respond(broker, operations, names, missing, unknown_ids, refused)
+    return _response_for(broker, operations, names, refused, unknown_ids, creating=False)
 
 
 async def _auto_create_then_respond(
@@ -121,8 +171,9 @@ async def _auto_create_then_respond(
     names: list[str],
     missing: list[str],
     unknown_ids: list[Any],
+    refused: dict[str, ErrorCode],
 ) -> MetadataResponse:
-    errors: dict[str, ErrorCode] = {}
+    errors: dict[str, ErrorCode] = dict(refused)
     created = []
     for name in missing:
         if topic_name_error(name) is not None:
@@ -154,7 +205,11 @@ def _response_for(
     absent = []
     for name in dict.fromkeys(names):
         info = metadata.topics.get(name)
-        if info is not None:
+        if errors.get(name) == ErrorCode.topic_authorization_failed:
+            absent.append(
+                {"error_code": ErrorCode.topic_authorization_failed, "name": name, "partitions": []}
+            )
+        elif info is not None:
             known.append(info)
         else:
             if name in errors:
@@ -167,10 +222,11 @@ def _response_for(
             else:
                 error = ErrorCode.unknown_topic_or_partition
             absent.append({"error_code": error, "name": name, "partitions": []})
-    for topic_id in unknown_ids:
+    for unknown in unknown_ids:
+        topic_id, error = unknown if isinstance(unknown, tuple) else (unknown, None)
         absent.append(
             {
-                "error_code": ErrorCode.unknown_topic_id,
+                "error_code": error or ErrorCode.unknown_topic_id,
                 "name": None,
                 "topic_id": topic_id,
                 "partitions": [],
@@ -215,6 +271,15 @@ def _encoded_topic(
 ) -> bytes:
     """The topic's entry, encoded once per change of the topic or the live brokers (a
     Metadata request for every topic of 10,000 partitions then mostly joins bytes)."""
+    if operations.session is not None:  # the authorizer's answer for this principal
+        authorizer = operations.session_authorizer
+        assert authorizer is not None
+        operations = replace(
+            operations,
+            topic=authorizer.authorized_operations(
+                operations.session, AclResourceType.TOPIC, topic.name
+            ),
+        )
     key = (operations.version, operations.topic, brokers_generation, topic.generation)
     cached = topic.encoded
     if cached is not None and cached[0] == key:

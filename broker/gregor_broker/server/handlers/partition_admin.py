@@ -22,6 +22,7 @@ from ...protocol.requests import (
     ElectLeadersRequest,
     ListPartitionReassignmentsRequest,
 )
+from ...security.acl import AclOperation
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
@@ -31,6 +32,8 @@ PREFERRED = 0
 async def handle_elect_leaders(
     broker: BrokerServices, context: RequestContext, request: ElectLeadersRequest
 ) -> Any:
+    # Kafka: Alter on the cluster, else CLUSTER_AUTHORIZATION_FAILED everywhere.
+    broker.authorizer.require_cluster(context, AclOperation.ALTER)
     metadata = broker.metadata
     if request.topic_partitions is None:
         wanted = [(t.name, p) for t in metadata.topics.values() for p in t.partitions]
@@ -94,6 +97,7 @@ async def handle_elect_leaders(
 async def handle_alter_partition_reassignments(
     broker: BrokerServices, context: RequestContext, request: AlterPartitionReassignmentsRequest
 ) -> Any:
+    broker.authorizer.require_cluster(context, AclOperation.ALTER)
     metadata = broker.metadata
     live = set(metadata.brokers)
     accepted: dict[tuple[str, int], tuple[int, ...]] = {}
@@ -141,6 +145,7 @@ async def handle_alter_partition_reassignments(
 async def handle_list_partition_reassignments(
     broker: BrokerServices, context: RequestContext, request: ListPartitionReassignmentsRequest
 ) -> Any:
+    broker.authorizer.require_cluster(context, AclOperation.DESCRIBE)
     if request.topics is None:
         names = list(broker.metadata.topics)
         wanted = None

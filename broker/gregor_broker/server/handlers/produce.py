@@ -21,15 +21,30 @@ from ...protocol.produce_response import PartitionProduceResult, ProduceResponse
 from ...protocol.record_batch import first_batch_is_transactional
 from ...protocol.requests import ProduceRequest
 from ...replication.partition import PartitionError
+from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
 
 def handle_produce(broker: BrokerServices, context: RequestContext, request: ProduceRequest) -> Any:
-    if request.transactional_id is None and _has_transactional_records(request):
+    authorizer = broker.authorizer
+    if _has_transactional_records(request) and (
+        request.transactional_id is None
+        or not authorizer.authorize(
+            context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+        )
+    ):
         # Matches Kafka's answer to transactional records that come without an
         # (authorized) transactional id: the whole request fails.
         return _reject_all(request, ErrorCode.transactional_id_authorization_failed)
+    # None without an authorizer: the hot path does no per-topic work then.
+    writable = (
+        authorizer.filter_authorized(
+            context, AclOperation.WRITE, ResourceType.TOPIC, request.topic_data, _topic_name
+        )
+        if authorizer.enabled
+        else None
+    )
     acks = request.acks
     if acks not in (0, 1, -1):
         return _reject_all(request, ErrorCode.invalid_required_acks)
@@ -45,6 +60,10 @@ def handle_produce(broker: BrokerServices, context: RequestContext, request: Pro
         results = []
         for partition_data in topic_data.partition_data:
             index = partition_data.index
+            if writable is not None and name not in writable:
+                any_error = True
+                results.append(_failed(index, ErrorCode.topic_authorization_failed, ""))
+                continue
             try:
                 result = replicas.append(
                     name,
@@ -99,6 +118,10 @@ async def _await_replication(
             result.log_start_offset = -1
             result.error_message = failed.error_message
     return response
+
+
+def _topic_name(topic_data: Any) -> str:
+    return str(topic_data.name)
 
 
 def _failed(index: int, error_code: ErrorCode, message: str) -> PartitionProduceResult:

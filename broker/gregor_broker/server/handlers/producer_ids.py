@@ -17,6 +17,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ...protocol.requests import InitProducerIdRequest
+from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
 from .groups import hashes_group_ids_off_loop
@@ -24,10 +25,27 @@ from .groups import hashes_group_ids_off_loop
 log = logging.getLogger(__name__)
 
 
+def _refused(error: ErrorCode) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": error, "producer_id": -1, "producer_epoch": -1}
+
+
 @hashes_group_ids_off_loop
 async def handle_init_producer_id(
     broker: BrokerServices, context: RequestContext, request: InitProducerIdRequest
 ) -> Any:
+    authorizer = broker.authorizer
+    if request.transactional_id is not None:
+        if not authorizer.authorize(
+            context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+        ):
+            return _refused(ErrorCode.transactional_id_authorization_failed)
+    elif not authorizer.authorize_cluster(
+        context, AclOperation.IDEMPOTENT_WRITE, log_if_denied=False
+    ) and not authorizer.authorize_by_resource_type(
+        context, AclOperation.WRITE, ResourceType.TOPIC
+    ):
+        # Kafka (KIP-679): IdempotentWrite on the cluster, or Write on any topic.
+        return _refused(ErrorCode.cluster_authorization_failed)
     if request.transactional_id is not None:
         expected = None
         if context.version >= 3:

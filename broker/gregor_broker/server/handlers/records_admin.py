@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 from ...log.partition_log import OffsetOutOfRange
 from ...protocol.requests import DeleteRecordsRequest
 from ...replication.partition import PartitionError
+from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
@@ -19,10 +20,23 @@ def handle_delete_records(
     broker: BrokerServices, context: RequestContext, request: DeleteRecordsRequest
 ) -> Any:
     topics = []
+    # Kafka: Delete on each topic, else TOPIC_AUTHORIZATION_FAILED.
+    deletable = broker.authorizer.filter_authorized(
+        context, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     for topic in request.topics:
         partitions = []
         for requested in topic.partitions:
             index = requested.partition_index
+            if topic.name not in deletable:
+                partitions.append(
+                    {
+                        "partition_index": index,
+                        "low_watermark": -1,
+                        "error_code": ErrorCode.topic_authorization_failed,
+                    }
+                )
+                continue
             try:
                 partition = broker.replica_manager.partition_or_error(topic.name, index)
             except PartitionError as error:

@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from ...protocol.requests import OffsetForLeaderEpochRequest
 from ...replication.partition import PartitionError
+from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
@@ -21,10 +22,28 @@ def handle_offset_for_leader_epoch(
     broker: BrokerServices, context: RequestContext, request: OffsetForLeaderEpochRequest
 ) -> Any:
     topics = []
+    authorizer = broker.authorizer
+    # Kafka: a follower's ClusterAction covers everything; else Describe on each topic.
+    if authorizer.authorize_cluster(context, AclOperation.CLUSTER_ACTION, log_if_denied=False):
+        describable = {t.topic for t in request.topics}
+    else:
+        describable = authorizer.filter_authorized(
+            context, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.topic for t in request.topics)
+        )
     for topic in request.topics:
         partitions = []
         for requested in topic.partitions:
             index = requested.partition
+            if topic.topic not in describable:
+                partitions.append(
+                    {
+                        "error_code": ErrorCode.topic_authorization_failed,
+                        "partition": index,
+                        "leader_epoch": -1,
+                        "end_offset": -1,
+                    }
+                )
+                continue
             try:
                 partition = broker.replica_manager.partition_or_error(topic.topic, index)
                 partition.check_current_leader_epoch(requested.current_leader_epoch)

@@ -27,6 +27,7 @@ from ...protocol.requests import (
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
 )
+from ...security.acl import AclOperation
 from ...security.scram import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,
@@ -64,6 +65,7 @@ def handle_sasl_authenticate(
 async def handle_describe_user_scram_credentials(
     broker: BrokerServices, context: RequestContext, request: DescribeUserScramCredentialsRequest
 ) -> dict[str, Any]:
+    broker.authorizer.require_cluster(context, AclOperation.DESCRIBE)
     wanted = None if request.users is None else [user.name for user in request.users]
     try:
         if wanted:
@@ -132,6 +134,7 @@ def _describe_error(user: str, code: ErrorCode, message: str) -> dict[str, Any]:
 async def handle_alter_user_scram_credentials(
     broker: BrokerServices, context: RequestContext, request: AlterUserScramCredentialsRequest
 ) -> dict[str, Any]:
+    broker.authorizer.require_cluster(context, AclOperation.ALTER)
     errors: dict[str, tuple[ErrorCode, str]] = {}
     upserts: dict[str, dict[str, ScramCredential]] = {}
     deletes: dict[str, list[str]] = {}

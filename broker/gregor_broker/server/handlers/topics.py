@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 from ...cluster.models import uuid_from_str
 from ...config import describe_topic_configs
 from ...protocol.requests import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
+from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
 from ..topic_admin import TopicAdminError
@@ -27,6 +28,16 @@ async def handle_create_topics(
     # Partitions this request creates so far: max.partitions.per.request bounds the sum.
     added = 0
     planned: list[tuple[dict[str, Any], dict[int, list[int]], dict[str, str | None]]] = []
+    authorizer = broker.authorizer
+    # Kafka: Create on the cluster, else on each topic; the configs in the answer need
+    # DescribeConfigs on the topic.
+    creatable = (
+        None
+        if authorizer.authorize_cluster(context, AclOperation.CREATE, log_if_denied=False)
+        else authorizer.filter_authorized(
+            context, AclOperation.CREATE, ResourceType.TOPIC, (t.name for t in request.topics)
+        )
+    )
     for topic in request.topics:
         result: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none}
         results.append(result)
@@ -37,6 +48,12 @@ async def handle_create_topics(
             )
             continue
         seen.add(topic.name)
+        if creatable is not None and topic.name not in creatable:
+            result.update(
+                error_code=ErrorCode.topic_authorization_failed,
+                error_message="Authorization failed.",
+            )
+            continue
         configs = {c.name: c.value for c in topic.configs}
         assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
         try:
@@ -74,6 +91,15 @@ async def handle_create_topics(
             continue
         result["num_partitions"] = len(plan)
         result["replication_factor"] = len(plan[0])
+        if not authorizer.authorize(
+            context,
+            AclOperation.DESCRIBE_CONFIGS,
+            ResourceType.TOPIC,
+            result["name"],
+            log_if_denied=False,
+        ):
+            result["topic_config_error_code"] = ErrorCode.topic_authorization_failed
+            continue
         overrides = {k: v for k, v in configs.items() if v is not None}
         result["configs"] = [
             {
@@ -111,11 +137,26 @@ async def handle_delete_topics(
     responses = []
     seen: set[str] = set()
     unique: list[str] = []
+    authorizer = broker.authorizer
+    named = [name for name, _ in names if name is not None]
+    deletable = authorizer.filter_authorized(
+        context, AclOperation.DELETE, ResourceType.TOPIC, named
+    )
+    describable = (
+        authorizer.filter_authorized(context, AclOperation.DESCRIBE, ResourceType.TOPIC, named)
+        if authorizer.enabled
+        else set(named)
+    )
     for name, topic_id in names:
         response: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0}
         responses.append(response)
         if name is None:
             response["error_code"] = ErrorCode.unknown_topic_id
+        elif topic_id is not None and topic_id.int != 0 and name not in describable:
+            # Kafka: the name of a topic asked for by id is not disclosed.
+            response.update(name=None, error_code=ErrorCode.topic_authorization_failed)
+        elif name not in deletable:
+            response["error_code"] = ErrorCode.topic_authorization_failed
         elif name in seen:
             # Matches Kafka (and CreateTopics here): a topic named twice is an invalid
             # request for the repeat; the first mention is handled as usual.
@@ -153,9 +194,18 @@ async def handle_create_partitions(
     results = []
     grown = []
     added = 0  # partitions this request adds so far (max.partitions.per.request)
+    alterable = broker.authorizer.filter_authorized(
+        context, AclOperation.ALTER, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     for topic in request.topics:
         result: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none}
         results.append(result)
+        if topic.name not in alterable:
+            result.update(
+                error_code=ErrorCode.topic_authorization_failed,
+                error_message="The topic authorization is failed.",
+            )
+            continue
         assignments = [list(a.broker_ids) for a in topic.assignments] if topic.assignments else None
         try:
             added += await broker.topic_admin.create_partitions(

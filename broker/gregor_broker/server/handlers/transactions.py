@@ -26,6 +26,7 @@ from ...protocol.requests import (
     ListTransactionsRequest,
     TxnOffsetCommitRequest,
 )
+from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
 from .groups import commit_response, hashes_group_ids_off_loop, offsets_to_commit
@@ -52,6 +53,8 @@ async def handle_add_partitions_to_txn(
 ) -> Any:
     version = context.version
     if version >= 4:
+        # Kafka: v4+ comes from brokers only (ClusterAction), and checks no ACL per topic.
+        broker.authorizer.require_cluster(context, AclOperation.CLUSTER_ACTION)
         results = [
             await _add_partitions(
                 broker,
@@ -72,10 +75,38 @@ async def handle_add_partitions_to_txn(
                 for txn, topics in zip(request.transactions, results, strict=True)
             ],
         }
+    transactional_id = request.v3_and_below_transactional_id
+    wanted = {(t.name, int(p)) for t in request.v3_and_below_topics for p in t.partitions}
+    authorizer = broker.authorizer
+    if not authorizer.authorize(
+        context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        return {
+            "throttle_time": 0,
+            "results_by_topic_v3_and_below": _by_topic(
+                dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed)
+            ),
+        }
+    writable = authorizer.filter_authorized(
+        context, AclOperation.WRITE, ResourceType.TOPIC, (name for name, _ in wanted)
+    )
+    if any(name not in writable for name, _ in wanted):
+        # Kafka: one refused topic fails the whole transaction's request.
+        return {
+            "throttle_time": 0,
+            "results_by_topic_v3_and_below": _by_topic(
+                {
+                    key: ErrorCode.topic_authorization_failed
+                    if key[0] not in writable
+                    else ErrorCode.operation_not_attempted
+                    for key in wanted
+                }
+            ),
+        }
     topics = await _add_partitions(
         broker,
         version,
-        request.v3_and_below_transactional_id,
+        transactional_id,
         request.v3_and_below_producer_id,
         request.v3_and_below_producer_epoch,
         {(t.name, int(p)) for t in request.v3_and_below_topics for p in t.partitions},
@@ -113,6 +144,10 @@ async def _add_partitions(
         )
         error = fenced_error(error, version, FENCED_SINCE["add_partitions"])
         errors = dict.fromkeys(partitions, error)
+    return _by_topic(errors)
+
+
+def _by_topic(errors: dict[tuple[str, int], ErrorCode]) -> list[dict[str, Any]]:
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (name, index), code in sorted(errors.items()):
         by_topic.setdefault(name, []).append(
@@ -130,6 +165,13 @@ async def handle_add_offsets_to_txn(
 ) -> Any:
     """The group's ``__consumer_offsets`` partition joins the transaction, so the
     commit/abort marker reaches the pending offsets there."""
+    authorizer = broker.authorizer
+    if not authorizer.authorize(
+        context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    ):
+        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
+    if not authorizer.authorize(context, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
     service = broker.coordinator
     try:
         if not await service.ensure_offsets_topic():
@@ -159,6 +201,10 @@ async def handle_add_offsets_to_txn(
 async def handle_end_txn(
     broker: BrokerServices, context: RequestContext, request: EndTxnRequest
 ) -> Any:
+    if not broker.authorizer.authorize(
+        context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    ):
+        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
     error = await broker.coordinator.transactions.end_transaction(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed
     )
@@ -176,7 +222,30 @@ async def handle_txn_offset_commit(
     broker: BrokerServices, context: RequestContext, request: TxnOffsetCommitRequest
 ) -> Any:
     now = now_ms()
-    errors, offsets = offsets_to_commit(broker, request.topics, now)
+    authorizer = broker.authorizer
+    refusal = None
+    if not authorizer.authorize(
+        context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    ):
+        refusal = ErrorCode.transactional_id_authorization_failed
+    elif not authorizer.authorize(context, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        refusal = ErrorCode.group_authorization_failed
+    if refusal is not None:
+        return commit_response(
+            {(t.name, p.partition_index): refusal for t in request.topics for p in t.partitions}
+        )
+    readable = authorizer.filter_authorized(
+        context, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
+    errors, offsets = offsets_to_commit(
+        broker, [t for t in request.topics if t.name in readable], now
+    )
+    errors.update(
+        ((t.name, p.partition_index), ErrorCode.topic_authorization_failed)
+        for t in request.topics
+        if t.name not in readable
+        for p in t.partitions
+    )
     if not request.group_id:
         errors.update(dict.fromkeys(offsets, ErrorCode.invalid_group_id))
     elif offsets:
@@ -212,8 +281,14 @@ def handle_describe_transactions(
     broker: BrokerServices, context: RequestContext, request: DescribeTransactionsRequest
 ) -> Any:
     states = []
+    authorizer = broker.authorizer
     for transactional_id in request.transactional_ids:
-        error, found = broker.coordinator.transactions.describe(transactional_id)
+        if not authorizer.authorize(
+            context, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id
+        ):
+            error, found = ErrorCode.transactional_id_authorization_failed, None
+        else:
+            error, found = broker.coordinator.transactions.describe(transactional_id)
         entry: dict[str, Any] = {
             "error_code": error,
             "transactional_id": transactional_id,
@@ -227,7 +302,9 @@ def handle_describe_transactions(
         if found is not None:
             by_topic: dict[str, list[int]] = {}
             for topic, index in sorted(found.partitions):
-                by_topic.setdefault(topic, []).append(index)
+                # Kafka: only the topics the client may describe.
+                if authorizer.authorize(context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic):
+                    by_topic.setdefault(topic, []).append(index)
             entry.update(
                 transaction_state=STATE_NAMES[found.state],
                 transaction_timeout=found.timeout_ms,
@@ -264,5 +341,8 @@ def handle_list_transactions(
                 "transaction_state": STATE_NAMES[d.state],
             }
             for d in found
+            if broker.authorizer.authorize(
+                context, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, d.transactional_id
+            )
         ],
     }

@@ -28,6 +28,7 @@ from ...coordinator.records import OFFSETS_TOPIC
 from ...log.partition_log import AppendResult
 from ...protocol.requests import WriteTxnMarkersRequest
 from ...replication.partition import PartitionError
+from ...security.acl import AclOperation
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
@@ -40,6 +41,9 @@ MARKER_REPLICATION_TIMEOUT_S = 30.0
 async def handle_write_txn_markers(
     broker: BrokerServices, context: RequestContext, request: WriteTxnMarkersRequest
 ) -> Any:
+    # Kafka: Alter on the cluster, or ClusterAction (brokers), else refused as a whole.
+    if not broker.authorizer.authorize_cluster(context, AclOperation.ALTER, log_if_denied=False):
+        broker.authorizer.require_cluster(context, AclOperation.CLUSTER_ACTION)
     results = await asyncio.gather(*(_write_marker(broker, marker) for marker in request.markers))
     return {"markers": results}
 
