@@ -51,6 +51,7 @@ GROUPS = (
     "failover",
     "scale",
     "transactions",
+    "security",
 )
 # Opt-in groups: run only when named with --only (the Spark group needs PySpark and minutes).
 OPT_IN_GROUPS = ("spark",)
@@ -81,6 +82,8 @@ class Settings:
     spark_mib: int = 1024
     # The transactions group: MiB each producer writes per measurement.
     txn_mib: int = 64
+    # The security group: MiB produced (then consumed) per measurement and protocol.
+    security_mib: int = 128
 
 
 # The replicated latency rows offer a quarter of the cluster's acks=all rate, not half:
@@ -92,7 +95,7 @@ FULL = Settings(
     "full", 3, 2.0, 1.0, 256, 512, 512, 4.0, 0.5, 20_000, 0.25, 8.0, 2000, 3, 10_000, 2_000, 3
 )
 QUICK = Settings(
-    "quick", 1, 0.3, 0.2, 32, 64, 16, 1.0, 0.5, 2_000, 0.25, 1.0, 100, 1, 400, 80, 1, 32, 4
+    "quick", 1, 0.3, 0.2, 32, 64, 16, 1.0, 0.5, 2_000, 0.25, 1.0, 100, 1, 400, 80, 1, 32, 4, 4
 )
 
 
@@ -170,6 +173,8 @@ def row_ids(groups: tuple[str, ...] = GROUPS) -> list[str]:
         ids += list(SPARK_ROWS)
     if "transactions" in groups:
         ids += list(TXN_ROWS)
+    if "security" in groups:
+        ids += list(SECURITY_ROWS)
     return ids
 
 
@@ -181,6 +186,9 @@ SPARK_PARTITIONS = 6
 # TXN_RECORDS records against an idempotent one, alternating on the one Gregor broker.
 TXN_ROWS = ("transactions/produce",)
 TXN_RECORDS = 1000
+# The security group (bench/security.py): produce and consume over SASL_SSL (SCRAM-SHA-512,
+# TLS) against PLAINTEXT, alternating on one broker with both listeners.
+SECURITY_ROWS = ("security/produce", "security/consume")
 
 
 class BrokerClient:
@@ -300,6 +308,8 @@ class Harness:
             count += 1 + 3 * reps
         if "transactions" in self.groups:
             count += 2 * reps
+        if "security" in self.groups:
+            count += 4 * reps
         if self.args.profile:
             count += 3
         return count
@@ -505,6 +515,58 @@ class Harness:
             order = [(transactional, TXN_RECORDS), (idempotent, 0)]
             for client, records in order if rep % 2 == 0 else reversed(order):
                 self.record(row, client, f"{client.name} produce · {tag}", measure(records))
+
+    def measure_security(self) -> None:
+        """``security_mib`` MiB of 1 KiB records (1 partition, acks=1) produced, then
+        consumed from offset 0, over SASL_SSL and over PLAINTEXT, alternating, on a broker
+        of its own with both listeners (``bench.security.SecureBroker``)."""
+        from bench.security import SecureBroker
+
+        s = self.settings
+        secure = SecureBroker(self.data_dir / "security")
+        secure.start()
+        self.progress.note(f"started a SASL_SSL + PLAINTEXT broker on {secure.bootstrap}")
+        clients = {p: BrokerClient(p, secure) for p in ("SASL_SSL", "PLAINTEXT")}  # type: ignore[arg-type]
+        rows = {
+            phase: self._row(
+                f"security/{phase}",
+                f"{phase} {s.security_mib} MiB of 1 KiB records, 1 partition: SASL_SSL "
+                "(SCRAM-SHA-512, TLS) vs PLAINTEXT",
+                "MB/s",
+                targets=list(clients.values()),
+                params={"mib": s.security_mib, "record_bytes": KIB, "acks": 1},
+            )
+            for phase in ("produce", "consume")
+        }
+
+        def measure(protocol: str, phase: str, topic: str):
+            def run() -> tuple[float, dict[str, Any]]:
+                out = run_process(
+                    "bench.security",
+                    ["measure", "--bootstrap", secure.bootstrap[protocol], "--protocol",
+                     protocol, "--ca", str(secure.certificates.ca), "--topic", topic,
+                     "--mib", str(s.security_mib), "--phase", phase],
+                    timeout=900,
+                )  # fmt: skip
+                return out["bytes"] / out["seconds"] / MB, out
+
+            return run
+
+        try:
+            for rep in range(s.reps):
+                tag = f"rep {rep + 1}/{s.reps}"
+                order = ["SASL_SSL", "PLAINTEXT"]
+                for protocol in order if rep % 2 == 0 else reversed(order):
+                    topic = self.topic_name(f"security-{protocol.lower()}")
+                    try:
+                        for phase in ("produce", "consume"):
+                            self.record(rows[phase], clients[protocol],
+                                        f"{protocol} {phase} · {tag}",
+                                        measure(protocol, phase, topic))  # fmt: skip
+                    finally:
+                        secure.delete_topic(topic)
+        finally:
+            secure.stop()
 
     def topic_name(self, prefix: str) -> str:
         return f"bench-{prefix}-{uuid.uuid4().hex[:8]}"
@@ -1171,6 +1233,8 @@ class Harness:
                 self.measure_spark(gregor)
             if "transactions" in self.groups:
                 self.measure_transactions(gregor)
+            if "security" in self.groups:
+                self.measure_security()
             if self.args.profile:
                 self.run_profile(topics)
         finally:

@@ -220,16 +220,41 @@ def transactions_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def security_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The security group: SASL_SSL against PLAINTEXT on one broker, alternating."""
+    lines = [
+        "## Security: SASL_SSL against PLAINTEXT (one Gregor broker, both listeners)",
+        "",
+        "The same confluent-kafka producer and consumer on each listener, alternating "
+        "(A B A B); SASL_SSL logs in with SCRAM-SHA-512 before the clock starts. A PLAINTEXT "
+        "consumer is served with sendfile(2), a TLS one from segment slices the broker reads "
+        "and encrypts (docs/security.md).",
+        "",
+        "| workload | unit | SASL_SSL median [min-max] | PLAINTEXT median [min-max] | "
+        "SASL_SSL / PLAINTEXT |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        measured, baseline = row[row["measured"]], row[row["baseline"]]
+        lines.append(
+            f"| {row['title']} | {row['unit']} | {spread(measured)} | {spread(baseline)} | "
+            f"{number(row['ratio_baseline'])} |"
+        )
+    return lines
+
+
 def markdown(result: dict[str, Any]) -> str:
     machine = result["machine"]
     peer_label = result["targets"].get("peer", {}).get("label", "peer")
     peer_rows = [row for row in result["rows"] if row.get("baseline", "peer") == "peer"]
     spark_rows = [row for row in result["rows"] if row.get("baseline") == "confluent-kafka"]
     txn_rows = [row for row in result["rows"] if row.get("baseline") == "idempotent"]
+    security_rows = [row for row in result["rows"] if row.get("baseline") == "PLAINTEXT"]
     replicated_rows = [
         row
         for row in result["rows"]
-        if row.get("baseline", "peer") != "peer" and row not in spark_rows + txn_rows
+        if row.get("baseline", "peer") != "peer"
+        and row not in spark_rows + txn_rows + security_rows
     ]
     lines = [
         f"# Gregor benchmark, {result['started']}",
@@ -305,6 +330,8 @@ def markdown(result: dict[str, Any]) -> str:
         lines += ["", *spark_table(spark_rows), ""]
     if txn_rows:
         lines += ["", *transactions_table(txn_rows), ""]
+    if security_rows:
+        lines += ["", *security_table(security_rows), ""]
     profile = result.get("profile")
     if profile:
         lines += [

@@ -35,6 +35,7 @@ PLURALS = {
     "Topic": "topics",
     "Quota": "quotas",
     "GregorRebalance": "gregorrebalances",
+    "User": "users.gregor.dev",
 }
 
 

@@ -22,7 +22,7 @@ MIN_ISR = 2
 RELEASE = "gregor"
 ZONE = "topology.kubernetes.io/zone"
 # Kinds whose custom resources carry the operator's finalizers.
-CUSTOM_KINDS = ("GregorCluster", "Topic", "Quota", "GregorRebalance")
+CUSTOM_KINDS = ("GregorCluster", "Topic", "Quota", "GregorRebalance", "User")
 
 
 def wait(what: str, probe: Callable[[], Any], timeout: float = 180, interval: float = 0.5) -> Any:

@@ -61,6 +61,30 @@ def test_quota_resource_is_applied(platform, installed) -> None:
     wait("Quota deleted", lambda: platform.get(API, "Quota", "e2e-client") is None, timeout=120)
 
 
+def test_user_resource_gets_a_generated_secret_and_is_removed(platform, installed) -> None:
+    """A User with quotas and an ACL: Ready, its password in a generated Secret owned by
+    it; deleting it releases the finalizer (credentials, quotas and ACLs removed)."""
+    user = {
+        "apiVersion": API,
+        "kind": "User",
+        "metadata": {"name": "e2e-user"},
+        "spec": {
+            "cluster": RELEASE,
+            "quotas": {"producerByteRate": 1048576},
+            "authorization": {
+                "acls": [{"resource": {"type": "topic", "name": "orders"}, "operations": ["Read"]}]
+            },
+        },
+    }
+    platform.apply(user)
+    wait("User e2e-user Ready", ready_condition(platform, "User", "e2e-user"), timeout=120)
+    secret = platform.get("v1", "Secret", "e2e-user")
+    assert secret is not None and secret["data"]["password"], secret
+    assert secret["metadata"]["ownerReferences"][0]["kind"] == "User"
+    platform.delete(user)
+    wait("User deleted", lambda: platform.get(API, "User", "e2e-user") is None, timeout=120)
+
+
 def test_scale_3_to_5_to_3_under_acks_all_load_loses_nothing(platform, installed, summary) -> None:
     create_topic(platform, "load")
     started = time.monotonic()

@@ -117,7 +117,10 @@ def run_command(args: argparse.Namespace) -> int:
     from gregor_operator.handlers.common import OperatorConfig
     from gregor_operator.operator import run
 
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     run(
         OperatorConfig(
             zookeeper_connect=args.zookeeper_connect,

@@ -4,7 +4,7 @@ GregorCluster, pod deletions for rolling restarts), with the ``kubernetes`` clie
 Every verb used here is one the chart's RBAC must grant: get on gregorclusters; patch on
 the status of gregorclusters and gregorrebalances (the periodic steps, ``periodic.py``); get,
 create, patch on configmaps, services, poddisruptionbudgets and statefulsets; get, list,
-delete on pods; create on events.
+delete on pods; create on events; get and create on secrets (a User's generated password).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ _API = {
     "PodDisruptionBudget": ("PolicyV1Api", "pod_disruption_budget"),
     "StatefulSet": ("AppsV1Api", "stateful_set"),
     "Pod": ("CoreV1Api", "pod"),
+    "Secret": ("CoreV1Api", "secret"),
 }
 
 
@@ -64,6 +65,10 @@ class Kube:
                 return None
             raise
         return json.loads(found.data)
+
+    def create(self, obj: Mapping[str, Any]) -> None:
+        """Create ``obj`` (an error when it exists: the caller looked first)."""
+        self._call(obj["kind"], "create", obj["metadata"]["namespace"], dict(obj))
 
     def apply(self, obj: Mapping[str, Any]) -> str:
         """Create ``obj``, or merge it into the existing one; returns what it did."""

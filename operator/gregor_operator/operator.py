@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 
 from gregor_operator import metrics
-from gregor_operator.handlers import clusters, quotas, rebalances, topics
+from gregor_operator.handlers import clusters, quotas, rebalances, topics, users
 from gregor_operator.handlers.common import (
     FINALIZER,
     Context,
@@ -24,6 +24,8 @@ from gregor_operator.handlers.common import (
 )
 from gregor_operator.periodic import Periodic
 from gregor_operator.zookeeper import Sessions
+
+log = logging.getLogger(__name__)
 
 
 def build(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, kopf.OperatorSettings, Context]:
@@ -43,6 +45,8 @@ def build(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, kopf.OperatorS
         if config.http_port:
             memo.http = await metrics.serve(config.http_port)
         memo.periodic = periodic.start(config.status_interval)
+        # The moment the periodic checks can run: start-up time before it is imports.
+        log.info("operator started: periodic steps and checks scheduled")
 
     @kopf.on.cleanup(registry=registry)
     async def stop(memo: Any, **_: Any) -> None:
@@ -54,6 +58,7 @@ def build(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, kopf.OperatorS
     register_cluster_index(registry)
     topics.register(registry, ctx)
     quotas.register(registry, ctx)
+    users.register(registry, ctx)
     clusters.register(registry, ctx, periodic)
     rebalances.register(registry, ctx, periodic)
 

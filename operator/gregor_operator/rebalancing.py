@@ -12,7 +12,6 @@ from typing import Any
 
 from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.cluster.models import PartitionReassignment
-from gregor_broker.replication.client import BrokerClient, BrokerConnectionError
 from gregor_broker.replication.reassignment_throttles import apply_throttles, remove_throttles
 from gregor_operator.planners.cluster_objects import config_hash
 from gregor_operator.planners.rebalance import (
@@ -120,6 +119,11 @@ def describe(
 def replica_sizes(admin: ZkAdmin, timeout: float = 10.0) -> dict[tuple[int, Key], int]:
     """``(broker, (topic, partition)) -> bytes`` of every replica, from each registered
     broker's DescribeLogDirs (a broker that does not answer is left out)."""
+    # Imported here, not at the top: the Kafka client pulls in the protocol library (kio
+    # and, through it, hypothesis), which is most of the operator's start-up on a busy
+    # machine, and only a rebalance plan needs it; the preferred-leader checks start sooner.
+    from gregor_broker.replication.client import BrokerClient, BrokerConnectionError
+
     brokers = {b: (r.host, r.port) for b, r in admin.list_brokers().items() if r.host}
 
     async def ask(broker: int, host: str, port: int) -> dict[tuple[int, Key], int]:

@@ -71,15 +71,19 @@ def test_quick_run_writes_every_row_with_both_brokers_and_the_limits(tmp_path: P
     assert len(replicated) == 7  # 4 produce cases, 3 latency percentiles
     transactions = [row for row in result["rows"] if row["id"].startswith("transactions/")]
     assert [row["id"] for row in transactions] == ["transactions/produce"]
+    security = [row for row in result["rows"] if row["id"].startswith("security/")]
+    assert [row["id"] for row in security] == ["security/produce", "security/consume"]
     for row in result["rows"]:
         if row in replicated:
             expected = ("gregor-cluster", "gregor")
         elif row in transactions:
             expected = ("transactional", "idempotent")
+        elif row in security:
+            expected = ("SASL_SSL", "PLAINTEXT")
         else:
             expected = ("gregor", "peer")
         assert (row["measured"], row["baseline"]) == expected
-        assert ("ratio_peer" in row) == (row not in replicated + transactions)
+        assert ("ratio_peer" in row) == (row not in replicated + transactions + security)
     for row in replicated:
         if row["id"].startswith("replicated/produce/"):
             assert row["params"]["acks"] == -1
@@ -278,3 +282,22 @@ def test_the_transactions_group_is_a_default_row_shown_in_its_own_table() -> Non
     assert "| 50.0 [40.0-60.0] | 60.0 [50.0-70.0] | 0.833 |" in text
     # Not in the 3-broker table.
     assert "3-broker" not in text.split("## Transactions")[0]
+
+
+def test_the_security_group_is_a_default_row_pair_shown_in_its_own_table() -> None:
+    assert "security" in harness.GROUPS
+    assert harness.row_ids(("security",)) == ["security/produce", "security/consume"]
+    row = {
+        "id": "security/consume",
+        "title": "consume 128 MiB of 1 KiB records, 1 partition: SASL_SSL vs PLAINTEXT",
+        "unit": "MB/s",
+        "measured": "SASL_SSL",
+        "baseline": "PLAINTEXT",
+        "SASL_SSL": report.summarise([40.0, 50.0, 60.0]),
+        "PLAINTEXT": report.summarise([90.0, 100.0, 110.0]),
+        "ratio_baseline": 0.5,
+    }
+    text = report.markdown(_result([row], {}))
+    assert "## Security: SASL_SSL against PLAINTEXT" in text
+    assert "| 50.0 [40.0-60.0] | 100 [90.0-110] | 0.500 |" in text
+    assert "3-broker" not in text.split("## Security")[0]

@@ -17,7 +17,7 @@ from ..seeded_run import could_not_run, finish, new_seed, stamped_log
 from .campaign import Settings, run_campaign, summary
 from .nemesis import FAULTS
 
-CONCURRENCY = 8  # measured: 40 faults of each kind in 10 minutes (docs/testing.md)
+CONCURRENCY = 12  # workers; more faults wait for claims than run (docs/testing.md)
 PAUSE_ONE_AT_A_TIME = (0.5, 2.0)
 PAUSE_OVERLAPPING = (0.1, 0.5)
 
@@ -62,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{PAUSE_OVERLAPPING[0]}-{PAUSE_OVERLAPPING[1]} overlapping)",
     )
     parser.add_argument("--no-netns", action="store_true", help="no network namespaces")
+    parser.add_argument(
+        "--no-zygote",
+        action="store_true",
+        help="start every broker as a new interpreter instead of forking it from a "
+        "pre-imported zygote (slower restarts; for comparison)",
+    )
     parser.add_argument("--dir", type=Path, default=None, help="keep the cluster files here")
     parser.add_argument("--keep", action="store_true", help="keep files even when clean")
     parser.add_argument("--json", type=Path, default=None, help="write the result here")
@@ -81,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         concurrency=args.concurrency,
         pause_s=_pause(args.pause, args.concurrency),
         use_netns=not args.no_netns,
+        use_zygote=not args.no_zygote,
         directory=args.dir,
         keep=args.keep,
     )

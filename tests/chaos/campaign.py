@@ -53,6 +53,7 @@ class Settings:
     concurrency: int = 1  # nemesis workers; above 1, faults overlap (nemesis.py)
     pause_s: tuple[float, float] = (0.5, 2.0)  # a worker's pause between its faults
     use_netns: bool = True
+    use_zygote: bool = True  # restart brokers by forking a pre-imported zygote
     directory: Path | None = None  # None: a temporary directory, removed when clean
     keep: bool = False  # keep the directory (logs, segments) even when clean
 
@@ -63,7 +64,9 @@ def run_campaign(settings: Settings, log: Callable[[str], None] = print) -> dict
     log(f"chaos campaign: seed {settings.seed}, {settings.duration:.0f} s of faults")
     directory = settings.directory or Path(tempfile.mkdtemp(prefix="gregor-chaos-"))
     directory.mkdir(parents=True, exist_ok=True)
-    cluster = ChaosCluster.start(directory, use_netns=settings.use_netns)
+    cluster = ChaosCluster.start(
+        directory, use_netns=settings.use_netns, use_zygote=settings.use_zygote
+    )
     result: dict[str, Any] = {"seed": settings.seed, "directory": str(directory)}
     try:
         result.update(_campaign(settings, cluster, rng, log))

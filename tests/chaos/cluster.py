@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gregor_broker.cluster.admin import ZkAdmin
+from gregor_broker.devtools.launcher import BrokerLauncher
 from gregor_broker.devtools.local_cluster import (
     BrokerProcess,
     log_tail,
@@ -58,24 +59,34 @@ class ChaosCluster:
     network_unavailable: str | None = None
     _zk: Any = None
     startup_exits: list[str] = field(default_factory=list)
+    # One broker zygote per broker host (devtools/launcher.py): a restart forks a fresh
+    # broker process in well under a second instead of importing it again for seconds.
+    launchers: list[BrokerLauncher] = field(default_factory=list)
     _admin_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # life cycle ------------------------------------------------------------------------
     @classmethod
-    def start(cls, directory: Path, *, brokers: int = 3, use_netns: bool = True) -> ChaosCluster:
+    def start(
+        cls,
+        directory: Path,
+        *,
+        brokers: int = 3,
+        use_netns: bool = True,
+        use_zygote: bool = True,
+    ) -> ChaosCluster:
         cluster = cls(Path(directory))
         reason = netns.unavailable_reason() if use_netns else "disabled (--no-netns)"
         cluster.network_unavailable = reason
         try:
             if reason is None:
                 cluster.network = netns.Network()
-            cluster._start_processes(brokers)
+            cluster._start_processes(brokers, use_zygote)
         except BaseException:
             cluster.stop()
             raise
         return cluster
 
-    def _start_processes(self, count: int) -> None:
+    def _start_processes(self, count: int, use_zygote: bool) -> None:
         racks = "abc"
         if self.network is not None:
             zk_host = self.network.add_host("zookeeper")
@@ -87,6 +98,11 @@ class ChaosCluster:
         else:
             self.zookeeper = ZooKeeperServer(self.directory / "zookeeper")
         self.zookeeper.start()
+        if self.zookeeper.writes_class_data_archive:
+            # A clean stop writes the archive that halves every later restart's JVM start
+            # (the faults kill ZooKeeper with -9, which writes nothing).
+            self.zookeeper.stop()
+            self.zookeeper.start()
         for broker_id in range(1, count + 1):
             extra: dict[str, Any] = {}
             if self.network is not None:
@@ -96,6 +112,11 @@ class ChaosCluster:
                     "port": NETNS_BROKER_PORT,
                     "command_prefix": self.network.command_prefix(host),
                 }
+            if use_zygote:
+                # Started under the host's prefix: its forks live in the broker's namespace.
+                launcher = BrokerLauncher(extra.get("command_prefix", ()))
+                self.launchers.append(launcher)
+                extra["launcher"] = launcher
             self.brokers[broker_id] = BrokerProcess(
                 broker_id=broker_id,
                 directory=self.directory / f"broker-{broker_id}",
@@ -123,6 +144,8 @@ class ChaosCluster:
             broker.signal(signal.SIGTERM)
         for broker in self.brokers.values():
             broker.stop()
+        for launcher in self.launchers:
+            launcher.close()
         self.close_admin()
         if self.zookeeper is not None:
             self.zookeeper.stop()
@@ -197,7 +220,15 @@ class ChaosCluster:
                     broker.start()
                 started_ms = int(broker.started_at * 1000)
                 try:
-                    stat = self.admin().client.exists(f"/brokers/ids/{broker_id}")
+                    # Bounded: while ZooKeeper is away a plain exists() blocks until it is
+                    # back, and a broker that exited meanwhile (it gives up reaching
+                    # ZooKeeper after zookeeper.connection.timeout.ms) was not restarted
+                    # until then: 20 s and more of a broker down for nothing.
+                    stat = (
+                        self.admin()
+                        .client.exists_async(f"/brokers/ids/{broker_id}")
+                        .get(timeout=1.0)
+                    )
                 except Exception:  # ZooKeeper unreachable for now
                     continue
                 if stat is not None and stat.ctime >= started_ms:
@@ -224,7 +255,9 @@ class ChaosCluster:
         broker = self.brokers[broker_id]
         assert not broker.is_running(), "tear a tail only while the broker is down"
         if partition is None:
-            directories = sorted(broker.log_dir.glob(f"{topic}-*"))
+            directories = sorted(
+                d for d in broker.log_dir.glob(f"{topic}-*") if d.name.rsplit("-", 1)[1].isdigit()
+            )
             candidates = [d for d in directories if any(d.glob("*.log"))]
             if not candidates:
                 return "no segment to tear"

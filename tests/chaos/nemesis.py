@@ -10,9 +10,10 @@ pauses under load.
 
 **Overlapping** (``concurrency=N``): N workers draw kinds from one shared shuffled deck
 and run their faults at the same time. A fault first takes *claims* on what it will
-touch, so two faults never fight over one process: a broker for kill, zombie, torn-tail
-and network faults; ZooKeeper for the ZooKeeper faults; every broker for ``crash_all``;
-its partition for ``reassign``. Claims are granted in the
+touch, so two faults never fight over one process: a broker for kill, zombie and
+torn-tail faults; a broker host's network for the network faults (they may overlap a
+process fault on the same broker); ZooKeeper for the ZooKeeper faults; every broker for
+``crash_all``; its partition for ``reassign``. Claims are granted in the
 order they were asked for, so ``crash_all`` is not starved by single-broker faults. A
 worker waits only a short pause between its faults (no cluster-wide settle); the
 campaign settles once at the end, before the checker.
@@ -50,6 +51,13 @@ def broker_claim(broker_id: int) -> str:
     return f"broker {broker_id}"
 
 
+def network_claim(broker_id: int) -> str:
+    """A broker host's network: the network faults cut it, the process faults leave it
+    alone, so the two kinds may hit one broker at once (a broker killed, restarted or
+    stopped while cut off is a fault a real network gives too)."""
+    return f"network {broker_id}"
+
+
 def partition_claim(partition: int) -> str:
     return f"partition {partition}"
 
@@ -78,12 +86,15 @@ class Claims:
     ``acquire`` waits until every named resource is free and no earlier waiter wants any
     of them, then takes them all at once (no fault ever holds some while waiting for
     others, so there is no deadlock). ``try_acquire`` takes them only if that is possible
-    right now; faults whose victim moves (the controller, a partition's leader) retry it.
+    right now. ``acquire_moving`` waits in the same line for one resource that may change
+    while it waits (the controller, a partition's leader): without a place in line such a
+    fault lost every race to the queued ones and waited minutes (106 s seen) for a leader.
     """
 
     def __init__(self) -> None:
         self._held: set[str] = set()
-        self._waiting: list[tuple[int, frozenset[str]]] = []
+        # [ticket, resources]: a moving waiter's resources change while it waits.
+        self._waiting: list[list] = []
         self._tickets = itertools.count()
         self._condition = threading.Condition()
 
@@ -108,7 +119,7 @@ class Claims:
         deadline = time.monotonic() + timeout
         with self._condition:
             ticket = next(self._tickets)
-            entry = (ticket, wanted)
+            entry = [ticket, wanted]
             self._waiting.append(entry)
             try:
                 while not self._free(wanted, ticket):
@@ -121,14 +132,45 @@ class Claims:
                 self._waiting.remove(entry)
                 self._condition.notify_all()
 
+    def acquire_moving(self, target: Callable[[], str | None], timeout: float) -> str:
+        """Wait in line for the resource ``target()`` names (asked again every 0.2 s and
+        whenever a claim changes; None or an exception: nothing to claim right now), take
+        it and return it. The place in line is kept while the target moves."""
+        deadline = time.monotonic() + timeout
+        with self._condition:
+            ticket = next(self._tickets)
+            entry: list = [ticket, frozenset()]
+            self._waiting.append(entry)
+        try:
+            while True:
+                try:
+                    resource = target()
+                except Exception:  # e.g. ZooKeeper down: ask again
+                    resource = None
+                with self._condition:
+                    if resource is not None:
+                        wanted = frozenset([resource])
+                        if entry[1] != wanted:
+                            entry[1] = wanted
+                            self._condition.notify_all()  # a resource it no longer wants
+                        if self._free(wanted, ticket):
+                            self._held |= wanted
+                            return resource
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise TimeoutError(
+                            f"no {resource or 'resource'} to claim in {timeout:.0f} s"
+                        )
+                    self._condition.wait(min(remaining, 0.2))
+        finally:
+            with self._condition:
+                self._waiting.remove(entry)
+                self._condition.notify_all()
+
     def release(self, resources: Iterable[str]) -> None:
         with self._condition:
             self._held -= set(resources)
             self._condition.notify_all()
-
-    def wait_for_change(self, timeout: float) -> None:
-        with self._condition:
-            self._condition.wait(timeout)
 
 
 @dataclass
@@ -154,23 +196,28 @@ class Fault:
             raise
         self._granted(resources)
 
-    def claim_broker_of(self, victim: Callable[[], int]) -> int:
+    def claim_broker_of(
+        self, victim: Callable[[], int], claim_of: Callable[[int], str] = broker_claim
+    ) -> int:
         """Claim the broker ``victim()`` names now (asked again while it is claimed, since
-        the controller or a leader moves meanwhile); returns it."""
-        timeout = self.nemesis.claim_timeout()
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                broker_id = victim()
-            except Exception:  # ZooKeeper down: ask again
-                broker_id = None
-            if broker_id is not None and self.nemesis.claims.try_acquire([broker_claim(broker_id)]):
-                self._granted([broker_claim(broker_id)])
-                return broker_id
-            if time.monotonic() > deadline:
-                self.nemesis.check_campaign_over()
-                raise TimeoutError(f"no broker to claim within {timeout:.0f} s")
-            self.nemesis.claims.wait_for_change(0.2)
+        the controller or a leader moves meanwhile), or with ``claim_of=network_claim`` its
+        network; returns it."""
+        claims: dict[str, int] = {}
+
+        def target() -> str | None:
+            broker_id = victim()
+            if broker_id is None:
+                return None
+            claims[claim_of(broker_id)] = broker_id
+            return claim_of(broker_id)
+
+        try:
+            claimed = self.nemesis.claims.acquire_moving(target, self.nemesis.claim_timeout())
+        except TimeoutError:
+            self.nemesis.check_campaign_over()
+            raise
+        self._granted([claimed])
+        return claims[claimed]
 
     def _granted(self, resources: Iterable[str]) -> None:
         self.held.extend(resources)
@@ -189,11 +236,11 @@ class Fault:
             with contextlib.suppress(Exception):
                 cluster.start_zookeeper()
         for broker_id, broker in cluster.brokers.items():
-            if broker_claim(broker_id) not in self.held:
-                continue
-            if cluster.network is not None:
+            if network_claim(broker_id) in self.held and cluster.network is not None:
                 with contextlib.suppress(Exception):
                     cluster.heal(broker_id)
+            if broker_claim(broker_id) not in self.held:
+                continue
             broker.resume()
             if not broker.is_running():
                 with contextlib.suppress(Exception):
@@ -208,8 +255,11 @@ class Fault:
         self.claim(broker_claim(victim))
         return victim
 
-    def claim_leader_of_random_partition(self) -> tuple[int, int]:
-        """A random partition and its leader (a random broker while it has none), claimed."""
+    def claim_leader_of_random_partition(
+        self, claim_of: Callable[[int], str] = broker_claim
+    ) -> tuple[int, int]:
+        """A random partition and its leader (a random broker while it has none), claimed
+        (the process, or with ``claim_of=network_claim`` the network of its host)."""
         partition = self.rng.randrange(self.nemesis.partitions)
         fallback = self.random_broker()
 
@@ -217,7 +267,7 @@ class Fault:
             state = self.cluster.partition_state(self.nemesis.topic, partition)
             return fallback if state is None or state.leader < 0 else state.leader
 
-        return partition, self.claim_broker_of(leader)
+        return partition, self.claim_broker_of(leader, claim_of)
 
     def down_for(self, low: float, high: float) -> float:
         seconds = self.rng.uniform(low, high)
@@ -467,8 +517,9 @@ def crash_all(fault: Fault) -> str:
 def zookeeper_kill(fault: Fault) -> str:
     fault.claim(ZOOKEEPER)
     fault.cluster.kill_zookeeper()
-    # Sometimes shorter, sometimes longer than the brokers' session timeout.
-    down = fault.down_for(0.5, SESSION_S + 1.5)
+    # Sometimes shorter, sometimes longer than the brokers' session timeout (the restart
+    # adds its JVM start, 1-2.5 s, to the time ZooKeeper is away).
+    down = fault.down_for(0.5, SESSION_S + 1.0)
     fault.cluster.start_zookeeper()
     return f"kill -9 ZooKeeper, down {down:.1f} s"
 
@@ -476,19 +527,22 @@ def zookeeper_kill(fault: Fault) -> str:
 def zookeeper_pause(fault: Fault) -> str:
     fault.claim(ZOOKEEPER)
     fault.cluster.signal_zookeeper(signal.SIGSTOP)
-    stopped = fault.down_for(1.0, SESSION_S + 1.5)
+    stopped = fault.down_for(0.5, SESSION_S + 1.5)
     fault.cluster.signal_zookeeper(signal.SIGCONT)
     return f"SIGSTOP ZooKeeper for {stopped:.1f} s"
 
 
 def zookeeper_flap(fault: Fault) -> str:
     fault.claim(ZOOKEEPER)
-    flaps = fault.rng.randint(2, 4)
-    for _ in range(flaps):
+    # Each restart is a JVM start (1-2.5 s) before ZooKeeper serves again; up for a
+    # moment, enough for clients to reconnect and sessions to resume, then killed again.
+    flaps = fault.rng.randint(2, 3)
+    for flap in range(flaps):
         fault.cluster.kill_zookeeper()
         fault.down_for(0.1, 1.0)
         fault.cluster.start_zookeeper()
-        fault.down_for(0.3, 1.5)
+        if flap < flaps - 1:
+            fault.down_for(0.2, 1.0)
     return f"ZooKeeper killed and restarted {flaps} times"
 
 
@@ -509,10 +563,11 @@ def torn_tail(fault: Fault) -> str:
     cluster = fault.cluster
     cluster.kill(victim)
     topic = fault.nemesis.topic
+    # Only live replica directories: a moved replica's ``<topic>-<n>.<id>-delete`` is not.
     present = sorted(
-        int(d.name.rsplit("-", 1)[1])
+        int(suffix)
         for d in cluster.brokers[victim].log_dir.glob(f"{topic}-*")
-        if any(d.glob("*.log"))
+        if (suffix := d.name.rsplit("-", 1)[1]).isdigit() and any(d.glob("*.log"))
     )
     out_of_sync: list[int] = []
 
@@ -542,7 +597,7 @@ def network_partition_inbound(fault: Fault) -> str:
 
 
 def _cut_off(fault: Fault, *, inbound_only: bool) -> str:
-    partition, victim = fault.claim_leader_of_random_partition()
+    partition, victim = fault.claim_leader_of_random_partition(network_claim)
     fault.cluster.cut_off(victim, inbound_only=inbound_only)
     try:
         # Sometimes shorter, sometimes longer than the session timeout.

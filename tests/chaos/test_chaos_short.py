@@ -5,7 +5,7 @@ ZooKeeper, under two idempotent acks=all producers and a committing consumer gro
 fault kinds are the ones that lose data when a broker gets its bookkeeping wrong: killed
 and zombie leaders, ZooKeeper loss, a torn segment tail, a network partition (skipped,
 with its reason in the output, without network namespaces) and a reassignment. Two
-nemesis workers, so faults overlap as in ``make chaos`` (which runs eight).
+nemesis workers, so faults overlap as in ``make chaos`` (which runs twelve).
 ``GREGOR_CHAOS_SEED`` picks another seed; the failure message says how to replay it.
 """
 

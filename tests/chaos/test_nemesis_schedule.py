@@ -53,6 +53,60 @@ def test_an_earlier_waiter_is_served_first() -> None:
     thread.join(5)
 
 
+def _wait_until(condition, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_a_waiter_for_a_moving_victim_keeps_its_place_in_line() -> None:
+    """A leader fault waiting for its leader is served before a later fault that asks for
+    the same broker (it used to lose every such race and starve)."""
+    claims = Claims()
+    claims.acquire(["broker 1"])
+    got: list[str] = []
+
+    def leader_fault() -> None:
+        got.append(claims.acquire_moving(lambda: "broker 1", timeout=10))
+
+    def kill_broker() -> None:
+        claims.acquire(["broker 1"], timeout=10)
+        got.append("later")
+
+    first = threading.Thread(target=leader_fault, daemon=True)
+    first.start()
+    _wait_until(lambda: any(entry[1] for entry in claims._waiting))
+    second = threading.Thread(target=kill_broker, daemon=True)
+    second.start()
+    _wait_until(lambda: len(claims._waiting) == 2)
+    claims.release(["broker 1"])
+    _wait_until(lambda: bool(got))
+    assert got == ["broker 1"]
+    claims.release(["broker 1"])
+    first.join(5)
+    second.join(5)
+    assert got == ["broker 1", "later"]
+
+
+def test_a_waiter_follows_its_victim_when_it_moves() -> None:
+    claims = Claims()
+    claims.acquire(["broker 1"])
+    leader = ["broker 1"]
+    got: list[str] = []
+    thread = threading.Thread(
+        target=lambda: got.append(claims.acquire_moving(lambda: leader[0], timeout=10)),
+        daemon=True,
+    )
+    thread.start()
+    _wait_until(lambda: any(entry[1] for entry in claims._waiting))
+    assert not got
+    leader[0] = "broker 2"  # leadership moved to a free broker
+    thread.join(5)
+    assert got == ["broker 2"]
+    assert not claims.try_acquire(["broker 2"])
+    assert not claims._waiting
+
+
 def _nemesis(tmp_path: Path, seed: int) -> Nemesis:
     return Nemesis(
         ChaosCluster(tmp_path),
@@ -99,3 +153,22 @@ def test_overlaps_are_counted_per_kind_and_pair(tmp_path: Path) -> None:
         "kill_broker + reassign": 1,
         "reassign + zookeeper_kill": 1,
     }
+
+
+def test_a_torn_tail_never_picks_a_moved_replicas_delete_directory(tmp_path: Path) -> None:
+    """A replica moved away leaves ``<topic>-<n>.<id>-delete`` until the broker removes it:
+    not a partition to tear (its name made the fault fail with ValueError: 'delete')."""
+    from gregor_broker.devtools.local_cluster import BrokerProcess
+
+    cluster = ChaosCluster(tmp_path)
+    broker = BrokerProcess(broker_id=1, directory=tmp_path / "broker-1", zookeeper_connect="")
+    cluster.brokers[1] = broker
+    for name in ("chaos-1", "chaos-2.0a1b-delete"):
+        (broker.log_dir / name).mkdir(parents=True)
+        (broker.log_dir / name / "00000000000000000000.log").write_bytes(b"x" * 10_000)
+    for seed in range(20):
+        what = cluster.tear_tail(1, random.Random(seed), "chaos")
+        assert "chaos-1/" in what, what
+    assert (
+        broker.log_dir / "chaos-2.0a1b-delete" / "00000000000000000000.log"
+    ).stat().st_size == 10_000

@@ -52,6 +52,15 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "metrics-off": {"metrics": {"enabled": False}},
     "service-monitor": {"metrics": {"serviceMonitor": {"enabled": True}}},
     "placement": {"brokers": BROKER_PLACEMENT},
+    "sasl-ssl": {
+        "security": {
+            "clientProtocol": "SASL_SSL",
+            "interBrokerProtocol": "SASL_SSL",
+            "tls": {"secretName": "gregor-tls", "clientAuth": "requested"},
+            "interBroker": {"credentialsSecret": "gregor-broker-login"},
+        }
+    },
+    "ssl-clients": {"security": {"clientProtocol": "SSL", "tls": {"secretName": "gregor-tls"}}},
     "external-zookeeper": {
         "zookeeper": {"enabled": False, "external": {"connect": "zk-0.zk:2181,zk-1.zk:2181/gregor"}}
     },
@@ -408,6 +417,8 @@ def test_every_selector_picks_the_pods_of_one_workload_only() -> None:
         ({"brokers": {"config": {"Log Retention": 1}}}, "Log Retention"),
         ({"zookeeper": {"replicas": 2}}, "replicas"),
         ({"autoscaling": {"enabled": "yes"}}, "enabled"),
+        ({"security": {"clientProtocol": "TLS"}}, "clientProtocol"),
+        ({"security": {"tls": {"clientAuth": "always"}}}, "clientAuth"),
     ],
 )
 def test_values_schema_refuses_bad_values_naming_them(values: dict[str, Any], named: str) -> None:
@@ -420,3 +431,42 @@ def test_values_schema_refuses_bad_values_naming_them(values: dict[str, Any], na
     result = helm(*args, check=False)
     assert result.returncode != 0, f"{values} rendered"
     assert "schema" in result.stderr and named in result.stderr, result.stderr
+
+
+def test_security_values_reach_the_gregorcluster_and_need_their_secrets() -> None:
+    """SASL_SSL listeners with certificates from a Secret: the GregorCluster carries them
+    (the operator renders listeners and env from it); nothing security-related by default."""
+    default = one(render({}), "GregorCluster")
+    assert "security" not in default["spec"]
+    values = {
+        "security": {
+            "clientProtocol": "SASL_SSL",
+            "interBrokerProtocol": "SASL_SSL",
+            "tls": {"secretName": "gregor-tls", "clientAuth": "required"},
+            "interBroker": {"credentialsSecret": "gregor-broker-login"},
+        }
+    }
+    security = one(render(values), "GregorCluster")["spec"]["security"]
+    assert security == {
+        "clientProtocol": "SASL_SSL",
+        "interBrokerProtocol": "SASL_SSL",
+        "saslMechanisms": ["SCRAM-SHA-512"],
+        "tls": {"secretName": "gregor-tls", "clientAuth": "required",
+                "endpointIdentification": True},
+        "interBroker": {"mechanism": "SCRAM-SHA-512", "credentialsSecret": "gregor-broker-login"},
+    }  # fmt: skip
+    # SSL between brokers, PLAINTEXT clients: no SASL settings rendered.
+    ssl_only = one(render({"security": {"interBrokerProtocol": "SSL",
+                                        "tls": {"secretName": "t"}}}), "GregorCluster")  # fmt: skip
+    assert set(ssl_only["spec"]["security"]) == {"clientProtocol", "interBrokerProtocol", "tls"}
+    import json
+
+    for broken, named in (
+        ({"security": {"clientProtocol": "SSL"}}, "security.tls.secretName"),
+        ({"security": {"interBrokerProtocol": "SASL_PLAINTEXT"}}, "credentialsSecret"),
+    ):
+        args = ["template", "g", str(CHART)]
+        for key, value in broken.items():
+            args += ["--set-json", f"{key}={json.dumps(value)}"]
+        result = helm(*args, check=False)
+        assert result.returncode != 0 and named in result.stderr, result.stderr

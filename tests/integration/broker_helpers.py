@@ -80,10 +80,14 @@ def create_topic(
     partitions: int = 1,
     replication_factor: int = 1,
     config: dict[str, str] | None = None,
+    client_config: dict[str, str] | None = None,
 ) -> None:
+    """``client_config``: librdkafka settings of the admin client (security)."""
     import confluent_kafka.admin
 
-    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    admin = confluent_kafka.admin.AdminClient(
+        {"bootstrap.servers": bootstrap, **(client_config or {})}
+    )
     topic = confluent_kafka.admin.NewTopic(
         name, partitions, replication_factor, config=config or {}
     )

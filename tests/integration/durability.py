@@ -103,16 +103,22 @@ class NumberedProducer:
 
 
 def read_topic(
-    bootstrap: str, topic: str, until: dict[int, int], *, timeout: float = 60
+    bootstrap: str,
+    topic: str,
+    until: dict[int, int],
+    *,
+    timeout: float = 60,
+    client_config: dict[str, str] | None = None,
 ) -> dict[Position, bytes]:
     """Every record from offset 0 of each partition in ``until`` up to (excluding) the
-    offset given for it."""
+    offset given for it. ``client_config``: librdkafka security settings (SASL_SSL...)."""
     consumer = confluent_kafka.Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "unused",
             "enable.auto.commit": False,
             "fetch.queue.backoff.ms": 1,
+            **(client_config or {}),
         }
     )
     consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in until])
@@ -134,10 +140,15 @@ def read_topic(
     return served
 
 
-def lost_messages(acknowledged: dict[bytes, Position], bootstrap: str, topic: str) -> list[bytes]:
+def lost_messages(
+    acknowledged: dict[bytes, Position],
+    bootstrap: str,
+    topic: str,
+    client_config: dict[str, str] | None = None,
+) -> list[bytes]:
     """Acknowledged messages that are not where they were acknowledged."""
     until: dict[int, int] = {}
     for partition, offset in acknowledged.values():
         until[partition] = max(until.get(partition, 0), offset + 1)
-    served = read_topic(bootstrap, topic, until)
+    served = read_topic(bootstrap, topic, until, client_config=client_config)
     return sorted(v for v, where in acknowledged.items() if served.get(where) != v)

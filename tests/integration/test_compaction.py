@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import random
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -355,3 +357,90 @@ def test_a_broker_killed_while_cleaning_keeps_a_consistent_log(broker_factory) -
     cleaned_passes = broker.log_path.read_text().count("cleaned crashing-0")
     print(f"{runs} kills, {interrupted} left a cleaning mid-way, {cleaned_passes} passes logged")
     assert cleaned_passes > 0
+
+
+def _describe(zk_connect: str, topic: str, *options: str) -> subprocess.CompletedProcess[str]:
+    described = subprocess.run(
+        [sys.executable, "-m", "gregor_broker.cli.main", "topics", "describe",
+         "--zookeeper", zk_connect, "--topic", topic, *options],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert described.returncode == 0, (described.stdout, described.stderr)
+    return described
+
+
+def test_topics_describe_shows_the_dirty_ratio_falling_after_cleaning(
+    broker_factory, zk_connect
+) -> None:
+    """``gregor topics describe`` reads the leader's ``gregor_log_cleaner_dirty_ratio``
+    (no Kafka API carries it). Updates pile up on a cleaned log while
+    ``min.cleanable.dirty.ratio`` (0.95) holds the cleaner back: the column shows a high
+    ratio; once the topic allows cleaning (0.01) the cleaner runs and the column falls."""
+    metrics_port = free_port()
+    broker = broker_factory(**{"log.cleaner.backoff.ms": "200", "metrics.port": str(metrics_port)})
+    topic = f"dirty-{os.urandom(4).hex()}"
+    create_topic(
+        broker.bootstrap,
+        topic,
+        config={
+            "cleanup.policy": "compact",
+            "segment.bytes": "16384",
+            "min.cleanable.dirty.ratio": "0.95",
+        },
+    )
+    # Small batches, so that segments roll every 16 KiB (a batch is never split).
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.num.messages": 10}
+    )
+
+    def produce(count: int) -> None:
+        for update in range(count):
+            producer.produce(topic, b"v" * 200, b"key-%d" % (update % 100))
+            if update % 500 == 0:
+                producer.poll(0)
+        assert producer.flush(60) == 0
+
+    seen: list[float | None] = []
+
+    def ratio() -> float | None:
+        """The column's value now (also appended to ``seen``)."""
+        rows = json.loads(
+            _describe(
+                zk_connect, topic, "--metrics-port", str(metrics_port), "--output", "json"
+            ).stdout
+        )
+        seen.append(rows[0]["dirty_ratio"])
+        return seen[-1]
+
+    # A first batch: no checkpoint yet, every closed segment is dirty (ratio 1 >= 0.95),
+    # so the cleaner cleans it down to about a record a key.
+    produce(400)
+    assert wait_for(
+        lambda: (
+            scrape(metrics_port).get("gregor_log_cleaner_passes_total", 0) >= 1
+            and (r := ratio()) is not None
+            and r < 0.5
+        ),
+        timeout=120,
+    ), seen[-5:]
+    # Then about five times that clean part in updates: dirty, below 0.95, left alone.
+    produce(600)
+    assert wait_for(lambda: (r := ratio()) is not None and r >= 0.5, timeout=60), seen[-5:]
+    high = seen[-1]
+    text = _describe(zk_connect, topic, "--metrics-port", str(metrics_port)).stdout
+    assert "DirtyRatio: " in text, text
+    passes = scrape(metrics_port)["gregor_log_cleaner_passes_total"]
+    # The topic now allows cleaning at 1% dirty: the cleaner cleans, the ratio falls.
+    subprocess.run(
+        [sys.executable, "-m", "gregor_broker.cli.main", "configs", "alter", "-b",
+         broker.bootstrap, "--entity-type", "topics", "--entity-name", topic,
+         "--add-config", "min.cleanable.dirty.ratio=0.01"],
+        check=True, timeout=120,
+    )  # fmt: skip
+    assert wait_for(lambda: (r := ratio()) is not None and r < 0.2, timeout=120), seen[-5:]
+    low = seen[-1]
+    assert scrape(metrics_port)["gregor_log_cleaner_passes_total"] > passes
+    print(f"dirty ratio {high:.2f} before cleaning, {low:.2f} after")
+    # Without the brokers' endpoints there is no column (and no error).
+    plain = _describe(zk_connect, topic, "--data-dir", "/nonexistent").stdout
+    assert "DirtyRatio" not in plain, plain

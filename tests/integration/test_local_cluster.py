@@ -8,6 +8,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -185,3 +186,24 @@ def test_local_up_defaults_to_three_brokers_on_racks_a_b_c_with_metrics(local_di
             assert response.status == 200
         properties = (local_dir / f"broker-{broker_id}" / "server.properties").read_text()
         assert f"metrics.port={metrics_port + broker_id - 1}" in properties
+    # gregor topics describe finds the brokers' /metrics in cluster.json: a compacted
+    # topic shows its leader's dirty ratio (nothing written, nothing dirty), a deleting one
+    # shows none.
+    bootstrap = state["bootstrap_servers"]
+    for name, policy in (("changelog", "compact"), ("events", "delete")):
+        created = gregor(
+            "topics", "create", "-b", bootstrap, "--topic", name, "--partitions", "1",
+            "--replication-factor", "3", "--config", f"cleanup.policy={policy}",
+        )  # fmt: skip
+        assert created.returncode == 0, created.stdout + created.stderr
+
+    def described(topic: str) -> str:
+        shown = gregor("topics", "describe", "--data-dir", str(local_dir), "--topic", topic)
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        return shown.stdout
+
+    deadline = time.monotonic() + 60
+    while "DirtyRatio: 0.00" not in (text := described("changelog")):
+        assert time.monotonic() < deadline, text  # the leader opens the log first
+        time.sleep(1)
+    assert "DirtyRatio" not in described("events")

@@ -15,6 +15,8 @@ the ISR must be whole and acks=all writes must go through within seconds.
 
 from __future__ import annotations
 
+import datetime
+import itertools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -122,3 +124,51 @@ def test_a_new_leader_after_a_zookeeper_restart_fills_its_isr_again(
     finally:
         zk.stop()
         zk.close()
+
+
+def _connection_attempts(log: Path, since: datetime.datetime) -> list[datetime.datetime]:
+    """When kazoo tried to connect (its "Connecting to" lines in the broker's log)."""
+    moments = []
+    for line in log.read_text(errors="replace").splitlines():
+        if "kazoo.client: Connecting to" not in line:
+            continue
+        moment = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+        if moment >= since:
+            moments.append(moment)
+    return moments
+
+
+def test_a_broker_retries_zookeeper_at_least_every_few_seconds(tmp_path: Path) -> None:
+    """While ZooKeeper is away the broker tries to reconnect at most about a second apart,
+    and is connected again within seconds once ZooKeeper serves. kazoo's default backoff
+    doubles up to an hour: after 14 s away its attempts came 6-25 s apart, so a broker
+    stayed away 10 s and more after ZooKeeper was back (chaos campaign: sessions expired,
+    every partition unavailable for minutes)."""
+    cluster = LocalCluster(
+        tmp_path, 1, properties={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)}
+    )
+    cluster.start()
+    try:
+        assert cluster.zookeeper is not None
+        assert wait_for(lambda: _zookeeper_connections(cluster) >= 1, timeout=30)
+        killed = datetime.datetime.now()
+        cluster.zookeeper.kill()
+        time.sleep(14)
+        restarting = datetime.datetime.now()
+        cluster.zookeeper.start()
+        serving = time.monotonic()
+        assert wait_for(lambda: _zookeeper_connections(cluster) >= 1, timeout=60, interval=0.1)
+        reconnected_after = time.monotonic() - serving
+        attempts = [
+            moment
+            for moment in _connection_attempts(cluster.brokers[0].log_path, killed)
+            if moment <= restarting
+        ]
+        gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(attempts)]
+        assert len(attempts) >= 8, attempts
+        # 1 s at most between attempts, with kazoo's jitter (up to x1.4) and a loaded
+        # machine's slack.
+        assert max(gaps) < 3.0, gaps
+        assert reconnected_after < 6.0, f"reconnected {reconnected_after:.1f} s after"
+    finally:
+        cluster.stop()

@@ -7,7 +7,10 @@ election that follows."""
 
 from __future__ import annotations
 
+import datetime
 import itertools
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -199,5 +202,93 @@ def test_checks_run_every_interval_on_a_fixed_schedule(kube, run_operator, clust
         assert max(timely) <= SCHEDULE_INTERVAL + 0.5, timely
         assert min(timely) >= SCHEDULE_INTERVAL - 0.5, timely
     finally:
+        zk.stop()
+        zk.close()
+
+
+def test_the_operator_starts_without_the_protocol_library():
+    """What made the first check late: an operator process spent seconds importing before
+    its first check (the check itself comes at once), most of it the Kafka protocol
+    library (kio, and hypothesis through it) and the broker's storage stack, which only a
+    rebalance plan's DescribeLogDirs needs. Loading ``gregor-operator run``'s modules
+    loads neither."""
+    probe = (
+        "import sys, gregor_operator.cli, gregor_operator.operator\n"
+        "heavy = ('kio', 'hypothesis', 'gregor_broker.log.partition_log',"
+        " 'gregor_broker.replication.client')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def _logged_at(line: str) -> float:
+    """The wall-clock time of a ``gregor-operator run`` log line (``%(asctime)s`` first)."""
+    stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+    return stamp.timestamp()
+
+
+@pytest.mark.timeout(300)
+def test_first_check_comes_as_the_operator_process_starts(kube, cluster_factory, tmp_path):
+    """An operator process (as deployed) that starts with a GregorCluster in place and a
+    partition led by the wrong replica requests the election as soon as it is running, not
+    an interval later: the time from the operator's start-up line to the election request
+    is far below the 8 s interval. Prints how long the process took to get there."""
+    cluster = cluster_factory(**{"auto.leader.rebalance.enable": "false"})
+    zk = zookeeper_client(cluster.zookeeper_connect)
+    admin = ZkAdmin(zk)
+    operator = None
+    try:
+        admin.create_topic("first", {0: [1, 2, 3]}, {})
+        client = kube.client
+
+        def state() -> tuple[int, tuple[int, ...], tuple[int, ...]] | None:
+            found, current = admin.get_topic("first"), admin.get_partition_state("first", 0)
+            if found is None or current is None or admin.get_reassignment() is not None:
+                return None
+            return current[0].leader, tuple(found.partitions[0]), tuple(current[0].isr)
+
+        client.wait_for("first led by 1, ISR full", lambda: state() == (1, (1, 2, 3), (1, 2, 3)))
+        admin.request_reassignment(PartitionReassignment({("first", 0): (2, 1, 3)}))
+        client.wait_for(
+            "1 leading, 2 preferred",
+            lambda: (now := state()) is not None and now[:2] == (1, (2, 1, 3))
+            and set(now[2]) == {1, 2, 3},
+            60,
+        )  # fmt: skip
+        client.create(
+            {"apiVersion": API, "kind": "GregorCluster",
+             "metadata": {"name": "gregor", "namespace": "default"},
+             "spec": {"replicas": 3, "zookeeper": {"connect": cluster.zookeeper_connect},
+                      "rebalancing": {"preferredLeaderCheckIntervalSeconds": INTERVAL,
+                                      "imbalanceThresholdPercent": 0}}},
+            "gregorclusters",
+        )  # fmt: skip
+        requested: list[float] = []
+        record_elections(zk, requested)
+        log_path = tmp_path / "operator.log"
+        launched = time.time()
+        operator = subprocess.Popen(
+            [sys.executable, "-m", "gregor_operator.cli", "run", "--kube-server", kube.url,
+             "--http-port", "0", "--status-interval", "1"],
+            stdout=log_path.open("wb"), stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        client.wait_for("the election request", lambda: requested, 180, interval=0.05)
+        elected = time.time() - (time.monotonic() - requested[0])
+        lines = log_path.read_text().splitlines()
+        started = next(_logged_at(line) for line in lines if "operator started" in line)
+        print(
+            f"operator process: started {started - launched:.1f} s after launch, "
+            f"election requested {elected - started:.2f} s after its start"
+        )
+        # Due at once: the check's ZooKeeper session and reads, never an interval's wait.
+        assert elected - started <= INTERVAL / 2, (elected - started, lines[-20:])
+        client.wait_for("2 leading", lambda: (state() or (None,))[0] == 2, 60)
+    finally:
+        if operator is not None:
+            operator.terminate()
+            operator.wait(30)
         zk.stop()
         zk.close()

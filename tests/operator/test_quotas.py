@@ -110,3 +110,66 @@ def test_quotas_of_every_entity_kind_are_written_enforced_and_removed(
     finally:
         zk.stop()
         zk.close()
+
+
+# Each of Kafka's eight levels for an unauthenticated client "meter", most specific first
+# ("meter" becomes "meter-<level>": each level's client starts without the byte history
+# a quota sensor keeps for a client across quota changes, as Kafka's does).
+LEVELS = [
+    {"user": "ANONYMOUS", "clientId": "meter"},
+    {"user": "ANONYMOUS", "clientId": "<default>"},
+    {"user": "ANONYMOUS"},
+    {"user": "<default>", "clientId": "meter"},
+    {"user": "<default>", "clientId": "<default>"},
+    {"user": "<default>"},
+    {"clientId": "meter"},
+    {"clientId": "<default>"},
+]
+
+
+def test_a_quota_of_each_entity_kind_throttles_its_clients(kube, run_operator, broker, zk_connect):
+    """One Quota resource at a time, at each entity kind: the broker holds the client it
+    names (directly or through a default) to its producer byte rate, within 20%. The rate
+    alternates between 256 and 128 KiB/s, so a quota left over from the level before would
+    show."""
+    run_operator(zookeeper_connect=zk_connect)
+    client = kube.client
+    zk = zookeeper_client(zk_connect)
+    admin = ZkAdmin(zk)
+    create_topic(broker.bootstrap, "meter-topic")
+    rates = []
+    try:
+        for index, entity in enumerate(LEVELS):
+            name = f"level-{index}"
+            limit = QUOTA if index % 2 == 0 else QUOTA // 2
+            client_id = f"meter-{index}"
+            named = {k: client_id if v == "meter" else v for k, v in entity.items()}
+            client.create(quota(name, named, producerByteRate=limit), "quotas")
+            path = client.wait_for(
+                f"{name} applied",
+                lambda n=name: (client.get(API, "quotas", "default", n).get("status") or {}).get(
+                    "entityPath"
+                ),
+            )
+            meter = ProducerLoop(broker.bootstrap, "meter-topic", client_id)
+            meter.start()
+            try:
+                time.sleep(3)  # past the first window's burst
+                start = time.monotonic()
+                time.sleep(6)
+                rate = meter.timeline.rate(start, time.monotonic())
+            finally:
+                meter.stop()
+            assert meter.errors == []
+            rates.append((named, limit, rate))
+            client.delete(API, "quotas", "default", name)
+            client.wait_for(f"{path} removed", lambda p=path: admin.get_entity_config(p) == {})
+        print(
+            "KiB/s per level (quota, measured):",
+            [(limit // 1024, round(rate / 1024)) for _, limit, rate in rates],
+        )
+        for entity, limit, rate in rates:
+            assert 0.8 * limit <= rate <= 1.2 * limit, (entity, limit, rate)
+    finally:
+        zk.stop()
+        zk.close()

@@ -6,7 +6,7 @@ import subprocess
 import time
 from typing import Any
 
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.cluster.placement import assign_replicas
@@ -121,6 +121,24 @@ def test_topic_resource_lifecycle_create_grow_refuse_shrink_config_delete(
 
         client.wait_for("the broker to see retention.ms=7200000", described)
 
+        # A config changed outside the resource (kafka-configs through the brokers) is
+        # reported as drift, not silently kept or reverted.
+        outside = ConfigResource(
+            ConfigResource.Type.TOPIC,
+            "orders",
+            incremental_configs=[
+                ConfigEntry("segment.ms", "3600000", incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
+        broker_admin.incremental_alter_configs([outside])[outside].result(30)
+        client.wait_for(
+            "status.drift",
+            lambda: (
+                (client.get(API, "topics", "default", "orders").get("status") or {}).get("drift")
+                == {"segment.ms": "3600000"}
+            ),
+        )
+
         # An invalid config is refused with the key named.
         client.patch(
             API, "topics", "default", "orders", {"spec": {"config": {"retention.ms": "soon"}}}
@@ -135,7 +153,10 @@ def test_topic_resource_lifecycle_create_grow_refuse_shrink_config_delete(
                 and client.get(API, "topics", "default", "orders")
             ),
         )
-        assert admin.get_topic_config("orders") == {"retention.ms": "7200000"}
+        assert admin.get_topic_config("orders") == {
+            "retention.ms": "7200000",
+            "segment.ms": "3600000",
+        }
 
         # Deleting the resource deletes the topic (through /admin/delete_topics).
         client.delete(API, "topics", "default", "orders")

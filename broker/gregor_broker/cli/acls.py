@@ -24,7 +24,6 @@ from typing import Any
 
 from gregor_broker.cli import kafka_api, zk_target
 from gregor_broker.cluster import acls as store
-from gregor_broker.config.properties import parse_properties
 from gregor_broker.security.acl import (
     CLUSTER_NAME,
     WILDCARD_HOST,
@@ -99,7 +98,8 @@ def _arguments(parser: argparse.ArgumentParser, command: str) -> None:
         "--command-config",
         type=Path,
         metavar="FILE",
-        help="librdkafka properties for --bootstrap-server (security.protocol, sasl.*, ssl.*)",
+        help="client properties for --bootstrap-server as Kafka's tools take them "
+        "(security.protocol, sasl.jaas.config, ssl.truststore.location, ...; docs/security.md)",
     )
     resources = parser.add_argument_group("resources")
     resources.add_argument(
@@ -356,15 +356,9 @@ def _describe(binding: AclBinding) -> str:
 
 
 def _admin(args: argparse.Namespace) -> Any:
-    from confluent_kafka.admin import AdminClient
-
-    extra: dict[str, str] = {}
-    if args.command_config is not None:
-        try:
-            extra = parse_properties(args.command_config.read_text())
-        except OSError as error:
-            raise kafka_api.ToolError(f"--command-config: {error}", exit_code=2) from error
-    return AdminClient(kafka_api.client_config(args.bootstrap_server, **extra))
+    """The shared admin client: ``main`` has loaded ``--command-config`` (Kafka's client
+    properties, translated for librdkafka by ``cli/command_config.py``)."""
+    return kafka_api.admin(args.bootstrap_server)
 
 
 def _to_client(binding: AclBinding) -> Any:

@@ -13,8 +13,11 @@ import argparse
 import json
 import logging
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
+
+from .command_config import CommandConfig, CommandConfigError, load
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 TIMEOUT_S = 30.0
@@ -36,7 +39,14 @@ class ToolError(Exception):
         self.exit_code = exit_code
 
 
+# The --command-config of this process's command (one command per process, as in Kafka's
+# tools): every client the command makes uses it. PLAINTEXT until ``use`` is called.
+_security: list[CommandConfig] = [CommandConfig()]
+
+
 def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
+    """``--bootstrap-server`` and ``--command-config``: every command that talks to brokers
+    takes both (``main`` loads the file before the command runs)."""
     parser.add_argument(
         "--bootstrap-server",
         "-b",
@@ -44,6 +54,27 @@ def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help=f"any broker of the cluster (default: {DEFAULT_BOOTSTRAP})",
     )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client properties as Kafka's tools take them: security.protocol, "
+        "sasl.mechanism, sasl.jaas.config (or sasl.username/sasl.password), "
+        "ssl.truststore.location (PEM), ssl.keystore.location, ... (docs/security.md)",
+    )
+
+
+def use_command_config(path: str | None) -> None:
+    """Load ``--command-config`` for the rest of the process; ToolError (exit 2) when the
+    file cannot be used."""
+    try:
+        _security[0] = load(path) if path else CommandConfig()
+    except CommandConfigError as error:
+        raise ToolError(str(error), exit_code=2) from error
+
+
+def security() -> CommandConfig:
+    """The loaded ``--command-config`` (PLAINTEXT when none was given)."""
+    return _security[0]
 
 
 def add_output_argument(parser: argparse.ArgumentParser) -> None:
@@ -56,27 +87,75 @@ def add_output_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# Login and TLS failures librdkafka reported (through error_cb): a request that then
+# times out says why instead of "no answer".
+_login_errors: list[str] = []
+# Admin clients made by ``admin``: ``result`` polls them so that error_cb runs.
+_admins: list[Any] = []
+
+
+def _on_error(error: Any) -> None:
+    from confluent_kafka import KafkaError
+
+    if error.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+        _login_errors.append(error.str())
+
+
 def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
-    """librdkafka settings every command uses: its logs go to ``gregor.librdkafka``."""
-    return {"bootstrap.servers": bootstrap, "logger": librdkafka_log, **extra}
+    """librdkafka settings every command uses: its logs go to ``gregor.librdkafka``,
+    login failures are remembered, and ``--command-config``'s security settings apply."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "logger": librdkafka_log,
+        "error_cb": _on_error,
+        **_security[0].librdkafka(),
+        **extra,
+    }
+
+
+def login_error() -> str | None:
+    """The last login or TLS failure librdkafka reported, if any."""
+    return _login_errors[-1] if _login_errors else None
 
 
 def admin(bootstrap: str) -> Any:
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient(client_config(bootstrap))
+    try:
+        client = AdminClient(client_config(bootstrap))
+    except (KafkaException, ValueError) as error:
+        raise ToolError(f"client settings (--command-config): {error}", exit_code=2) from error
+    _admins.append(client)
+    return client
 
 
 def result(future: Any, what: str) -> Any:
     """Wait for an admin future; a refusal becomes a :class:`ToolError` naming ``what``."""
+    from concurrent.futures import TimeoutError as FutureTimeout
+
     from confluent_kafka import KafkaException
 
+    deadline = time.monotonic() + TIMEOUT_S
     try:
-        return future.result(TIMEOUT_S)
+        while True:
+            try:
+                return future.result(0.2)
+            except (TimeoutError, FutureTimeout):
+                for client in _admins:
+                    client.poll(0)
+                failed = login_error()
+                if failed is not None:
+                    raise ToolError(
+                        f"{what}: cannot log in to the brokers: {failed} (check --command-config)",
+                        exit_code=2,
+                    ) from None
+                if time.monotonic() >= deadline:
+                    raise
     except KafkaException as error:
         detail = error.args[0].str() if error.args else str(error)
         raise ToolError(f"{what}: {detail}") from error
-    except TimeoutError as error:
+    except (TimeoutError, FutureTimeout) as error:
         raise ToolError(
             f"{what}: no answer from the brokers within {TIMEOUT_S:.0f} s "
             "(is the cluster up? check --bootstrap-server)",

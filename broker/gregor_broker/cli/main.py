@@ -20,6 +20,7 @@ from gregor_broker.cli import (
     completion,
     configs,
     groups,
+    kafka_api,
     leaders,
     local,
     log_dirs,
@@ -94,6 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.verbose:
         # kazoo logs every refused connection attempt; the commands report failures themselves.
         logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+    if getattr(args, "command_config", None):
+        try:
+            kafka_api.use_command_config(args.command_config)
+        except kafka_api.ToolError as error:
+            print(f"gregor: {error}", file=sys.stderr)
+            return error.exit_code
     return args.func(args)
 
 

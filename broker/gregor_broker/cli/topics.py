@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gregor_broker.cli import kafka_api, zk_target
+from gregor_broker.cli import broker_metrics, kafka_api, zk_target
 from gregor_broker.cli.kafka_api import ToolError
 from gregor_broker.cluster.admin import ZkAdmin
 
@@ -95,10 +95,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Show each partition's leader, leader epoch, replicas and in-sync replicas (ISR). "
             "A partition is OFFLINE when it has no live leader and UNDER-REPLICATED when its "
-            "ISR is smaller than its replica set. Exits 1 when any shown partition is offline."
+            "ISR is smaller than its replica set. Exits 1 when any shown partition is offline. "
+            "Compacted partitions show their DirtyRatio (the share of the log the cleaner "
+            "has not cleaned yet, as it chooses by it) when the brokers' metrics endpoints "
+            "are known (--metrics-port, or the local cluster)."
         ),
     )
     zk_target.add_arguments(describe)
+    broker_metrics.add_arguments(describe)
     describe.add_argument("--topic", action="append", help="only this topic (repeatable)")
     describe.add_argument(
         "--under-replicated",
@@ -123,7 +127,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="only topics with config overrides (their overrides are printed)",
     )
     kafka_api.add_output_argument(describe)
-    describe.epilog = "example: gregor topics describe --topic orders --under-replicated-partitions"
+    describe.epilog = (
+        "examples: gregor topics describe --topic orders --under-replicated-partitions; "
+        "gregor topics describe --topic accounts --metrics-port 9404"
+    )
     describe.set_defaults(func=describe_topics)
 
 
@@ -254,15 +261,20 @@ def describe_topics(args: argparse.Namespace) -> int:
             topics = args.topic or sorted(admin.list_topics())
             overrides = {topic: admin.get_topic_config(topic) for topic in topics}
             rows = partition_rows(admin, topics)
+            metrics_urls = broker_metrics.endpoints(args, admin.list_brokers())
     except zk_target.NoZooKeeper as error:
         print(f"gregor topics: {error}", file=sys.stderr)
         return 2
+    ratios = broker_metrics.dirty_ratios(
+        metrics_urls, (((r["topic"], r["partition"]), r["leader"]) for r in rows)
+    )
     for row in rows:
         # The broker default (min.insync.replicas) is not in ZooKeeper: Kafka's default, 1,
         # unless the topic overrides it.
         min_isr = int(overrides[row["topic"]].get("min.insync.replicas", "1"))
         row["at_min_isr"] = len(row["isr"]) == min_isr
         row["configs"] = overrides[row["topic"]]
+        row["dirty_ratio"] = ratios.get((row["topic"], row["partition"]))
     if args.under_replicated:
         rows = [r for r in rows if r["under_replicated"]]
     if args.offline:
@@ -286,6 +298,7 @@ def describe_topics(args: argparse.Namespace) -> int:
             f"Topic: {row['topic']}\tPartition: {row['partition']}\tLeader: {row['leader']}\t"
             f"Epoch: {row['leader_epoch']}\tReplicas: {','.join(map(str, row['replicas']))}\t"
             f"Isr: {','.join(map(str, row['isr']))}"
+            + (f"\tDirtyRatio: {row['dirty_ratio']:.2f}" if row["dirty_ratio"] is not None else "")
             + (f"\t{' '.join(flags)}" if flags else "")
             + (
                 "\tConfigs: " + ",".join(f"{k}={v}" for k, v in sorted(row["configs"].items()))

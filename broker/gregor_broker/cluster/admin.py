@@ -44,6 +44,11 @@ log = logging.getLogger(__name__)
 # Znode deletions per ZooKeeper multi when a topic is deleted (a multi is one request,
 # and requests must stay below ZooKeeper's jute.maxbuffer of 1 MiB).
 _DELETES_PER_MULTI = 1000
+# kazoo's ``connection_retry`` for every client of ours: attempts at most 1 s apart, for
+# good, as ZooKeeper's Java client reconnects. kazoo's default doubles the pause up to an
+# hour, so a client that failed for 10-15 s (ZooKeeper restarting) waited another 12-25 s
+# before trying again.
+ZOOKEEPER_CONNECTION_RETRY = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0}
 
 
 class ZkAdminError(Exception):

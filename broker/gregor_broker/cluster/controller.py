@@ -979,8 +979,10 @@ class Controller:
         except BadVersion:
             return  # next tick retries with fresh data
         log.info("reassignment of %s-%d to %s complete", topic, index, list(target))
-        del self.reassignments[(topic, index)]
+        # Forgotten only once its request is gone: a connection loss while removing it
+        # (raised out of here) is retried by the next tick, which finds the move done.
         self._forget_request(topic, index)
+        self.reassignments.pop((topic, index), None)
 
     def _forget_request(self, topic: str, index: int) -> None:
         """Remove a finished partition from /admin/reassign_partitions (and the node

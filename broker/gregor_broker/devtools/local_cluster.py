@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gregor_broker.devtools.launcher import BrokerLauncher, ForkedProcess
 from gregor_broker.devtools.zookeeper_server import ZooKeeperServer, free_port
 
 HOST = "127.0.0.1"
@@ -117,7 +118,11 @@ def zookeeper_client(connect: str, timeout: float = 10.0):  # -> kazoo.client.Ka
     """A started kazoo client; ``connect`` may carry a chroot (``host:port/chroot``)."""
     from kazoo.client import KazooClient  # kazoo is slow to import; only load it when needed
 
-    client = KazooClient(hosts=connect, timeout=timeout)
+    from gregor_broker.cluster.admin import ZOOKEEPER_CONNECTION_RETRY
+
+    client = KazooClient(
+        hosts=connect, timeout=timeout, connection_retry=ZOOKEEPER_CONNECTION_RETRY
+    )
     with warnings.catch_warnings():
         # The broker creates its chroot when it first registers (as Kafka does); until then
         # lookups simply find nothing.
@@ -169,7 +174,13 @@ class BrokerProcess:
     host: str = HOST
     # Put before the python command line, e.g. ``ip netns exec NAME`` (network namespaces).
     command_prefix: Sequence[str] = ()
-    process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    # Fork the broker from this pre-imported zygote instead of spawning a new interpreter
+    # (milliseconds instead of seconds; devtools/launcher.py). Its own command prefix
+    # then applies, not ``command_prefix``.
+    launcher: BrokerLauncher | None = field(default=None, repr=False)
+    process: subprocess.Popen[bytes] | ForkedProcess | None = field(
+        default=None, init=False, repr=False
+    )
     _started_at: float = field(default=0.0, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -242,6 +253,11 @@ class BrokerProcess:
         with open(self.log_path, "ab") as log:
             log.write(f"--- starting broker {self.broker_id} at {time.ctime()} ---\n".encode())
             log.flush()
+            if self.launcher is not None:
+                self.process = self.launcher.launch(
+                    ["--config", str(config)], self.log_path, self.directory, env
+                )
+                return
             self.process = subprocess.Popen(
                 [*self.command_prefix, sys.executable, "-m", BROKER_MODULE, "--config", config],
                 stdout=log,

@@ -11,6 +11,7 @@ import gzip
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .record_batch import HEADER_SIZE, BatchHeader, Compression, InvalidBatch, build_batch
 
@@ -109,12 +110,12 @@ def decode_records(payload: bytes, count: int) -> list[Record]:
     return records
 
 
-@dataclass(frozen=True, slots=True)
-class RecordSpan:
+class RecordSpan(NamedTuple):
     """Where one record sits in an uncompressed records payload, with what the log
     cleaner decides on: its key and whether it has a value (a tombstone has none).
     The cleaner copies ``payload[start:end]`` unchanged, so headers and deltas keep
-    their exact bytes."""
+    their exact bytes. A named tuple, not a frozen dataclass: one is made per record
+    twice a pass, and a frozen dataclass's ``__init__`` cost more than reading it."""
 
     start: int
     end: int
@@ -126,22 +127,55 @@ class RecordSpan:
 
 def iter_record_spans(payload: bytes | memoryview, count: int) -> Iterator[RecordSpan]:
     """The ``count`` records of an uncompressed payload, without decoding values or
-    headers."""
-    view = memoryview(payload)
+    headers.
+
+    The log cleaner calls this for every record it maps and every record it filters, so
+    the common case is inlined: a varint of one byte (small deltas, short keys) is read
+    here, longer ones by ``decode_varint``; a read past the end is a corrupt batch."""
+    data = bytes(payload)
+    size = len(data)
     position = 0
-    for _ in range(count):
-        start = position
-        length, position = decode_varint(view, position)
-        end = position + length
-        if length < 0 or end > len(view):
-            raise InvalidBatch("CORRUPT_MESSAGE", "record length runs past the end of the batch")
-        position += 1  # attributes, unused in v2
-        timestamp_delta, position = decode_varint(view, position)
-        offset_delta, position = decode_varint(view, position)
-        key, position = _read_bytes(view, position)
-        value_length, _ = decode_varint(view, position)
-        yield RecordSpan(start, end, offset_delta, timestamp_delta, key, value_length >= 0)
-        position = end
+    try:
+        for _ in range(count):
+            start = position
+            length, position = decode_varint(data, position)
+            end = position + length
+            if length < 0 or end > size:
+                raise InvalidBatch(
+                    "CORRUPT_MESSAGE", "record length runs past the end of the batch"
+                )
+            position += 1  # attributes, unused in v2
+            byte = data[position]
+            if byte < 0x80:
+                timestamp_delta, position = (byte >> 1) ^ -(byte & 1), position + 1
+            else:
+                timestamp_delta, position = decode_varint(data, position)
+            byte = data[position]
+            if byte < 0x80:
+                offset_delta, position = (byte >> 1) ^ -(byte & 1), position + 1
+            else:
+                offset_delta, position = decode_varint(data, position)
+            byte = data[position]
+            if byte < 0x80:
+                key_length, position = (byte >> 1) ^ -(byte & 1), position + 1
+            else:
+                key_length, position = decode_varint(data, position)
+            if key_length < 0:
+                key = None
+            else:
+                key_end = position + key_length
+                if key_end > end:
+                    raise InvalidBatch(
+                        "CORRUPT_MESSAGE", "record field runs past the end of the batch"
+                    )
+                key, position = data[position:key_end], key_end
+            # The value's length is negative (a tombstone: -1) exactly when its zigzag
+            # varint's first byte is odd.
+            has_value = not data[position] & 1
+            yield RecordSpan(start, end, offset_delta, timestamp_delta, key, has_value)
+            position = end
+    except IndexError:
+        raise InvalidBatch("CORRUPT_MESSAGE", "record runs past the end of the batch") from None
 
 
 def _snappy_decompress(data: bytes) -> bytes:

@@ -29,7 +29,7 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError
 
-from ..cluster.admin import ZkAdmin
+from ..cluster.admin import ZOOKEEPER_CONNECTION_RETRY, ZkAdmin
 from ..cluster.controller import Controller
 from ..cluster.metadata_cache import MetadataCache, ZooKeeperMetadataWatcher
 from ..cluster.models import BrokerRegistration
@@ -184,6 +184,10 @@ class Broker:
             # ``zk.retry`` waits out connection losses, as Kafka's ZooKeeper client blocks
             # requests until it is connected again: retried for good, at most 1 s apart.
             command_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
+            # Reconnection attempts at most 1 s apart too. With kazoo's default (doubling
+            # up to an hour) a broker whose ZooKeeper was away 10-15 s (a restart, a flap)
+            # waited another 12-25 s before trying again; its session expired meanwhile.
+            connection_retry=ZOOKEEPER_CONNECTION_RETRY,
         )
         self.zk.add_listener(self._on_zk_state)
         await asyncio.to_thread(

@@ -380,6 +380,28 @@ def _log_cleaner_families(
         (CounterMetricFamily, "gregor_log_cleaner_bytes_written",
          "Bytes the cleaners wrote", metrics.bytes_written),
     )  # fmt: skip
+    yield _dirty_ratios(cleaner)
+
+
+def _dirty_ratios(cleaner: Any) -> GaugeMetricFamily:
+    """The dirty ratio of every compacted log here, as the cleaner chooses by it: dirty
+    bytes over the bytes up to the first uncleanable offset. Kafka exports only the
+    maximum (``max-dirty-percent``); ``gregor topics describe`` shows each partition's
+    from its leader's gauge, so no Kafka API has to carry it."""
+    family = GaugeMetricFamily(
+        "gregor_log_cleaner_dirty_ratio",
+        "Dirty share of a compacted log (0-1): bytes not cleaned yet over the cleanable bytes",
+        labels=["topic", "partition"],
+    )
+    for (topic, partition), log in sorted(cleaner.logs.logs().items()):
+        if not log.config.compacted or log.is_deleted:
+            continue
+        try:
+            ratio = cleaner.dirty_ratio(log)
+        except (OSError, IndexError):  # a log closing or failing meanwhile: not exported
+            continue
+        family.add_metric([topic, str(partition)], ratio)
+    return family
 
 
 def _unlabelled(

@@ -32,6 +32,7 @@ from gregor_operator.planners.cluster_objects import (
 from gregor_operator.planners.cluster_objects import (
     labels as cluster_labels,
 )
+from gregor_operator.planners.cluster_security import SecurityRefused
 from gregor_operator.planners.rebalance import plan_preferred_leaders
 from gregor_operator.planners.rolling import BrokerPod, plan_roll
 from gregor_operator.planners.scaling import (
@@ -81,7 +82,16 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
             )
             if fresh is None:
                 return
-            locked_step(fresh, patch, uid)
+            try:
+                locked_step(fresh, patch, uid)
+            except SecurityRefused as error:
+                where = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+                message = f"GregorCluster {where}: {error}"
+                patch.status["conditions"] = conditions(
+                    (fresh.get("status") or {}).get("conditions"),
+                    ready=False, error=message, reason="Refused",
+                )  # fmt: skip
+                api().post_event(fresh, "Warning", "PlanRefused", message)
 
     def locked_step(body: Any, patch: Any, uid: str) -> None:
         metadata, spec = body["metadata"], body["spec"]

@@ -16,6 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from gregor_operator.planners.cluster_security import ClusterSecurity, plan_security
 from gregor_operator.planners.topics import config_string
 
 BROKER_PORT = 9092
@@ -55,12 +56,23 @@ def metrics_port(spec: Mapping[str, Any]) -> int | None:
     return int(configured if configured is not None else metrics.get("port", METRICS_PORT))
 
 
-def server_properties(name: str, namespace: str, spec: Mapping[str, Any]) -> str:
-    """The brokers' shared ``server.properties``; per-pod values come from the environment."""
+def pod_address(name: str, namespace: str) -> str:
+    """A broker pod's DNS name through the headless Service (``$(POD_NAME)`` expanded by
+    Kubernetes in the pod's environment)."""
+    return f"$(POD_NAME).{headless_service_name(name)}.{namespace}.svc"
+
+
+def server_properties(
+    name: str, namespace: str, spec: Mapping[str, Any], security: ClusterSecurity | None = None
+) -> str:
+    """The brokers' shared ``server.properties``; per-pod values come from the environment,
+    and so do secrets (``cluster_security``)."""
+    security = security or plan_security(spec, pod_address(name, namespace))
     properties = {
         "zookeeper.connect": spec["zookeeper"]["connect"],
         "log.dirs": "/var/lib/gregor/data",
         "listeners": f"PLAINTEXT://0.0.0.0:{BROKER_PORT}",
+        **security.properties,
     }
     config = {k: config_string(v) for k, v in (spec.get("config") or {}).items()}
     port = metrics_port(spec)
@@ -78,7 +90,9 @@ def server_properties(name: str, namespace: str, spec: Mapping[str, Any]) -> str
 # always hashed (as the first operator version did); the others only once set, so an
 # operator upgrade alone restarts nothing.
 RESTART_KEYS = ("config", "image", "resources", "zookeeper")
-RESTART_KEYS_WHEN_SET = ("metrics", "zones", "affinity", "tolerations", "nodeSelector")
+RESTART_KEYS_WHEN_SET = (
+    "metrics", "zones", "affinity", "tolerations", "nodeSelector", "security",
+)  # fmt: skip
 
 
 def config_hash(spec: Mapping[str, Any]) -> str:
@@ -134,8 +148,10 @@ def render(
     """Every owned object; ``replicas`` is the StatefulSet's (the operator's decision, which
     lags ``spec.replicas`` while replicas move). ``statefulset_selector``: an existing
     StatefulSet's selector, kept (it is immutable; an earlier version's lacked
-    ``component``, and the pods' labels still include it)."""
+    ``component``, and the pods' labels still include it). SecurityRefused when
+    ``spec.security`` cannot work."""
     selector = labels(name)
+    security = plan_security(spec, pod_address(name, namespace))
     headless = headless_service_name(name)
     rack_key = spec.get("rackTopologyKey") or DEFAULT_RACK_KEY
     storage = spec.get("storage") or {}
@@ -155,10 +171,8 @@ def render(
             "name": "GREGOR_BROKER_RACK",
             "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{rack_key}']"}},
         },
-        {
-            "name": "GREGOR_ADVERTISED_LISTENERS",
-            "value": f"PLAINTEXT://$(POD_NAME).{headless}.{namespace}.svc:{BROKER_PORT}",
-        },
+        {"name": "GREGOR_ADVERTISED_LISTENERS", "value": security.advertised},
+        *security.env,
     ]
     port = metrics_port(spec)
     if port is None:
@@ -171,7 +185,7 @@ def render(
         "image": spec.get("image") or "gregor-broker:latest",
         "command": ["gregor-broker", "--config", "/etc/gregor/server.properties"],
         "env": env,
-        "ports": [{"name": "kafka", "containerPort": BROKER_PORT}],
+        "ports": [{"name": n, "containerPort": p} for n, p in security.ports],
         # With metrics on, the broker's own /readyz (registered, ZooKeeper reachable) and
         # /healthz (event loop answers); with metrics off, the Kafka port accepting.
         "readinessProbe": {**ready_check, "periodSeconds": 5, "timeoutSeconds": 5},
@@ -189,9 +203,9 @@ def render(
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": f"{name}-config", "namespace": namespace, "labels": selector},
-        "data": {"server.properties": server_properties(name, namespace, spec)},
+        "data": {"server.properties": server_properties(name, namespace, spec, security)},
     }
-    ports = [{"name": "kafka", "port": BROKER_PORT, "targetPort": "kafka"}]
+    ports = [{"name": n, "port": p, "targetPort": n} for n, p in security.ports]
     headless_service = {
         "apiVersion": "v1",
         "kind": "Service",
@@ -207,7 +221,7 @@ def render(
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": name, "namespace": namespace, "labels": selector},
-        "spec": {"selector": selector, "ports": ports},
+        "spec": {"selector": selector, "ports": ports[:1]},  # clients: the CLIENT listener
     }
     pdb = {
         "apiVersion": "policy/v1",

@@ -14,9 +14,9 @@ import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from gregor_broker.devtools.certificates import KEY_PASSWORD, make_certificates
 from gregor_broker.devtools.zookeeper_server import free_port
 
-from .certificates import KEY_PASSWORD, make_certificates
 from .test_sasl_plaintext import gregor
 
 BROKER_PASSWORD = "broker-secret"

@@ -15,11 +15,11 @@ import uuid
 import confluent_kafka
 import pytest
 
+from gregor_broker.devtools.certificates import KEY_PASSWORD, make_certificates
 from gregor_broker.devtools.zookeeper_server import free_port
 
 from ..broker_helpers import scrape
 from . import clients
-from .certificates import KEY_PASSWORD, make_certificates
 from .clients import Security
 from .test_sasl_plaintext import JAAS, MECHANISMS, PASSWORD, gregor, wait_for_login
 

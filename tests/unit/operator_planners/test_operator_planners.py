@@ -111,7 +111,7 @@ def test_scale_up_waits_for_registration_then_moves_onto_new_brokers():
 def test_crds_are_structural_with_status_printer_columns_and_scale_selector():
     crds = {d["spec"]["names"]["kind"]: d for p in CRDS.glob("*.yaml")
             for d in yaml.safe_load_all(p.read_text())}  # fmt: skip
-    assert set(crds) == {"Topic", "Quota", "GregorCluster", "GregorRebalance"}
+    assert set(crds) == {"Topic", "Quota", "GregorCluster", "GregorRebalance", "User"}
 
     def structural(schema, path="") -> None:
         assert (

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ssl
 
 import pytest
-from tests.integration.security.certificates import KEY_PASSWORD, make_certificates
 
 from gregor_broker.config import ConfigError, load_broker_config
+from gregor_broker.devtools.certificates import KEY_PASSWORD, make_certificates
 from gregor_broker.security.tls import (
     PrincipalMapper,
     client_context,

@@ -1,5 +1,6 @@
-"""Test certificates made with the openssl command: a CA, a broker certificate for
-127.0.0.1/localhost, and a client certificate (CN=alice,OU=eng,O=example) for mTLS."""
+"""Throw-away certificates made with the openssl command, for tests and the bench: a CA, a
+broker certificate for 127.0.0.1/localhost, and a client certificate
+(CN=alice,OU=eng,O=example) for mTLS. Valid two days; never for real use."""
 
 from __future__ import annotations
 
