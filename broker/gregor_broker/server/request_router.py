@@ -22,7 +22,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ..protocol import entities
+from ..protocol import entities, replica_fetch
 from ..protocol.error_response import RequestFailed, error_response
 from ..protocol.frame_guard import check_request
 from ..protocol.preparation import Preparer
@@ -142,6 +142,11 @@ class RequestRouter:
             )
         flexible = entities.is_flexible(api_key, version)
         header = parse_request_header(frame_bytes, flexible)
+        if api_key == replica_fetch.FETCH_API_KEY and version == replica_fetch.VERSION:
+            # A follower's fetch, once per replication round trip: read directly.
+            replica_request = replica_fetch.decode_request(frame_bytes, header.body_offset)
+            if replica_request is not None:
+                return spec, header, replica_request
         frame_bytes = check_request(
             entities.payload_class(api_key, version, "request"), frame_bytes, header.body_offset
         )

@@ -31,6 +31,7 @@ encoder frames them; record bytes never enter Python. Matches Kafka:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -43,6 +44,7 @@ from ...protocol.fetch_response import (
     encode_fetch_response,
     records_size,
 )
+from ...protocol.replica_fetch import ReplicaFetchRequest
 from ...protocol.requests import FetchRequest
 from ...protocol.response import FetchResult
 from ...replication.fetch_reader import FetchReader
@@ -56,12 +58,17 @@ from ..services import BrokerServices
 def handle_fetch(
     broker: BrokerServices, context: RequestContext, request: FetchRequest
 ) -> FetchResult | Awaitable[FetchResult]:
+    # A follower's Fetch v11 arrives as a ReplicaFetchRequest (protocol/replica_fetch.py):
+    # the lean decoder's objects carry kio's field names.
     version = context.version
     replica_id = _replica_id(request)
     fetch = broker.fetch_sessions.new_context(request, version, replica_id >= 0, _now_ms())
     if fetch.error_code:
         return EmptyFetchResponse(fetch.error_code)
-    max_wait_ms = int(request.max_wait.total_seconds() * 1000)
+    if type(request) is ReplicaFetchRequest:  # a follower's, read by the lean decoder
+        max_wait_ms = request.max_wait_ms
+    else:
+        max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     read = FetchReader(
         broker.replica_manager,
         request,
@@ -82,7 +89,10 @@ def handle_fetch(
         or not read.keys
     ):
         return _respond(context, topics, read, fetch)
-    return _wait_and_respond(broker, context, read, fetch, max_wait_ms)
+    # Watched now, in the call that found too little: an append before the coroutine's
+    # first step still wakes it.
+    watched = broker.replica_manager.append_waiters.watch(read.keys)
+    return _wait_and_respond(broker, context, read, fetch, max_wait_ms, watched)
 
 
 def _refused(
@@ -111,7 +121,9 @@ async def _wait_and_respond(
     read: FetchReader,
     fetch: FetchContext,
     max_wait_ms: int,
+    watched: asyncio.Future[None],
 ) -> FetchResponse:
+    waiters = broker.replica_manager.append_waiters
     deadline = time.monotonic() + max_wait_ms / 1000
     while True:
         remaining = deadline - time.monotonic()
@@ -121,10 +133,12 @@ async def _wait_and_respond(
             # Gregor's addition: Kafka's delayed fetch wakes only on new data or at
             # max_wait; waking when the leader quota frees up keeps the copy at its rate.
             remaining = min(remaining, read.throttle_retry_s)
-        await broker.replica_manager.append_waiters.wait_any(read.keys, remaining)
+        await waiters.wait_watched(watched, read.keys, remaining)
         topics, total = read.once()
         if total >= read.request.min_bytes or read.had_error or read.redirected:
             return _respond(context, topics, read, fetch)
+        watched = waiters.watch(read.keys)
+    waiters.unwatch(watched, read.keys)
     topics, _total = read.once()
     return _respond(context, topics, read, fetch)
 

@@ -12,7 +12,6 @@ the high watermark has passed the append, i.e. every in-sync replica has it.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable
 from typing import Any
 
@@ -112,11 +111,8 @@ async def _await_replication(
     timeout_s: float,
 ) -> ProduceResponse:
     """acks=all: answer once every partition's high watermark passed its append."""
-    outcomes = await asyncio.gather(
-        *(
-            broker.replica_manager.wait_for_replication(name, result.index, appended, timeout_s)
-            for result, name, appended in waiting
-        )
+    outcomes = await broker.replica_manager.wait_for_replications(
+        [(name, result.index, appended) for result, name, appended in waiting], timeout_s
     )
     for (result, _name, _appended), error_code in zip(waiting, outcomes, strict=True):
         if error_code != ErrorCode.none:
