@@ -22,13 +22,14 @@ from .broker import (
     load_broker_config,
     parse_listener,
 )
-from .describe import ConfigEntry, describe_broker_configs, describe_topic_configs
-from .docs import render_config_tables
-from .dynamic_broker import (
-    DYNAMIC_BROKER_CONFIGS,
+from .describe import (
+    ConfigEntry,
+    describe_broker_configs,
     describe_dynamic_broker_configs,
-    validate_dynamic_broker_configs,
+    describe_topic_configs,
 )
+from .docs import render_config_tables
+from .dynamic_broker import DYNAMIC_BROKER_CONFIGS, validate_dynamic_broker_configs
 from .properties import parse_properties
 from .topic import (
     TOPIC_CONFIGS,

@@ -50,7 +50,8 @@ from ..protocol.record_batch import TRANSACTIONAL_FLAG, InvalidBatch, rewrite_he
 from ..protocol.records import Record, iter_batch_records, make_batch
 from ..replication.partition import Partition
 from .group_coordinator import CoordinatorConfig, GroupCoordinator, Records
-from .partition_writer import InternalTopicCreator, PartitionWriter, create_internal_topic
+from .internal_topic import InternalTopic
+from .partition_writer import InternalTopicCreator, PartitionWriter
 from .producer_ids import ProducerIdManager
 from .records import OFFSETS_TOPIC, LoadedPartition, replay
 from .transaction_coordinator import TransactionCoordinator
@@ -104,7 +105,14 @@ class CoordinatorService:
         self.producer_ids: ProducerIdManager | None = None
         self.zk_admin: ZkAdmin | None = None  # from start()
         self.last_append: dict[int, AppendResult] = {}
-        self._create_lock = asyncio.Lock()
+        self.offsets_topic = InternalTopic(
+            OFFSETS_TOPIC,
+            self.broker_id,
+            metadata,
+            topic_creator,
+            self.groups.loading_partitions,
+            CoordinatorUnavailable,
+        )
         self._tasks: list[asyncio.Task[None]] = []
         # Waits for the replication of group metadata and tombstone writes.
         self._replication_waits: set[asyncio.Task[None]] = set()
@@ -226,32 +234,17 @@ class CoordinatorService:
     # -- __consumer_offsets ---------------------------------------------------------------
     async def ensure_offsets_topic(self, timeout_s: float = 10.0) -> bool:
         """Create ``__consumer_offsets`` if needed; True once every partition has a leader."""
-        metadata = self.metadata
-        if OFFSETS_TOPIC not in metadata.topics:
-            async with self._create_lock:
-                if OFFSETS_TOPIC not in metadata.topics:
-                    await self._create_offsets_topic()
-        return await self.topic_creator.wait_for_leaders([OFFSETS_TOPIC], timeout_s)
-
-    async def _create_offsets_topic(self) -> None:
         config = self.config
-        live = max(len(self.metadata.brokers), 1)
-        replication_factor = min(config.offsets_topic_replication_factor, live)
-        configs = {
-            "cleanup.policy": "compact",
-            "compression.type": "producer",
-            "segment.bytes": str(config.offsets_topic_segment_bytes),
-        }
-        try:
-            await create_internal_topic(
-                self.topic_creator,
-                OFFSETS_TOPIC,
-                config.offsets_topic_num_partitions,
-                replication_factor,
-                configs,
-            )
-        except KafkaError as error:  # topic admin's TopicAdminError
-            raise CoordinatorUnavailable(str(error)) from error
+        return await self.offsets_topic.ensure(
+            config.offsets_topic_num_partitions,
+            config.offsets_topic_replication_factor,
+            lambda _replication_factor: {
+                "cleanup.policy": "compact",
+                "compression.type": "producer",
+                "segment.bytes": str(config.offsets_topic_segment_bytes),
+            },
+            timeout_s,
+        )
 
     def coordinator_for_group(self, group_id: str) -> BrokerInfo:
         metadata = self.metadata
@@ -359,47 +352,48 @@ class CoordinatorService:
     def on_leadership_change(self, partition: Partition) -> None:
         if partition.topic != OFFSETS_TOPIC:
             return
-        topic = self.metadata.topics.get(OFFSETS_TOPIC)
-        if topic is not None and topic.partitions:
-            self.groups.num_partitions = len(topic.partitions)
-        index = partition.index
+        count = self.offsets_topic.partition_count()
+        if count is not None:
+            self.groups.num_partitions = count
         if partition.leader == self.broker_id:
             # This leadership was just read from ZooKeeper: the lease starts now.
-            self._leadership_confirmed_at[index] = time.monotonic()
-            if index in self.groups.owned_partitions or index in self.groups.loading_partitions:
-                return
-            self.groups.begin_loading(index)
-            asyncio.get_running_loop().call_soon(self._load, partition)
-        elif index in self.groups.owned_partitions or index in self.groups.loading_partitions:
-            log.info("no longer coordinator for %s-%d; unloading its groups", OFFSETS_TOPIC, index)
-            self._leadership_confirmed_at.pop(index, None)
-            self.groups.unload_partition(index)
+            self._leadership_confirmed_at[partition.index] = time.monotonic()
+        self.offsets_topic.leadership_changed(
+            partition,
+            partition.index in self.groups.owned_partitions,
+            _read_groups,
+            LoadedPartition,
+            self._install,
+            self._unload,
+        )
 
-    def _load(self, partition: Partition) -> None:
-        index = partition.index
-        if index not in self.groups.loading_partitions:
-            return  # leadership moved away again before loading started
-        started = time.monotonic()
-        try:
-            committed, pending = read_offsets_log(partition.log)
-            loaded = replay(committed)
-            for producer_id, records in pending.items():
-                for group_id, offsets in replay(records).offsets.items():
-                    loaded.pending_txn_offsets.setdefault(group_id, {})[producer_id] = offsets
-        except Exception:
-            log.exception("loading %s-%d failed", OFFSETS_TOPIC, index)
-            loaded = LoadedPartition()
-        self.groups.load_partition(index, loaded, now_ms())
+    def _install(self, partition: Partition, loaded: LoadedPartition, seconds: float) -> None:
+        self.groups.load_partition(partition.index, loaded, now_ms())
         if loaded.records:
             log.info(
                 "loaded %d groups and offsets of %d groups from %s-%d (%d records) in %.3f s",
                 len(loaded.groups),
                 len(loaded.offsets),
                 OFFSETS_TOPIC,
-                index,
+                partition.index,
                 loaded.records,
-                time.monotonic() - started,
+                seconds,
             )
+
+    def _unload(self, index: int) -> None:
+        self._leadership_confirmed_at.pop(index, None)
+        self.groups.unload_partition(index)
+
+
+def _read_groups(partition: Partition) -> LoadedPartition:
+    """A ``__consumer_offsets`` partition's groups and offsets, with the offsets of open
+    transactions kept per producer until their markers come."""
+    committed, pending = read_offsets_log(partition.log)
+    loaded = replay(committed)
+    for producer_id, records in pending.items():
+        for group_id, offsets in replay(records).offsets.items():
+            loaded.pending_txn_offsets.setdefault(group_id, {})[producer_id] = offsets
+    return loaded
 
 
 KeyValues = list[tuple[bytes | None, bytes | None]]
