@@ -20,14 +20,13 @@ prints JSON with medians and ranges. ``tests/bench/test_compaction.py`` runs it 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.alternating import alternate, ratio_spread, run_main, spread
 from bench.limits import disk_write
 from gregor_broker.devtools.local_cluster import LocalCluster
 from gregor_broker.log.cleaner import OffsetMap, clean
@@ -140,14 +139,6 @@ def produce_run(work_dir: Path, produce_mib: int, keys: int, cleaner: bool) -> d
         cluster.stop()
 
 
-def _summary(values: list[float]) -> dict[str, float]:
-    return {
-        "median": statistics.median(values),
-        "min": min(values),
-        "max": max(values),
-    }
-
-
 def run(
     work_dir: Path,
     *,
@@ -157,20 +148,22 @@ def run(
     segment_mib: int = 64,
     reps: int = 3,
 ) -> dict[str, Any]:
-    cleaner_mbps, write_mbps, with_mbps, without_mbps, shrink = [], [], [], [], []
-    for rep in range(reps):
+    cleaner_mbps: list[float] = []
+    write_mbps: list[float] = []
+    shrink: list[float] = []
+
+    def clean_and_write(_rep: int) -> None:
         passed = cleaner_pass(work_dir, log_mib, keys, segment_mib)
         cleaner_mbps.append(passed["bytes_read"] / passed["seconds"] / 1e6)
         shrink.append(passed["bytes_after"] / passed["log_bytes"])
         wrote = disk_write(work_dir, log_mib, fsync=False)
         write_mbps.append(wrote["bytes"] / wrote["seconds"] / 1e6)
-        # Alternate the order so neither variant always runs on a warmer machine.
-        for cleaner in (True, False) if rep % 2 == 0 else (False, True):
-            run_dir = Path(tempfile.mkdtemp(dir=work_dir))
-            result = produce_run(run_dir, produce_mib, keys, cleaner)
-            (with_mbps if cleaner else without_mbps).append(
-                result["bytes"] / result["seconds"] / 1e6
-            )
+
+    def produce(cleaner: bool, _rep: int) -> float:
+        result = produce_run(Path(tempfile.mkdtemp(dir=work_dir)), produce_mib, keys, cleaner)
+        return result["bytes"] / result["seconds"] / 1e6
+
+    with_mbps, without_mbps = alternate(reps, produce, before_each=clean_and_write)
     return {
         "options": {
             "log_mib": log_mib,
@@ -180,17 +173,13 @@ def run(
             "reps": reps,
         },
         "load_average": os.getloadavg(),
-        "cleaner_mb_s": _summary(cleaner_mbps),
-        "sequential_write_mb_s": _summary(write_mbps),
-        "cleaner_vs_write": _summary(
-            [c / w for c, w in zip(cleaner_mbps, write_mbps, strict=True)]
-        ),
-        "size_after_cleaning": _summary(shrink),
-        "produce_with_cleaner_mb_s": _summary(with_mbps),
-        "produce_without_cleaner_mb_s": _summary(without_mbps),
-        "produce_with_vs_without": _summary(
-            [a / b for a, b in zip(with_mbps, without_mbps, strict=True)]
-        ),
+        "cleaner_mb_s": spread(cleaner_mbps),
+        "sequential_write_mb_s": spread(write_mbps),
+        "cleaner_vs_write": ratio_spread(cleaner_mbps, write_mbps),
+        "size_after_cleaning": spread(shrink),
+        "produce_with_cleaner_mb_s": spread(with_mbps),
+        "produce_without_cleaner_mb_s": spread(without_mbps),
+        "produce_with_vs_without": ratio_spread(with_mbps, without_mbps),
     }
 
 
@@ -203,20 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--produce-mib", type=int, default=256)
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--segment-mib", type=int, default=64)
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--work-dir", type=Path, default=None)
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(dir=args.work_dir) as work_dir:
-        result = run(
-            Path(work_dir),
-            log_mib=args.log_mib,
-            produce_mib=args.produce_mib,
-            keys=args.keys,
-            segment_mib=args.segment_mib,
-            reps=args.reps,
-        )
-    print(json.dumps(result, indent=2))
-    return 0
+    return run_main(parser, argv, run)
 
 
 if __name__ == "__main__":

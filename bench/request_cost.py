@@ -6,12 +6,19 @@ append, the response encoding) is called directly with the same one-record Produ
 frame over and over, as a connection would call it for each pipelined frame. No socket,
 no client: the figure is the broker's own Python work per unbatched produce request,
 which is what the unbatched rows of ``make bench`` are bound by, measured without a
-client sharing the two cores.
+client sharing the two cores. The figure is the event loop thread's CPU time
+(``time.thread_time``), not wall time: on a machine shared with other work, wall time
+per request mostly measures how long the process waited for a core.
 
     python -m bench.request_cost [--size 100] [--records 1] [--requests 20000] [--rounds 7]
+    python -m bench.request_cost --replica-fetch   # a follower's Fetch v11 instead
 
 ``--records`` puts that many records in the request's one batch (the broker walks every
-record of a batch it validates, so this shows the per-record cost).
+record of a batch it validates, so this shows the per-record cost). ``--replica-fetch``
+times the leader's side of a replication round trip instead: a Fetch v11 from follower
+2 (the topic's replicas are 1 and 2, broker 2 does not run) at the leader's log end,
+answered at once (max wait 0) with no records; the follower's fetch offset, the high
+watermark and ISR bookkeeping, and the response encoding are all on that path.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from pathlib import Path
 from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.config import load_broker_config
 from gregor_broker.devtools.zookeeper_server import ZooKeeperServer, free_port
+from gregor_broker.protocol import replica_fetch
 from gregor_broker.protocol.record_batch import build_batch
 from gregor_broker.protocol.records import Record, encode_record
 from gregor_broker.server.broker import Broker
@@ -55,7 +63,12 @@ class _Connection:
 
 
 async def _measure(
-    directory: Path, size: int, requests: int, rounds: int, records: int = 1
+    directory: Path,
+    size: int,
+    requests: int,
+    rounds: int,
+    records: int = 1,
+    replica_fetch_frame: bool = False,
 ) -> list[float]:
     zookeeper = ZooKeeperServer(directory / "zookeeper")
     zookeeper.start()
@@ -80,7 +93,7 @@ async def _measure(
         connection = _Connection()
         router = broker.router
         router.preparer.prepare_now(0, 9)  # answers now, not after preparing off the loop
-        ZkAdmin(broker.zk).create_topic(TOPIC, {0: [1]}, {})
+        ZkAdmin(broker.zk).create_topic(TOPIC, {0: [1, 2] if replica_fetch_frame else [1]}, {})
         deadline = time.monotonic() + 30
         while broker.replica_manager.partitions.get((TOPIC, 0)) is None or not _accepted(
             router(connection, frame)
@@ -89,12 +102,14 @@ async def _measure(
                 raise RuntimeError(f"topic {TOPIC} never got a leader")
             await asyncio.sleep(0.1)
         appended = broker.replica_manager.partitions[(TOPIC, 0)].log.log_end_offset
+        if replica_fetch_frame:
+            return await _measure_replica_fetch(broker, connection, appended, requests, rounds)
         results = []
         for _ in range(rounds):
-            started = time.perf_counter()
+            started = time.thread_time()
             for _ in range(requests):
                 router(connection, frame)
-            results.append((time.perf_counter() - started) / requests * 1e6)
+            results.append((time.thread_time() - started) / requests * 1e6)
             await asyncio.sleep(0)  # let the broker's own tasks run between rounds
         written = broker.replica_manager.partitions[(TOPIC, 0)].log.log_end_offset - appended
         if written != requests * rounds * records:  # every measured request appended
@@ -103,6 +118,42 @@ async def _measure(
     finally:
         await broker.stop()
         zookeeper.stop()
+
+
+async def _measure_replica_fetch(
+    broker: Broker, connection: _Connection, log_end: int, requests: int, rounds: int
+) -> list[float]:
+    """Microseconds per follower Fetch answered at the log end (see the module's help)."""
+    router = broker.router
+    frame = memoryview(
+        replica_fetch.encode_request(
+            1,
+            b"gregor-replica-2",
+            replica_id=2,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=10485760,
+            topics=[(TOPIC, [replica_fetch.FetchPosition(0, -1, log_end, 0, 1048576)])],
+        )[4:]
+    )
+    router.preparer.prepare_now(1, replica_fetch.VERSION)
+    partition = broker.replica_manager.partitions[(TOPIC, 0)]
+    deadline = time.monotonic() + 30
+    while 2 not in partition.isr:  # the first fetches add follower 2 to the ISR
+        router(connection, frame)
+        if time.monotonic() > deadline:
+            raise RuntimeError("follower 2 never joined the ISR")
+        await asyncio.sleep(0.1)
+    results = []
+    for _ in range(rounds):
+        started = time.thread_time()
+        for _ in range(requests):
+            router(connection, frame)
+        results.append((time.thread_time() - started) / requests * 1e6)
+        await asyncio.sleep(0)
+    if partition.log.high_watermark != log_end or 2 not in partition.isr:
+        raise RuntimeError("the follower's fetches did not keep it in sync")
+    return results
 
 
 def _accepted(response: object) -> bool:
@@ -125,12 +176,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=1, help="records per batch (1)")
     parser.add_argument("--requests", type=int, default=20000, help="requests per round")
     parser.add_argument("--rounds", type=int, default=7, help="rounds; the median is reported")
+    parser.add_argument(
+        "--replica-fetch",
+        action="store_true",
+        help="time a follower's Fetch v11 at the leader's log end instead of a Produce",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="gregor-request-cost-") as directory:
         results = asyncio.run(
-            _measure(Path(directory), args.size, args.requests, args.rounds, args.records)
+            _measure(
+                Path(directory),
+                args.size,
+                args.requests,
+                args.rounds,
+                args.records,
+                replica_fetch_frame=args.replica_fetch,
+            )
         )
     rounds = ", ".join(f"{r:.1f}" for r in results)
+    if args.replica_fetch:
+        print(
+            f"follower Fetch v{replica_fetch.VERSION} at the log end, 1 partition: "
+            f"median {statistics.median(results):.1f} us per request (rounds: {rounds})"
+        )
+        return 0
     print(
         f"Produce v9, {args.records} x {args.size}-byte record(s) in one batch, acks=1: "
         f"median {statistics.median(results):.1f} us per request (rounds: {rounds})"

@@ -22,13 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.alternating import alternate, ratio_spread, run_main, spread
 from gregor_broker.devtools.local_cluster import LocalCluster
 
 VALUE = 1024
@@ -115,31 +114,25 @@ def _wait_for_leaders(producer: Any, topic: str, partitions: int, timeout: float
         time.sleep(0.1)
 
 
-def _summary(values: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
 def run(
     work_dir: Path, *, mib: int = 64, partitions: int = 1, txn_records: int = 1000, reps: int = 3
 ) -> dict[str, Any]:
     cluster = LocalCluster(work_dir, 1, properties=BROKER_PROPERTIES)
     cluster.start(120)
-    idempotent: list[float] = []
-    transactional: list[float] = []
     try:
         bootstrap = cluster.bootstrap_servers
-        for rep in range(reps):
-            for txn in (False, True) if rep % 2 == 0 else (True, False):
-                result = produce_run(
-                    bootstrap,
-                    f"{'txn' if txn else 'idem'}-{rep}",
-                    mib=mib,
-                    partitions=partitions,
-                    txn_records=txn_records if txn else None,
-                )
-                (transactional if txn else idempotent).append(
-                    result["bytes"] / result["seconds"] / 1e6
-                )
+
+        def produce(idempotent: bool, rep: int) -> float:
+            result = produce_run(
+                bootstrap,
+                f"{'idem' if idempotent else 'txn'}-{rep}",
+                mib=mib,
+                partitions=partitions,
+                txn_records=None if idempotent else txn_records,
+            )
+            return result["bytes"] / result["seconds"] / 1e6
+
+        idempotent, transactional = alternate(reps, produce)
     finally:
         cluster.stop()
     return {
@@ -151,11 +144,9 @@ def run(
             "reps": reps,
         },
         "load_average": os.getloadavg(),
-        "idempotent_mb_s": _summary(idempotent),
-        "transactional_mb_s": _summary(transactional),
-        "transactional_vs_idempotent": _summary(
-            [t / i for t, i in zip(transactional, idempotent, strict=True)]
-        ),
+        "idempotent_mb_s": spread(idempotent),
+        "transactional_mb_s": spread(transactional),
+        "transactional_vs_idempotent": ratio_spread(transactional, idempotent),
     }
 
 
@@ -198,19 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mib", type=int, default=64, help="MiB produced per measurement")
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--txn-records", type=int, default=1000, help="records per transaction")
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--work-dir", type=Path, default=None)
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(dir=args.work_dir) as work_dir:
-        result = run(
-            Path(work_dir),
-            mib=args.mib,
-            partitions=args.partitions,
-            txn_records=args.txn_records,
-            reps=args.reps,
-        )
-    print(json.dumps(result, indent=2))
-    return 0
+    return run_main(parser, argv, run)
 
 
 if __name__ == "__main__":

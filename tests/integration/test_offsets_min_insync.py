@@ -14,13 +14,16 @@ import json
 import threading
 
 import confluent_kafka
+from kio.schema.errors import ErrorCode
 
 from gregor_broker.devtools.local_cluster import zookeeper_client
 
 from .broker_helpers import create_topic, wait_for
+from .coordinator_writes import TOPIC, commit
 from .group_helpers import committed_offsets
+from .raw_requests import RawClient
 
-TOPIC, GROUP = "ledger", "auditors"
+GROUP = "auditors"
 
 
 def _commit(bootstrap: str, offset: int, outcome: list[object]) -> None:
@@ -71,6 +74,11 @@ def test_a_commit_is_refused_while_the_offsets_partition_is_under_min_insync(
     finally:
         zk.stop()
         zk.close()
+
+    # Kafka maps NOT_ENOUGH_REPLICAS of the coordinator's append to
+    # COORDINATOR_NOT_AVAILABLE (GroupMetadataManager.storeOffsets): the client retries.
+    with RawClient(cluster.broker(coordinator).bootstrap) as client:
+        assert commit(client, GROUP, {0: 7}) is ErrorCode.coordinator_not_available
 
     second: list[object] = []
     committer = threading.Thread(

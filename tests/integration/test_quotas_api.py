@@ -169,3 +169,22 @@ def test_request_percentage_throttles_a_client_that_keeps_the_broker_busy(
     assert throttles and max(throttles) > 0
     # Matches Kafka: a request-quota throttle lasts at most one quota window (1 s).
     assert max(throttles) <= 1000
+
+
+def test_describe_v0_refusing_a_huge_entity_type_answers_invalid_request(broker) -> None:
+    """The refusal quotes the entity type: 32,767 bytes of it (the most a v0 string
+    holds) made an error message too long for v0's int16-length string, the response
+    failed to encode and the client got UNKNOWN_SERVER_ERROR. The message is shortened
+    to fit; the error code is the one the request deserves."""
+    huge = "b" * 32767
+    for version in (0, 1):
+        answer = kafka_request(
+            broker.bootstrap,
+            DESCRIBE,
+            version,
+            {"components": [{"entity_type": huge, "match_type": 0, "match": "x"}], "strict": False},
+        )
+        assert answer.error_code is ErrorCode.invalid_request, (version, answer.error_code)
+        assert answer.error_message.startswith("entity type 'bbb")
+        if version == 0:
+            assert len(answer.error_message.encode()) <= 32767

@@ -16,10 +16,6 @@ AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn, markers) and the l
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-import textwrap
 import time
 
 import confluent_kafka
@@ -34,6 +30,7 @@ from .txn_client_helpers import (
     check_all_or_nothing,
     coordinator_address,
     describe_transaction,
+    hanging_transaction,
     read_all,
     transactional_producer,
     wait_for_state,
@@ -171,42 +168,14 @@ def test_offsets_sent_to_a_transaction_are_visible_on_commit_only(broker_factory
     assert read_all(bootstrap, "sink", 1) == {0: [b"out-7"]}
 
 
-HANGING_PRODUCER = textwrap.dedent(
-    """
-    import sys, time, confluent_kafka
-    producer = confluent_kafka.Producer({
-        "bootstrap.servers": sys.argv[1], "transactional.id": "hanging",
-        "transaction.timeout.ms": 3000,
-    })
-    producer.init_transactions(60)
-    producer.begin_transaction()
-    producer.produce("hang", b"never-committed", partition=0)
-    producer.flush(30)
-    print("open", flush=True)
-    time.sleep(600)
-    """
-)
-
-
 def test_hanging_transaction_is_aborted_after_its_timeout(broker_factory):
     broker = broker_factory(timeout=90, **SINGLE_BROKER_PROPERTIES)
     bootstrap = broker.bootstrap
     create_topic(bootstrap, "hang", partitions=1)
-    process = subprocess.Popen(
-        [sys.executable, "-c", HANGING_PRODUCER, bootstrap],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        assert process.stdout.readline().strip() == "open"
+    with hanging_transaction(bootstrap, "hanging", "hang", timeout_ms=3000):
         state = describe_transaction(bootstrap, "hanging")
         assert state.transaction_state == "Ongoing"
         assert state.topic_partitions == ["hang-0"]
-        process.send_signal(signal.SIGKILL)
-    finally:
-        process.kill()
-        process.wait()
     # A record after the open transaction: read_committed sees it only once the
     # coordinator aborted the hanging one (the last stable offset moves on).
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})

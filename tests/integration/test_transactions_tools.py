@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
-import textwrap
 
 import aiokafka
 import kafka
 
 from .broker_helpers import create_topic
 from .test_cli_tools import gregor
-from .txn_client_helpers import SINGLE_BROKER_PROPERTIES, read_all, wait_for_state
+from .txn_client_helpers import (
+    SINGLE_BROKER_PROPERTIES,
+    hanging_transaction,
+    read_all,
+    wait_for_state,
+)
 
 
 def test_kafka_python_and_aiokafka_commit_and_abort(broker_factory):
@@ -58,33 +60,11 @@ def test_kafka_python_and_aiokafka_commit_and_abort(broker_factory):
     wait_for_state(bootstrap, "aio", {"CompleteAbort"})
 
 
-HANGING = textwrap.dedent(
-    """
-    import sys, time, confluent_kafka
-    producer = confluent_kafka.Producer({
-        "bootstrap.servers": sys.argv[1], "transactional.id": "stuck",
-        "transaction.timeout.ms": 600000,
-    })
-    producer.init_transactions(60)
-    producer.begin_transaction()
-    producer.produce("stuck-topic", b"never-committed", partition=0)
-    producer.flush(30)
-    print("open", flush=True)
-    time.sleep(600)
-    """
-)
-
-
 def test_gregor_transactions_list_describe_and_abort(broker_factory):
     broker = broker_factory(timeout=90, **SINGLE_BROKER_PROPERTIES)
     bootstrap = broker.bootstrap
     create_topic(bootstrap, "stuck-topic", partitions=1)
-    process = subprocess.Popen(
-        [sys.executable, "-c", HANGING, bootstrap], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert process.stdout is not None
-        assert process.stdout.readline().strip() == "open"
+    with hanging_transaction(bootstrap, "stuck", "stuck-topic", timeout_ms=600000):
         listed = json.loads(gregor("transactions", "list", "-b", bootstrap, "-o", "json").stdout)
         assert [(r["transactional_id"], r["transaction_state"]) for r in listed] == [
             ("stuck", "Ongoing")
@@ -109,9 +89,6 @@ def test_gregor_transactions_list_describe_and_abort(broker_factory):
         )  # fmt: skip
         assert unknown.returncode == 1
         assert "TRANSACTIONAL_ID_NOT_FOUND" in unknown.stderr
-    finally:
-        process.kill()
-        process.wait()
     producer = kafka.KafkaProducer(bootstrap_servers=bootstrap)
     producer.send("stuck-topic", b"after", partition=0).get(30)
     producer.close()

@@ -4,9 +4,14 @@ requests, as ``kafka-transactions.sh`` sees it."""
 
 from __future__ import annotations
 
+import contextlib
 import struct
+import subprocess
+import sys
+import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -46,6 +51,47 @@ def transactional_producer(bootstrap: str, transactional_id: str, **extra: Any) 
             **extra,
         }
     )
+
+
+# A transactional producer that opens a transaction on partition 0 of a topic, says
+# "open" and then hangs, neither committing nor aborting (argv: bootstrap, transactional
+# id, topic, transaction.timeout.ms).
+_HANGING_PRODUCER = textwrap.dedent(
+    """
+    import sys, time, confluent_kafka
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[2],
+        "transaction.timeout.ms": int(sys.argv[4]),
+    })
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    producer.produce(sys.argv[3], b"never-committed", partition=0)
+    producer.flush(30)
+    print("open", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+@contextlib.contextmanager
+def hanging_transaction(
+    bootstrap: str, transactional_id: str, topic: str, timeout_ms: int
+) -> Iterator[subprocess.Popen[str]]:
+    """A producer process holding a transaction open on ``topic``-0 (one record, at the
+    partition's end) for the block; killed (SIGKILL: no abort sent) when it ends."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", _HANGING_PRODUCER, bootstrap, transactional_id, topic,
+         str(timeout_ms)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "open"
+        yield process
+    finally:
+        process.kill()
+        process.wait()
 
 
 def read_all(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import confluent_kafka
@@ -84,6 +85,48 @@ def test_rebalance_plan_waits_for_approval_then_balances(kube, run_operator, clu
         zk.close()
 
 
+def start_approved_rebalance(
+    kube: Any,
+    run_operator: Any,
+    cluster: Any,
+    admin: ZkAdmin,
+    topic: str,
+    name: str,
+    throttle: int,
+) -> Callable[[], dict[str, Any]]:
+    """``topic`` with 3 partitions on broker 1 (about 3 MB each), the operator running and
+    an approved full GregorRebalance ``name`` throttled to ``throttle`` B/s: its status."""
+    admin.create_topic(topic, {p: [1] for p in range(3)}, {})
+    fill(cluster.bootstrap_servers, topic, 3, 2000, 1500)
+    run_operator()
+    client = kube.client
+    create_cluster(client, cluster.zookeeper_connect)
+    client.create(
+        {"apiVersion": API, "kind": "GregorRebalance",
+         "metadata": {"name": name, "namespace": "default",
+                      "annotations": {"gregor.dev/approve": "true"}},
+         "spec": {"cluster": "gregor", "mode": "full", "throttleBytesPerSecond": throttle}},
+        "gregorrebalances",
+    )  # fmt: skip
+    return lambda: client.get(API, "gregorrebalances", "default", name).get("status") or {}
+
+
+def reassignment_started(client: Any, zk: Any) -> float:
+    """When the moves started: the reassignment node's creation (ZooKeeper's clock, this
+    machine's)."""
+    node = client.wait_for(
+        "the reassignment", lambda: zk.exists("/admin/reassign_partitions"), 120, 0.02
+    )
+    return node.ctime / 1000
+
+
+def throttled_bound(moving: int, throttle: int, elapsed: float) -> float:
+    """The most a throttled copy may have moved after ``elapsed`` s, as Kafka's quota
+    bounds it: one fetch of each of the ``moving`` partitions, and 1.5 times the throttle
+    over the time so far plus one quota window."""
+    return moving * FIRST_FETCH + 1.5 * throttle * (elapsed + QUOTA_WINDOW_S)
+
+
 def create_cluster(client: Any, zk_connect: str) -> None:
     """The GregorCluster the rebalances name (its brokers run outside Kubernetes here)."""
     client.create(
@@ -126,29 +169,13 @@ def test_a_stopped_rebalance_goes_back_to_the_original_replicas(kube, run_operat
     zk = zookeeper_client(cluster.zookeeper_connect)
     admin = ZkAdmin(zk)
     try:
-        admin.create_topic("heavy", {p: [1] for p in range(3)}, {})
-        fill(cluster.bootstrap_servers, "heavy", 3, 2000, 1500)  # about 3 MB per partition
-        before = dict(admin.get_topic("heavy").partitions)
-        run_operator()
-        client = kube.client
-        create_cluster(client, cluster.zookeeper_connect)
         # Two partitions move onto brokers 2 and 3 at 100 KB/s: about a minute in all.
-        client.create(
-            {"apiVersion": API, "kind": "GregorRebalance",
-             "metadata": {"name": "slow", "namespace": "default",
-                          "annotations": {"gregor.dev/approve": "true"}},
-             "spec": {"cluster": "gregor", "mode": "full", "throttleBytesPerSecond": THROTTLE}},
-            "gregorrebalances",
-        )  # fmt: skip
-
-        def status():
-            return client.get(API, "gregorrebalances", "default", "slow").get("status") or {}
-
-        # When the moves started: the reassignment node's creation (ZooKeeper's clock).
-        node = client.wait_for(
-            "the reassignment", lambda: zk.exists("/admin/reassign_partitions"), 120, 0.02
+        status = start_approved_rebalance(
+            kube, run_operator, cluster, admin, "heavy", "slow", THROTTLE
         )
-        started = node.ctime / 1000
+        before = dict(admin.get_topic("heavy").partitions)
+        client = kube.client
+        started = reassignment_started(client, zk)
         partial = client.wait_for(
             "2.5 MB moved",
             lambda: (
@@ -164,8 +191,7 @@ def test_a_stopped_rebalance_goes_back_to_the_original_replicas(kube, run_operat
         elapsed = time.time() - started
         moved = partial["progress"]["bytesMoved"]
         print(f"moved {moved} B in {elapsed:.1f} s, throttle {THROTTLE} B/s")
-        bound = 2 * FIRST_FETCH + 1.5 * THROTTLE * (elapsed + QUOTA_WINDOW_S)
-        assert moved <= bound, (moved, elapsed)
+        assert moved <= throttled_bound(2, THROTTLE, elapsed), (moved, elapsed)
         assert partial["phase"] == "Executing"
         moving = {k for k, r in admin.get_topic("heavy").adding_replicas.items() if r}
         assert moving, "nothing is moving"
@@ -215,27 +241,11 @@ def test_a_completed_rebalance_is_throttled_while_it_runs_and_clears_its_throttl
     zk = zookeeper_client(cluster.zookeeper_connect)
     admin = ZkAdmin(zk)
     try:
-        admin.create_topic("paced", {p: [1] for p in range(3)}, {})
-        fill(cluster.bootstrap_servers, "paced", 3, 2000, 1500)  # about 3 MB per partition
-        run_operator()
-        client = kube.client
-        create_cluster(client, cluster.zookeeper_connect)
-        client.create(
-            {"apiVersion": API, "kind": "GregorRebalance",
-             "metadata": {"name": "paced", "namespace": "default",
-                          "annotations": {"gregor.dev/approve": "true"}},
-             "spec": {"cluster": "gregor", "mode": "full",
-                      "throttleBytesPerSecond": PACED_THROTTLE}},
-            "gregorrebalances",
-        )  # fmt: skip
-
-        def status():
-            return client.get(API, "gregorrebalances", "default", "paced").get("status") or {}
-
-        node = client.wait_for(
-            "the reassignment", lambda: zk.exists("/admin/reassign_partitions"), 120, 0.02
+        status = start_approved_rebalance(
+            kube, run_operator, cluster, admin, "paced", "paced", PACED_THROTTLE
         )
-        started = node.ctime / 1000  # ZooKeeper's clock: this machine's
+        client = kube.client
+        started = reassignment_started(client, zk)
         moves = client.wait_for("the plan in status", lambda: status().get("moves"), 30)
         current = {p: set(r) for _, p, r in moves["current"]}
         adding = [(b, p) for _, p, r in moves["target"] for b in r if b not in current[p]]
@@ -284,11 +294,13 @@ def test_a_completed_rebalance_is_throttled_while_it_runs_and_clears_its_throttl
         # no more than 1.5 times the throttle over the time so far plus one quota window,
         # at every sample; and the whole copy no sooner than that allows. Unthrottled, the
         # 6 MB would be across in a second or two, past either bound.
-        burst = len(adding) * FIRST_FETCH
         for elapsed, moved in samples:
-            bound = burst + 1.5 * PACED_THROTTLE * (elapsed + QUOTA_WINDOW_S)
-            assert moved <= bound, (elapsed, moved, samples)
-        ahead = burst + 1.5 * PACED_THROTTLE * QUOTA_WINDOW_S
+            assert moved <= throttled_bound(len(adding), PACED_THROTTLE, elapsed), (
+                elapsed,
+                moved,
+                samples,
+            )
+        ahead = throttled_bound(len(adding), PACED_THROTTLE, 0)
         assert moved_on_disk >= total > ahead + 1_000_000, (moved_on_disk, total, ahead)
         assert finished >= (total - ahead) / (1.5 * PACED_THROTTLE), (finished, total)
 
@@ -315,21 +327,10 @@ def test_an_approved_rebalance_survives_an_operator_restart(kube, run_operator, 
     zk = zookeeper_client(cluster.zookeeper_connect)
     admin = ZkAdmin(zk)
     try:
-        admin.create_topic("resumed", {p: [1] for p in range(3)}, {})
-        fill(cluster.bootstrap_servers, "resumed", 3, 2000, 1500)  # about 3 MB per partition
-        run_operator()
+        status = start_approved_rebalance(
+            kube, run_operator, cluster, admin, "resumed", "resumed", THROTTLE
+        )
         client = kube.client
-        create_cluster(client, cluster.zookeeper_connect)
-        client.create(
-            {"apiVersion": API, "kind": "GregorRebalance",
-             "metadata": {"name": "resumed", "namespace": "default",
-                          "annotations": {"gregor.dev/approve": "true"}},
-             "spec": {"cluster": "gregor", "mode": "full", "throttleBytesPerSecond": THROTTLE}},
-            "gregorrebalances",
-        )  # fmt: skip
-
-        def status():
-            return client.get(API, "gregorrebalances", "default", "resumed").get("status") or {}
 
         partial = client.wait_for(
             "moves under way",

@@ -87,6 +87,19 @@ def add_output_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def command_group(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help: str,
+    description: str,
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """A command whose subcommands do the work (``gregor NAME COMMAND``); alone it prints
+    its help. Returns where its subcommands are added."""
+    parser = subparsers.add_parser(name, help=help, description=description)
+    parser.set_defaults(func=lambda _args: (parser.print_help(), 0)[1])
+    return parser.add_subparsers(title="commands", metavar="COMMAND")
+
+
 # Login and TLS failures librdkafka reported (through error_cb): a request that then
 # times out says why instead of "no answer".
 _login_errors: list[str] = []
@@ -161,6 +174,13 @@ def result(future: Any, what: str) -> Any:
             "(is the cluster up? check --bootstrap-server)",
             exit_code=2,
         ) from error
+
+
+def brokers(bootstrap: str) -> list[Any]:
+    """The cluster's brokers (DescribeCluster's nodes: id, host, port), by id."""
+    client = admin(bootstrap)  # kept alive until the future is done
+    cluster = result(client.describe_cluster(), "cannot list the brokers")
+    return sorted(cluster.nodes, key=lambda node: node.id)
 
 
 def parse_configs(pairs: Sequence[str] | None, option: str) -> dict[str, str]:

@@ -17,8 +17,9 @@ from .kafka_api import (
     add_bootstrap_argument,
     add_output_argument,
     admin,
+    brokers,
+    command_group,
     print_rows,
-    result,
     run,
 )
 from .wire_client import request
@@ -28,13 +29,12 @@ DESCRIBE_LOG_DIRS, VERSION = 35, 4
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    log_dirs = subparsers.add_parser(
+    commands = command_group(
+        subparsers,
         "log-dirs",
         help="show each broker's log directories and partition sizes (kafka-log-dirs)",
         description="Inspect the brokers' log directories, like Kafka's kafka-log-dirs.sh.",
     )
-    log_dirs.set_defaults(func=lambda _args: (log_dirs.print_help(), 0)[1])
-    commands = log_dirs.add_subparsers(title="commands", metavar="COMMAND")
     describe = commands.add_parser(
         "describe",
         help="each broker's log directories with the size of every partition",
@@ -75,9 +75,7 @@ def describe_log_dirs(
     bootstrap: str, broker_ids: set[int] | None, topics: list[str] | None
 ) -> list[dict[str, Any]]:
     """Kafka's kafka-log-dirs.sh document: one entry per broker with its log dirs."""
-    client = admin(bootstrap)
-    cluster = result(client.describe_cluster(), "cannot list the brokers")
-    nodes = sorted(cluster.nodes, key=lambda node: node.id)
+    nodes = brokers(bootstrap)
     if broker_ids is not None:
         unknown = broker_ids - {node.id for node in nodes}
         if unknown:
@@ -88,12 +86,12 @@ def describe_log_dirs(
         nodes = [node for node in nodes if node.id in broker_ids]
     wanted = None
     if topics is not None:
-        metadata = client.list_topics(timeout=30)
+        metadata = admin(bootstrap).list_topics(timeout=30)
         missing = [t for t in topics if t not in metadata.topics]
         if missing:
             raise ToolError(f"topics {missing} do not exist (see gregor topics list)")
         wanted = [{"topic": t, "partitions": sorted(metadata.topics[t].partitions)} for t in topics]
-    brokers = []
+    described = []
     for node in nodes:
         response = request(
             f"{node.host}:{node.port}", DESCRIBE_LOG_DIRS, VERSION, {"topics": wanted}
@@ -119,8 +117,8 @@ def describe_log_dirs(
                     ],
                 }
             )
-        brokers.append({"broker": node.id, "logDirs": dirs})
-    return brokers
+        described.append({"broker": node.id, "logDirs": dirs})
+    return described
 
 
 def _describe(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ from .kafka_api import (
     add_bootstrap_argument,
     add_output_argument,
     client_config,
+    command_group,
     parse_configs,
     run,
 )
@@ -34,7 +35,8 @@ JOIN_S = 30  # how long to wait for the group join on top of --timeout
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    perf = subparsers.add_parser(
+    commands = command_group(
+        subparsers,
         "perf",
         help="measure produce or consume throughput (kafka-*-perf-test)",
         description=(
@@ -42,8 +44,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "kafka-producer-perf-test.sh and kafka-consumer-perf-test.sh."
         ),
     )
-    perf.set_defaults(func=lambda _args: (perf.print_help(), 0)[1])
-    commands = perf.add_subparsers(title="commands", metavar="COMMAND")
 
     produce = commands.add_parser(
         "produce",

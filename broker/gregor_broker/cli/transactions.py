@@ -30,8 +30,9 @@ from .kafka_api import (
     add_bootstrap_argument,
     add_output_argument,
     admin,
+    brokers,
+    command_group,
     print_rows,
-    result,
     run,
 )
 from .wire_client import request, request_raw
@@ -55,13 +56,12 @@ STATES = (
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    transactions = subparsers.add_parser(
+    commands = command_group(
+        subparsers,
         "transactions",
         help="list, describe and abort transactions (kafka-transactions)",
         description="Inspect transactions and abort hanging ones, like kafka-transactions.sh.",
     )
-    transactions.set_defaults(func=lambda _args: (transactions.print_help(), 0)[1])
-    commands = transactions.add_subparsers(title="commands", metavar="COMMAND")
 
     listing = commands.add_parser(
         "list",
@@ -139,17 +139,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     abort.set_defaults(func=lambda args: run(_abort, args, PROG))
 
 
-def _brokers(bootstrap: str) -> list[Any]:
-    client = admin(bootstrap)  # kept alive until the future is done
-    cluster = result(client.describe_cluster(), "cannot list the brokers")
-    return sorted(cluster.nodes, key=lambda node: node.id)
-
-
 def list_transactions(
     bootstrap: str, states: list[str], producer_ids: list[int], duration_ms: int
 ) -> list[dict[str, Any]]:
     rows = []
-    for node in _brokers(bootstrap):
+    for node in brokers(bootstrap):
         response = request(
             f"{node.host}:{node.port}",
             LIST_TRANSACTIONS,

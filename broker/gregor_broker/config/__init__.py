@@ -22,15 +22,22 @@ from .broker import (
     load_broker_config,
     parse_listener,
 )
-from .describe import ConfigEntry, describe_broker_configs, describe_topic_configs
-from .docs import render_config_tables
-from .dynamic_broker import (
-    DYNAMIC_BROKER_CONFIGS,
+from .describe import (
+    ConfigEntry,
+    describe_broker_configs,
     describe_dynamic_broker_configs,
-    validate_dynamic_broker_configs,
+    describe_topic_configs,
 )
+from .docs import render_config_tables
+from .dynamic_broker import DYNAMIC_BROKER_CONFIGS, validate_dynamic_broker_configs
 from .properties import parse_properties
-from .topic import TOPIC_CONFIGS, effective_topic_configs, log_config_for, validate_topic_configs
+from .topic import (
+    TOPIC_CONFIGS,
+    effective_topic_configs,
+    log_config_for,
+    log_configs_of,
+    validate_topic_configs,
+)
 from .values import INT_MAX, LONG_MAX, ConfigError, ConfigSource, ConfigType, InvalidConfig
 
 __all__ = [
@@ -54,6 +61,7 @@ __all__ = [
     "effective_topic_configs",
     "load_broker_config",
     "log_config_for",
+    "log_configs_of",
     "parse_listener",
     "parse_properties",
     "render_config_tables",

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from .broker import BROKER_CONFIG_KEYS, BrokerConfig, _attr
+from .dynamic_broker import DYNAMIC_BROKER_CONFIGS
 from .topic import TOPIC_CONFIGS, validate_topic_configs
 from .values import ConfigSource, ConfigType, display_value
 
@@ -27,6 +29,50 @@ class ConfigEntry:
     synonyms: tuple[ConfigSynonym, ...]
     config_type: ConfigType
     documentation: str
+
+    def response_fields(self) -> dict[str, Any]:
+        """The fields CreateTopics and DescribeConfigs responses both give an entry, under
+        kio's names."""
+        return {
+            "name": self.name,
+            "value": self.value,
+            "read_only": self.read_only,
+            "config_source": int(self.source),
+            "is_sensitive": self.is_sensitive,
+        }
+
+
+class _Definition(Protocol):
+    """What an entry takes from a config's definition (topic, static or dynamic broker)."""
+
+    @property
+    def config_type(self) -> ConfigType: ...
+
+    @property
+    def doc(self) -> str: ...
+
+
+def _entry(
+    name: str,
+    definition: _Definition,
+    value: str | None,
+    synonyms: list[ConfigSynonym],
+    *,
+    read_only: bool,
+    is_sensitive: bool = False,
+) -> ConfigEntry:
+    """The one way an entry is built: its source is that of its most specific synonym
+    (the first, as Kafka orders them), the default's when it has none."""
+    return ConfigEntry(
+        name=name,
+        value=value,
+        source=synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG,
+        read_only=read_only,
+        is_sensitive=is_sensitive,
+        synonyms=tuple(synonyms),
+        config_type=definition.config_type,
+        documentation=definition.doc,
+    )
 
 
 def _broker_synonyms(broker: BrokerConfig, keys: Iterable[str]) -> list[ConfigSynonym]:
@@ -54,23 +100,10 @@ def describe_topic_configs(broker: BrokerConfig, overrides: Mapping[str, str]) -
         override = overrides.get(name)
         if override is not None:
             value: str | None = override
-            source = ConfigSource.TOPIC_CONFIG
             synonyms.insert(0, (name, override, ConfigSource.TOPIC_CONFIG))
         else:
             value = definition.default_from(broker)
-            source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
-        entries.append(
-            ConfigEntry(
-                name=name,
-                value=value,
-                source=source,
-                read_only=False,
-                is_sensitive=False,
-                synonyms=tuple(synonyms),
-                config_type=definition.config_type,
-                documentation=definition.doc,
-            )
-        )
+        entries.append(_entry(name, definition, value, synonyms, read_only=False))
     return entries
 
 
@@ -99,17 +132,28 @@ def describe_broker_configs(broker: BrokerConfig) -> list[ConfigEntry]:
         else:
             value = display_value(definition.default)
         sensitive = definition.config_type == ConfigType.PASSWORD
+        # Kafka never returns a password's value, not even its default.
+        shown = None if sensitive else value
         entries.append(
-            ConfigEntry(
-                name=name,
-                # Kafka never returns a password's value, not even its default.
-                value=None if sensitive else value,
-                source=synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG,
-                read_only=True,
-                is_sensitive=sensitive,
-                synonyms=tuple(synonyms),
-                config_type=definition.config_type,
-                documentation=definition.doc,
-            )
+            _entry(name, definition, shown, synonyms, read_only=True, is_sensitive=sensitive)
         )
+    return entries
+
+
+def describe_dynamic_broker_configs(
+    per_broker: Mapping[str, str], cluster_default: Mapping[str, str]
+) -> list[ConfigEntry]:
+    """Entries for the dynamic keys: this broker's value, else the cluster-wide default, else
+    Kafka's default, with synonyms in that order (most specific first)."""
+    entries = []
+    for name, definition in sorted(DYNAMIC_BROKER_CONFIGS.items()):
+        synonyms: list[ConfigSynonym] = []
+        if name in per_broker:
+            synonyms.append((name, per_broker[name], ConfigSource.DYNAMIC_BROKER_CONFIG))
+        if name in cluster_default:
+            synonyms.append(
+                (name, cluster_default[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+            )
+        synonyms.append((name, definition.default, ConfigSource.DEFAULT_CONFIG))
+        entries.append(_entry(name, definition, synonyms[0][1], synonyms, read_only=False))
     return entries

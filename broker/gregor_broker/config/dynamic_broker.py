@@ -1,6 +1,6 @@
 """Dynamic broker configs (``/config/brokers/<id>`` and ``<default>``): the keys Gregor
-applies at run time (Kafka's ``DynamicConfig.Broker`` subset), their validation and how
-DescribeConfigs shows them."""
+applies at run time (Kafka's ``DynamicConfig.Broker`` subset) and their validation;
+DescribeConfigs shows them through ``describe.py``."""
 
 from __future__ import annotations
 
@@ -10,10 +10,8 @@ from types import MappingProxyType
 from typing import Any
 
 from .broker import BROKER_CONFIG_KEYS
-from .describe import ConfigEntry, ConfigSynonym
 from .topic import _LONG_MAX_S
 from .values import (
-    ConfigSource,
     ConfigType,
     InvalidConfig,
     Validator,
@@ -79,34 +77,3 @@ def validate_dynamic_broker_configs(configs: Mapping[str, str | None]) -> None:
     for name, text in configs.items():
         if text is not None:
             DYNAMIC_BROKER_CONFIGS[name].parse(text)
-
-
-def describe_dynamic_broker_configs(
-    per_broker: Mapping[str, str], cluster_default: Mapping[str, str]
-) -> list[ConfigEntry]:
-    """Entries for the dynamic keys: this broker's value, else the cluster-wide default, else
-    Kafka's default, with synonyms in that order (most specific first)."""
-    entries = []
-    for name, definition in sorted(DYNAMIC_BROKER_CONFIGS.items()):
-        synonyms: list[ConfigSynonym] = []
-        if name in per_broker:
-            synonyms.append((name, per_broker[name], ConfigSource.DYNAMIC_BROKER_CONFIG))
-        if name in cluster_default:
-            synonyms.append(
-                (name, cluster_default[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
-            )
-        synonyms.append((name, definition.default, ConfigSource.DEFAULT_CONFIG))
-        _, value, source = synonyms[0]
-        entries.append(
-            ConfigEntry(
-                name=name,
-                value=value,
-                source=source,
-                read_only=False,
-                is_sensitive=False,
-                synonyms=tuple(synonyms),
-                config_type=definition.config_type,
-                documentation=definition.doc,
-            )
-        )
-    return entries

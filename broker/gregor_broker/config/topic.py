@@ -6,7 +6,8 @@ else the broker's defaults). Where overrides are stored is ``cluster.admin``'s c
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -199,3 +200,17 @@ def log_config_for(broker: BrokerConfig, overrides: Mapping[str, str]) -> LogCon
         value = TOPIC_CONFIGS[name].parse(values[name] or "")
         kwargs[f.name] = ",".join(value) if isinstance(value, tuple) else value
     return LogConfig(**kwargs)
+
+
+def log_configs_of(broker: BrokerConfig) -> Callable[[Mapping[str, str]], LogConfig]:
+    """``log_config_for`` with ``broker``'s defaults, remembered per distinct set of
+    overrides. The replica manager asks for it at every topic it reconciles, several
+    times per topic while thousands of partitions are created: parsing every config of
+    every topic took a tenth of the event loop's time then (profile of issue 9's scale
+    bench). LogConfig is immutable, so topics with the same overrides share one."""
+
+    @functools.lru_cache(maxsize=4096)
+    def cached(overrides: frozenset[tuple[str, str]]) -> LogConfig:
+        return log_config_for(broker, dict(overrides))
+
+    return lambda overrides: cached(frozenset(overrides.items()))

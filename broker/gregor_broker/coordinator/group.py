@@ -114,6 +114,10 @@ class Group:
     # newer commit.
     pending_offset_commits: dict[tuple[str, int], int] = field(default_factory=dict)
     offset_sequences: dict[tuple[str, int], int] = field(default_factory=dict)
+    # DeleteGroups (or the expiry of its last offsets) wrote the group's tombstones and
+    # waits for their replication: the group is shown as it was, but takes no joins or
+    # commits until the deletion succeeded (then it is Dead) or failed (then it is back).
+    deleting: bool = False
     # rebalance bookkeeping (Kafka's DelayedJoin / InitialDelayedJoin)
     new_member_added: bool = False
     rebalance_deadline_ms: int | None = None
@@ -123,6 +127,10 @@ class Group:
     # -- state --------------------------------------------------------------------------
     def is_in(self, *states: GroupState) -> bool:
         return self.state in states
+
+    def is_gone(self) -> bool:
+        """Dead, or being deleted: joins and commits get COORDINATOR_NOT_AVAILABLE."""
+        return self.state is GroupState.DEAD or self.deleting
 
     def transition_to(self, state: GroupState, now_ms: int) -> None:
         if self.state not in VALID_PREVIOUS_STATES[state]:

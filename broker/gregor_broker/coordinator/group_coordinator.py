@@ -58,10 +58,43 @@ TopicPartition = tuple[str, int]
 
 class Store(Protocol):
     def append(
-        self, group_id: str, records: Records, producer: tuple[int, int] | None = None
+        self,
+        group_id: str,
+        records: Records,
+        producer: tuple[int, int] | None = None,
+        on_replicated: Callable[[ErrorCode], None] | None = None,
     ) -> ErrorCode:
         """Append records to the group's ``__consumer_offsets`` partition; with
-        ``producer`` (id, epoch) as a transactional batch of that producer."""
+        ``producer`` (id, epoch) as a transactional batch of that producer. Returns the
+        leader's append error as the partition reports it (``write_error`` maps it for
+        clients). When that is NONE, ``on_replicated`` (if given) is called exactly once
+        with the outcome of the wait for the in-sync replicas (NONE, or e.g.
+        REQUEST_TIMED_OUT); possibly before ``append`` returns."""
+
+
+# Kafka's mapping of a failed __consumer_offsets write to what the group's client sees
+# (GroupMetadataManager.storeOffsets / storeGroup, GroupCoordinatorService's
+# normalizeException): retriable errors send the client to find the coordinator again.
+_WRITE_ERRORS = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+}
+_TOO_LARGE = frozenset(
+    {ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size}
+)
+
+
+def write_error(error: ErrorCode, *, commit: bool = False) -> ErrorCode:
+    """The error a client gets for a failed write of the coordinator: an offset commit's
+    oversized batch is INVALID_COMMIT_OFFSET_SIZE, any other write's UNKNOWN_SERVER_ERROR
+    (Kafka's storeOffsets vs storeGroup)."""
+    if error in _TOO_LARGE:
+        return ErrorCode.invalid_commit_offset_size if commit else ErrorCode.unknown_server_error
+    return _WRITE_ERRORS.get(error, error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,11 +156,12 @@ class GroupSummary:
 @dataclass(slots=True)
 class PendingOffsetCommit:
     """Offsets appended to ``__consumer_offsets`` and not yet replicated (Kafka's
-    ``GroupMetadata.prepareOffsetCommit``). The caller waits for the append's
-    replication, then calls ``GroupCoordinator.complete_offset_commit``."""
+    ``GroupMetadata.prepareOffsetCommit``); None for a tombstone (OffsetDelete, offset
+    expiry, DeleteGroups). The caller waits for the append's replication, then calls
+    ``GroupCoordinator.complete_offset_commit``."""
 
     group: Group
-    offsets: dict[TopicPartition, OffsetAndMetadata]
+    offsets: dict[TopicPartition, OffsetAndMetadata | None]
     sequence: int
 
 
@@ -140,6 +174,8 @@ class OffsetCommitResult:
 
 JoinCallback = Callable[[JoinResult], None]
 SyncCallback = Callable[[SyncResult], None]
+# OffsetDelete's outcome: the top-level error and each partition's.
+OffsetDeleteCallback = Callable[[ErrorCode, dict[TopicPartition, ErrorCode]], None]
 
 
 class GroupCoordinator:
@@ -258,7 +294,7 @@ class GroupCoordinator:
                 return
             group = Group(request.group_id, state_timestamp_ms=now_ms)
             self.groups[request.group_id] = group
-        if group.state is GroupState.DEAD:
+        if group.is_gone():
             # The group was deleted meanwhile; the member retries and recreates it.
             respond(JoinResult(ErrorCode.coordinator_not_available, request.member_id))
             return
@@ -383,6 +419,7 @@ class GroupCoordinator:
         group's protocol would change."""
         current_leader = group.leader_id or ""
         old = group.members[old_id]
+        previous = (old.protocols, old.rebalance_timeout_ms, old.session_timeout_ms)
         # Whoever still waits under the old id has been replaced.
         self._respond_join(old, JoinResult(ErrorCode.fenced_instance_id, old_id))
         self._respond_sync(old, SyncResult(ErrorCode.fenced_instance_id))
@@ -397,27 +434,40 @@ class GroupCoordinator:
         member.awaiting_join = respond
         if group.state is GroupState.STABLE:
             if group.protocol_name == group.select_protocol():
-                error = self._store_group(group)
-                if error is not ErrorCode.none:
-                    # Undo, as Kafka does, so that the old member id stays valid.
-                    member.awaiting_join = None
-                    group.replace_static_member(request.group_instance_id, new_id, old_id)
-                    respond(JoinResult(error, UNKNOWN_MEMBER_ID))
-                    return
-                # Kafka answers with the old leader id so that this member does not run
-                # an assignment a Stable group would not broadcast.
-                member.awaiting_join = None
-                member.is_new = False
-                respond(
-                    JoinResult(
-                        ErrorCode.none,
-                        new_id,
-                        group.generation_id,
-                        group.protocol_type,
-                        group.protocol_name,
-                        current_leader,
+                instance_id = request.group_instance_id
+
+                def replicated(error: ErrorCode) -> None:
+                    if member.awaiting_join is not respond:
+                        return  # a rebalance answered the member meanwhile
+                    if error is not ErrorCode.none:
+                        # Undo, as Kafka does, so that the old member id stays valid.
+                        member.awaiting_join = None
+                        if group.static_members.get(instance_id) == new_id:
+                            member.protocols, member.rebalance_timeout_ms = previous[:2]
+                            member.session_timeout_ms = previous[2]
+                            group.replace_static_member(instance_id, new_id, old_id)
+                        respond(JoinResult(write_error(error), UNKNOWN_MEMBER_ID))
+                        return
+                    if group.state is not GroupState.STABLE:
+                        return  # it waits for the rebalance that started meanwhile
+                    # Kafka answers with the old leader id so that this member does not
+                    # run an assignment a Stable group would not broadcast.
+                    member.is_new = False
+                    self._respond_join(
+                        member,
+                        JoinResult(
+                            ErrorCode.none,
+                            new_id,
+                            group.generation_id,
+                            group.protocol_type,
+                            group.protocol_name,
+                            current_leader,
+                        ),
                     )
-                )
+
+                error = self._store_group(group, on_replicated=replicated)
+                if error is not ErrorCode.none:
+                    replicated(error)
             else:
                 self._maybe_prepare_rebalance(group, now_ms, "static member changed protocol")
         elif group.state is GroupState.COMPLETING_REBALANCE:
@@ -511,7 +561,12 @@ class GroupCoordinator:
             len(group.members),
         )
         if group.state is GroupState.EMPTY:
-            self._store_group(group)
+            # As Kafka's onCompleteJoin: the empty generation is the group's state
+            # already; a failed write is only logged (the next write carries it).
+            logged = self._log_store_failure(group)
+            store_error = self._store_group(group, on_replicated=logged)
+            if store_error is not ErrorCode.none:
+                logged(store_error)
             return
         for member in group.members.values():
             result = self._join_result(group, member)
@@ -560,26 +615,7 @@ class GroupCoordinator:
             member.awaiting_sync = respond
             member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
             if member_id == group.leader_id:
-                for other in group.members.values():
-                    other.assignment = assignments.get(other.member_id, b"")
-                store_error = self._store_group(group)
-                if store_error is not ErrorCode.none:
-                    for other in group.members.values():
-                        other.assignment = b""
-                        self._respond_sync(other, SyncResult(store_error))
-                    self._prepare_rebalance(group, now_ms, "storing the assignment failed")
-                    return
-                group.transition_to(GroupState.STABLE, now_ms)
-                for other in group.members.values():
-                    self._respond_sync(
-                        other,
-                        SyncResult(
-                            ErrorCode.none,
-                            other.assignment,
-                            group.protocol_type,
-                            group.protocol_name,
-                        ),
-                    )
+                self._store_assignment(group, assignments, now_ms)
         elif group.state is GroupState.STABLE:
             member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
             respond(
@@ -589,6 +625,48 @@ class GroupCoordinator:
             )
         else:
             respond(SyncResult(ErrorCode.coordinator_not_available))
+
+    def _store_assignment(self, group: Group, assignments: dict[str, bytes], now_ms: int) -> None:
+        """The leader's assignment: stored with the group's metadata, then, once the write
+        is replicated, handed to every member and the group is Stable (Kafka's storeGroup
+        callback, setAndPropagateAssignment). A failed write answers every waiting member
+        with the error and rebalances (resetAndPropagateAssignmentError)."""
+        assignment = {m: assignments.get(m, b"") for m in group.members}
+        generation = group.generation_id
+
+        def replicated(error: ErrorCode) -> None:
+            if (
+                self.groups.get(group.group_id) is not group
+                or group.state is not GroupState.COMPLETING_REBALANCE
+                or group.generation_id != generation
+            ):
+                return  # the group moved on meanwhile (Kafka ignores the outcome too)
+            if error is not ErrorCode.none:
+                log.warning(
+                    "group %s: storing the assignment of generation %d failed: %s",
+                    group.group_id,
+                    generation,
+                    error.name,
+                )
+                for member in group.members.values():
+                    member.assignment = b""
+                    self._respond_sync(member, SyncResult(write_error(error)))
+                self._prepare_rebalance(group, now_ms, "storing the assignment failed")
+                return
+            for member in group.members.values():
+                member.assignment = assignment.get(member.member_id, b"")
+            group.transition_to(GroupState.STABLE, now_ms)
+            for member in group.members.values():
+                self._respond_sync(
+                    member,
+                    SyncResult(
+                        ErrorCode.none, member.assignment, group.protocol_type, group.protocol_name
+                    ),
+                )
+
+        store_error = self._store_group(group, assignment, replicated)
+        if store_error is not ErrorCode.none:
+            replicated(store_error)
 
     # -- Heartbeat / LeaveGroup -----------------------------------------------------------
     def heartbeat(
@@ -668,7 +746,7 @@ class GroupCoordinator:
     def _validate_member(
         self, group: Group, member_id: str, instance_id: str | None
     ) -> ErrorCode | None:
-        if group.state is GroupState.DEAD:
+        if group.is_gone():
             return ErrorCode.coordinator_not_available
         if group.is_static_member_fenced(member_id, instance_id):
             return ErrorCode.fenced_instance_id
@@ -756,7 +834,7 @@ class GroupCoordinator:
             # A group that does not use Kafka's group management (assign() + commit).
             group = Group(group_id, state_timestamp_ms=now_ms)
             self.groups[group_id] = group
-        if group.state is GroupState.DEAD:
+        if group.is_gone():
             return all_fail(ErrorCode.coordinator_not_available)
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
             error = self._validate_member(group, member_id, group_instance_id)
@@ -777,14 +855,10 @@ class GroupCoordinator:
             return OffsetCommitResult(results)
         store_error = self.store.append(group_id, records)
         for key in accepted:
-            results[key] = store_error
+            results[key] = write_error(store_error, commit=True)
         if store_error is not ErrorCode.none:
             return OffsetCommitResult(results)
-        self._commit_sequence += 1
-        pending = PendingOffsetCommit(group, accepted, self._commit_sequence)
-        for key in accepted:
-            group.pending_offset_commits[key] = pending.sequence
-        return OffsetCommitResult(results, pending)
+        return OffsetCommitResult(results, self._stage(group, dict(accepted)))
 
     def _offset_commit_records(
         self, group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata]
@@ -807,11 +881,12 @@ class GroupCoordinator:
             )
         return results, records, accepted
 
-    def complete_offset_commit(self, pending: PendingOffsetCommit, error: ErrorCode) -> None:
+    def complete_offset_commit(self, pending: PendingOffsetCommit, error: ErrorCode) -> ErrorCode:
         """The append of ``pending`` was replicated (``error`` none) or failed: apply it
-        to the cache (Kafka's ``onOffsetCommitAppend``) or drop it, leaving the cache as
-        it was (``failPendingOffsetWrite``). A group unloaded or deleted meanwhile is not
-        touched: its partition's new leader serves what the log holds."""
+        to the cache (Kafka's ``onOffsetCommitAppend``; a tombstone removes the offset) or
+        drop it, leaving the cache as it was (``failPendingOffsetWrite``). A group
+        unloaded or deleted meanwhile is not touched: its partition's new leader serves
+        what the log holds. Returns the error for the committing client."""
         group = pending.group
         current = self.groups.get(group.group_id) is group and group.state is not GroupState.DEAD
         for key, value in pending.offsets.items():
@@ -822,16 +897,35 @@ class GroupCoordinator:
                 and staged is not None
                 and group.offset_sequences.get(key, 0) < pending.sequence
             ):
-                group.offsets[key] = value
+                if value is None:
+                    group.offsets.pop(key, None)
+                else:
+                    group.offsets[key] = value
                 group.offset_sequences[key] = pending.sequence
             if staged == pending.sequence:
                 del group.pending_offset_commits[key]
+        return write_error(error, commit=True)
+
+    def _stage(
+        self, group: Group, offsets: dict[TopicPartition, OffsetAndMetadata | None]
+    ) -> PendingOffsetCommit:
+        """Register writes of ``offsets`` (None: tombstones) as pending, before their
+        append: later than every write staged so far."""
+        self._commit_sequence += 1
+        pending = PendingOffsetCommit(group, offsets, self._commit_sequence)
+        for key in offsets:
+            group.pending_offset_commits[key] = pending.sequence
+        return pending
 
     def has_pending_offset_commit(self, group_id: str, key: TopicPartition) -> bool:
-        """A commit of ``key`` awaits replication: OffsetFetch with require_stable
-        answers UNSTABLE_OFFSET_COMMIT (KIP-447), as Kafka does."""
+        """A write of ``key`` awaits replication, or an open transaction holds an offset
+        for it: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT (KIP-447;
+        Kafka's ``hasPendingOffsetCommitsForTopicPartition``)."""
         group = self.groups.get(group_id)
-        return group is not None and key in group.pending_offset_commits
+        return group is not None and (
+            key in group.pending_offset_commits
+            or any(key in offsets for offsets in group.pending_txn_offsets.values())
+        )
 
     def commit_transactional_offsets(
         self,
@@ -860,7 +954,7 @@ class GroupCoordinator:
                 return all_fail(ErrorCode.illegal_generation)
             group = Group(group_id, state_timestamp_ms=now_ms)
             self.groups[group_id] = group
-        if group.state is GroupState.DEAD:
+        if group.is_gone():
             return all_fail(ErrorCode.coordinator_not_available)
         if group_instance_id is not None or member_id != UNKNOWN_MEMBER_ID:
             error = self._validate_member(group, member_id, group_instance_id)
@@ -872,7 +966,7 @@ class GroupCoordinator:
         if records:
             store_error = self.store.append(group_id, records, (producer_id, producer_epoch))
             for key in accepted:
-                results[key] = store_error
+                results[key] = write_error(store_error, commit=True)
             if store_error is ErrorCode.none:
                 group.pending_txn_offsets.setdefault(producer_id, {}).update(accepted)
         return results
@@ -901,12 +995,6 @@ class GroupCoordinator:
             changed += 1
         return changed
 
-    def has_pending_transactional_offset(self, group_id: str, key: TopicPartition) -> bool:
-        """OffsetFetch with require_stable: UNSTABLE_OFFSET_COMMIT while an open
-        transaction holds an offset for ``key``."""
-        group = self.groups.get(group_id)
-        return group is not None and any(key in p for p in group.pending_txn_offsets.values())
-
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
@@ -922,51 +1010,73 @@ class GroupCoordinator:
         return ErrorCode.none, {key: offsets.get(key) for key in partitions}
 
     def delete_offsets(
-        self, group_id: str, partitions: list[TopicPartition]
-    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        """OffsetDelete: only for partitions of topics the group does not consume."""
+        self, group_id: str, partitions: list[TopicPartition], respond: OffsetDeleteCallback
+    ) -> None:
+        """OffsetDelete: only for partitions of topics the group does not consume. The
+        offsets stay served until their tombstones are replicated; ``respond`` gets the
+        outcome then (Kafka's new coordinator answers once the write is committed)."""
         error = self.ownership_error(group_id)
         if error is not None:
-            return error, {}
+            respond(error, {})
+            return
         group = self.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
-            return ErrorCode.group_id_not_found, {}
+            respond(ErrorCode.group_id_not_found, {})
+            return
+        if group.deleting:
+            respond(ErrorCode.coordinator_not_available, {})
+            return
         if group.state is not GroupState.EMPTY and group.protocol_type != "consumer":
-            return ErrorCode.non_empty_group, {}
+            respond(ErrorCode.non_empty_group, {})
+            return
         subscribed = group.subscribed_topics() if group.state is not GroupState.EMPTY else set()
         results: dict[TopicPartition, ErrorCode] = {}
-        records: Records = []
+        tombstones: dict[TopicPartition, OffsetAndMetadata | None] = {}
         for key in partitions:
             if subscribed is None or key[0] in subscribed:
                 results[key] = ErrorCode.group_subscribed_to_topic
                 continue
             results[key] = ErrorCode.none
-            if key in group.offsets:
-                records.append(
-                    (encode_offset_commit_key(OffsetCommitKey(group_id, key[0], key[1])), None)
-                )
-        if records:
-            store_error = self.store.append(group_id, records)
-            if store_error is not ErrorCode.none:
-                return store_error, {}
-            for key, code in results.items():
-                if code is ErrorCode.none:
-                    group.offsets.pop(key, None)
-                    group.pending_offset_commits.pop(key, None)
-        return ErrorCode.none, results
+            if key in group.offsets or key in group.pending_offset_commits:
+                tombstones[key] = None
+        if not tombstones:
+            respond(ErrorCode.none, results)
+            return
+
+        def replicated(outcome: ErrorCode) -> None:
+            self.complete_offset_commit(pending, outcome)
+            if outcome is ErrorCode.none:
+                respond(ErrorCode.none, results)
+            else:
+                respond(write_error(outcome), {})
+
+        pending = self._stage(group, tombstones)
+        store_error = self.store.append(
+            group_id, self._tombstones(group_id, tombstones), on_replicated=replicated
+        )
+        if store_error is not ErrorCode.none:
+            replicated(store_error)
+
+    @staticmethod
+    def _tombstones(group_id: str, keys: Iterable[TopicPartition]) -> Records:
+        return [(encode_offset_commit_key(OffsetCommitKey(group_id, t, p)), None) for t, p in keys]
 
     def expire_offsets(self, now_ms: int) -> int:
         """Offset retention (``offsets.retention.minutes``, KIP-211): offsets of a group
         without members expire this long after the group became empty (or after the
         commit, for groups that never had members); an explicit expiry from
-        OffsetCommit v2..v4 wins. An empty group left without offsets is deleted."""
+        OffsetCommit v2..v4 wins. An empty group left without offsets is deleted. The
+        cache forgets them once their tombstones are replicated (a failed write leaves
+        them for the next check). Returns how many offsets were written off."""
         retention = self.config.offsets_retention_ms
         expired_total = 0
         for group in list(self.groups.values()):
-            if group.state is not GroupState.EMPTY:
+            if group.state is not GroupState.EMPTY or group.deleting:
                 continue
             expired = []
             for key, value in group.offsets.items():
+                if key in group.pending_offset_commits:
+                    continue  # Kafka: a partition with a pending commit does not expire
                 if value.expire_timestamp >= 0:
                     due = now_ms >= value.expire_timestamp
                 else:
@@ -978,23 +1088,60 @@ class GroupCoordinator:
                     due = now_ms - base >= retention
                 if due:
                     expired.append(key)
-            records: Records = [
-                (encode_offset_commit_key(OffsetCommitKey(group.group_id, t, p)), None)
-                for t, p in expired
-            ]
+            records = self._tombstones(group.group_id, expired)
             # Kafka keeps a group with pending commits (GroupMetadata.hasOffsets).
-            delete_group = len(expired) == len(group.offsets) and not group.pending_offset_commits
+            delete_group = len(expired) == len(group.offsets) and not (
+                group.pending_offset_commits or group.pending_txn_offsets
+            )
             if delete_group:
                 records.append((encode_group_metadata_key(GroupMetadataKey(group.group_id)), None))
-            if not records or self.store.append(group.group_id, records) is not ErrorCode.none:
+            if not records:
                 continue
-            for key in expired:
-                del group.offsets[key]
-            expired_total += len(expired)
-            if delete_group:
+            if self._write_off(group, dict.fromkeys(expired), records, delete_group, now_ms):
+                expired_total += len(expired)
+        return expired_total
+
+    def _write_off(
+        self,
+        group: Group,
+        tombstones: dict[TopicPartition, OffsetAndMetadata | None],
+        records: Records,
+        delete_group: bool,
+        now_ms: int,
+        respond: Callable[[ErrorCode], None] | None = None,
+    ) -> bool:
+        """Append ``records`` (the tombstones of ``tombstones``' offsets, and of the
+        group itself when ``delete_group``); the cache changes once they are replicated
+        (a group being deleted takes no joins or commits meanwhile). ``respond`` gets the
+        client's error. False when the leader could not even append."""
+        pending = self._stage(group, tombstones)
+        group.deleting = delete_group
+
+        def replicated(outcome: ErrorCode) -> None:
+            self.complete_offset_commit(pending, outcome)
+            group.deleting = False
+            current = self.groups.get(group.group_id) is group
+            if outcome is ErrorCode.none and delete_group and current:
+                # Joins and commits waited (``deleting``): the group is still Empty, and
+                # goes with whatever was pending (Kafka's removeAllOffsets).
                 group.transition_to(GroupState.DEAD, now_ms)
                 del self.groups[group.group_id]
-        return expired_total
+            elif outcome is not ErrorCode.none:
+                log.warning(
+                    "group %s: writing off %d offsets%s failed: %s",
+                    group.group_id,
+                    len(tombstones),
+                    " and the group" if delete_group else "",
+                    outcome.name,
+                )
+            if respond is not None:
+                respond(write_error(outcome))
+
+        store_error = self.store.append(group.group_id, records, on_replicated=replicated)
+        if store_error is not ErrorCode.none:
+            replicated(store_error)
+            return False
+        return True
 
     # -- groups ---------------------------------------------------------------------------
     def list_groups(self) -> list[Group]:
@@ -1035,31 +1182,44 @@ class GroupCoordinator:
             members,
         )
 
-    def delete_group(self, group_id: str, now_ms: int) -> ErrorCode:
+    def delete_group(
+        self, group_id: str, now_ms: int, respond: Callable[[ErrorCode], None]
+    ) -> None:
+        """DeleteGroups for one group: answered once its tombstones are replicated, the
+        group shown as it was until then (and kept when the write fails)."""
         error = self.ownership_error(group_id)
         if error is not None:
-            return error
+            respond(error)
+            return
         group = self.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
-            return ErrorCode.group_id_not_found
+            respond(ErrorCode.group_id_not_found)
+            return
+        if group.deleting:
+            respond(ErrorCode.coordinator_not_available)
+            return
         if group.state is not GroupState.EMPTY:
-            return ErrorCode.non_empty_group
-        records: Records = [
-            (encode_offset_commit_key(OffsetCommitKey(group_id, t, p)), None)
-            for t, p in group.offsets
-        ]
+            respond(ErrorCode.non_empty_group)
+            return
+        keys = set(group.offsets) | set(group.pending_offset_commits)
+        for offsets in group.pending_txn_offsets.values():
+            keys |= set(offsets)
+        records = self._tombstones(group_id, keys)
         records.append((encode_group_metadata_key(GroupMetadataKey(group_id)), None))
-        store_error = self.store.append(group_id, records)
-        if store_error is not ErrorCode.none:
-            return store_error
-        group.transition_to(GroupState.DEAD, now_ms)
-        del self.groups[group_id]
-        return ErrorCode.none
+        # Kafka drops the group's open transactional offsets with it.
+        self._write_off(group, dict.fromkeys(keys), records, True, now_ms, respond)
 
     # -- helpers --------------------------------------------------------------------------
-    def _store_group(self, group: Group) -> ErrorCode:
-        """Write the group's metadata (members, subscriptions, assignments) so that a new
-        coordinator can take over the generation."""
+    def _store_group(
+        self,
+        group: Group,
+        assignments: dict[str, bytes] | None = None,
+        on_replicated: Callable[[ErrorCode], None] | None = None,
+    ) -> ErrorCode:
+        """Write the group's metadata (members, subscriptions, assignments: the members'
+        own unless ``assignments`` are given) so that a new coordinator can take over the
+        generation; ``on_replicated`` as in ``Store.append``."""
+        chosen = assignments or {}
         protocol = group.protocol_name
         value = GroupMetadataValue(
             protocol_type=group.protocol_type or "",
@@ -1076,7 +1236,7 @@ class GroupCoordinator:
                     m.rebalance_timeout_ms,
                     m.session_timeout_ms,
                     m.metadata(protocol) if protocol and protocol in m.protocol_names() else b"",
-                    m.assignment,
+                    chosen.get(m.member_id, m.assignment),
                 )
                 for m in group.members.values()
             ),
@@ -1089,7 +1249,23 @@ class GroupCoordinator:
                     encode_group_metadata_value(value),
                 )
             ],
+            on_replicated=on_replicated,
         )
+
+    @staticmethod
+    def _log_store_failure(group: Group) -> Callable[[ErrorCode], None]:
+        generation = group.generation_id
+
+        def replicated(error: ErrorCode) -> None:
+            if error is not ErrorCode.none:
+                log.warning(
+                    "group %s: storing generation %d failed: %s",
+                    group.group_id,
+                    generation,
+                    error.name,
+                )
+
+        return replicated
 
     @staticmethod
     def _respond_join(member: Member, result: JoinResult) -> None:

@@ -36,6 +36,7 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
@@ -49,7 +50,8 @@ from ..protocol.record_batch import TRANSACTIONAL_FLAG, InvalidBatch, rewrite_he
 from ..protocol.records import Record, iter_batch_records, make_batch
 from ..replication.partition import Partition
 from .group_coordinator import CoordinatorConfig, GroupCoordinator, Records
-from .partition_writer import InternalTopicCreator, PartitionWriter, create_internal_topic
+from .internal_topic import InternalTopic
+from .partition_writer import InternalTopicCreator, PartitionWriter
 from .producer_ids import ProducerIdManager
 from .records import OFFSETS_TOPIC, LoadedPartition, replay
 from .transaction_coordinator import TransactionCoordinator
@@ -103,8 +105,17 @@ class CoordinatorService:
         self.producer_ids: ProducerIdManager | None = None
         self.zk_admin: ZkAdmin | None = None  # from start()
         self.last_append: dict[int, AppendResult] = {}
-        self._create_lock = asyncio.Lock()
+        self.offsets_topic = InternalTopic(
+            OFFSETS_TOPIC,
+            self.broker_id,
+            metadata,
+            topic_creator,
+            self.groups.loading_partitions,
+            CoordinatorUnavailable,
+        )
         self._tasks: list[asyncio.Task[None]] = []
+        # Waits for the replication of group metadata and tombstone writes.
+        self._replication_waits: set[asyncio.Task[None]] = set()
         partition_writer.leadership_listeners.append(self.on_leadership_change)
         self.transactions = TransactionCoordinator(
             config,
@@ -133,9 +144,10 @@ class CoordinatorService:
 
     async def stop(self) -> None:
         await self.transactions.stop()
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._replication_waits]
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []
@@ -155,7 +167,7 @@ class CoordinatorService:
             try:
                 expired = self.groups.expire_offsets(now_ms())
                 if expired:
-                    log.info("removed %d expired offsets", expired)
+                    log.info("writing off %d expired offsets", expired)
             except Exception:
                 log.exception("offset expiration failed")
 
@@ -222,32 +234,17 @@ class CoordinatorService:
     # -- __consumer_offsets ---------------------------------------------------------------
     async def ensure_offsets_topic(self, timeout_s: float = 10.0) -> bool:
         """Create ``__consumer_offsets`` if needed; True once every partition has a leader."""
-        metadata = self.metadata
-        if OFFSETS_TOPIC not in metadata.topics:
-            async with self._create_lock:
-                if OFFSETS_TOPIC not in metadata.topics:
-                    await self._create_offsets_topic()
-        return await self.topic_creator.wait_for_leaders([OFFSETS_TOPIC], timeout_s)
-
-    async def _create_offsets_topic(self) -> None:
         config = self.config
-        live = max(len(self.metadata.brokers), 1)
-        replication_factor = min(config.offsets_topic_replication_factor, live)
-        configs = {
-            "cleanup.policy": "compact",
-            "compression.type": "producer",
-            "segment.bytes": str(config.offsets_topic_segment_bytes),
-        }
-        try:
-            await create_internal_topic(
-                self.topic_creator,
-                OFFSETS_TOPIC,
-                config.offsets_topic_num_partitions,
-                replication_factor,
-                configs,
-            )
-        except KafkaError as error:  # topic admin's TopicAdminError
-            raise CoordinatorUnavailable(str(error)) from error
+        return await self.offsets_topic.ensure(
+            config.offsets_topic_num_partitions,
+            config.offsets_topic_replication_factor,
+            lambda _replication_factor: {
+                "cleanup.policy": "compact",
+                "compression.type": "producer",
+                "segment.bytes": str(config.offsets_topic_segment_bytes),
+            },
+            timeout_s,
+        )
 
     def coordinator_for_group(self, group_id: str) -> BrokerInfo:
         metadata = self.metadata
@@ -267,7 +264,11 @@ class CoordinatorService:
 
     # -- the Store the coordinator writes through -----------------------------------------
     def append(
-        self, group_id: str, records: Records, producer: tuple[int, int] | None = None
+        self,
+        group_id: str,
+        records: Records,
+        producer: tuple[int, int] | None = None,
+        on_replicated: Callable[[ErrorCode], None] | None = None,
     ) -> ErrorCode:
         partition = self.groups.partition_for(group_id)
         batch = make_batch(
@@ -289,38 +290,43 @@ class CoordinatorService:
             log.warning(
                 "cannot write to %s-%d for group %s: %s", OFFSETS_TOPIC, partition, group_id, error
             )
-            # Matches Kafka's mapping of append errors for the coordinator's writes.
-            if error.error_code in (
-                ErrorCode.not_leader_or_follower,
-                ErrorCode.unknown_topic_or_partition,
-                ErrorCode.not_enough_replicas,
-                ErrorCode.not_enough_replicas_after_append,
-            ):
-                return ErrorCode.not_coordinator
-            if error.error_code in (
-                ErrorCode.invalid_producer_epoch,
-                ErrorCode.producer_fenced,
-                ErrorCode.invalid_txn_state,
-            ):
-                return ErrorCode(error.error_code)
-            return ErrorCode.unknown_server_error
+            # The partition's own code: the group coordinator maps it for its client
+            # (group_coordinator.write_error), as Kafka's does.
+            return ErrorCode(error.error_code)
         self.last_append[partition] = result
+        if on_replicated is not None:
+            task = asyncio.create_task(self._report_replication(partition, result, on_replicated))
+            self._replication_waits.add(task)
+            task.add_done_callback(self._replication_waits.discard)
         return ErrorCode.none
+
+    async def _report_replication(
+        self, partition: int, result: AppendResult, on_replicated: Callable[[ErrorCode], None]
+    ) -> None:
+        error = ErrorCode.unknown_server_error
+        try:
+            error = await self._wait_for(partition, result)
+        finally:
+            # Also when cancelled (the broker stops): the writer learns it failed.
+            try:
+                on_replicated(error)
+            except Exception:
+                log.exception("completing a write to %s-%d failed", OFFSETS_TOPIC, partition)
 
     async def wait_for_replication(self, group_id: str) -> ErrorCode:
         """Kafka acknowledges commits once the offsets partition's ISR has them
-        (acks=all, ``offsets.commit.timeout.ms``)."""
+        (acks=all, ``offsets.commit.timeout.ms``); the partition's error otherwise
+        (REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER, ...), for ``write_error`` to map."""
         partition = self.groups.partition_for(group_id)
         result = self.last_append.get(partition)
         if result is None:
             return ErrorCode.none
+        return await self._wait_for(partition, result)
+
+    async def _wait_for(self, partition: int, result: AppendResult) -> ErrorCode:
         error = await self.partition_writer.wait_for_replication(
             OFFSETS_TOPIC, partition, result, self.config.offsets_commit_timeout_ms / 1000
         )
-        if error in (ErrorCode.not_leader_or_follower, ErrorCode.not_enough_replicas_after_append):
-            return ErrorCode.not_coordinator
-        if error is ErrorCode.request_timed_out:
-            return ErrorCode.request_timed_out
         return ErrorCode(error)
 
     # -- the __consumer_offsets end of WriteTxnMarkers ----------------------------------------
@@ -346,47 +352,48 @@ class CoordinatorService:
     def on_leadership_change(self, partition: Partition) -> None:
         if partition.topic != OFFSETS_TOPIC:
             return
-        topic = self.metadata.topics.get(OFFSETS_TOPIC)
-        if topic is not None and topic.partitions:
-            self.groups.num_partitions = len(topic.partitions)
-        index = partition.index
+        count = self.offsets_topic.partition_count()
+        if count is not None:
+            self.groups.num_partitions = count
         if partition.leader == self.broker_id:
             # This leadership was just read from ZooKeeper: the lease starts now.
-            self._leadership_confirmed_at[index] = time.monotonic()
-            if index in self.groups.owned_partitions or index in self.groups.loading_partitions:
-                return
-            self.groups.begin_loading(index)
-            asyncio.get_running_loop().call_soon(self._load, partition)
-        elif index in self.groups.owned_partitions or index in self.groups.loading_partitions:
-            log.info("no longer coordinator for %s-%d; unloading its groups", OFFSETS_TOPIC, index)
-            self._leadership_confirmed_at.pop(index, None)
-            self.groups.unload_partition(index)
+            self._leadership_confirmed_at[partition.index] = time.monotonic()
+        self.offsets_topic.leadership_changed(
+            partition,
+            partition.index in self.groups.owned_partitions,
+            _read_groups,
+            LoadedPartition,
+            self._install,
+            self._unload,
+        )
 
-    def _load(self, partition: Partition) -> None:
-        index = partition.index
-        if index not in self.groups.loading_partitions:
-            return  # leadership moved away again before loading started
-        started = time.monotonic()
-        try:
-            committed, pending = read_offsets_log(partition.log)
-            loaded = replay(committed)
-            for producer_id, records in pending.items():
-                for group_id, offsets in replay(records).offsets.items():
-                    loaded.pending_txn_offsets.setdefault(group_id, {})[producer_id] = offsets
-        except Exception:
-            log.exception("loading %s-%d failed", OFFSETS_TOPIC, index)
-            loaded = LoadedPartition()
-        self.groups.load_partition(index, loaded, now_ms())
+    def _install(self, partition: Partition, loaded: LoadedPartition, seconds: float) -> None:
+        self.groups.load_partition(partition.index, loaded, now_ms())
         if loaded.records:
             log.info(
                 "loaded %d groups and offsets of %d groups from %s-%d (%d records) in %.3f s",
                 len(loaded.groups),
                 len(loaded.offsets),
                 OFFSETS_TOPIC,
-                index,
+                partition.index,
                 loaded.records,
-                time.monotonic() - started,
+                seconds,
             )
+
+    def _unload(self, index: int) -> None:
+        self._leadership_confirmed_at.pop(index, None)
+        self.groups.unload_partition(index)
+
+
+def _read_groups(partition: Partition) -> LoadedPartition:
+    """A ``__consumer_offsets`` partition's groups and offsets, with the offsets of open
+    transactions kept per producer until their markers come."""
+    committed, pending = read_offsets_log(partition.log)
+    loaded = replay(committed)
+    for producer_id, records in pending.items():
+        for group_id, offsets in replay(records).offsets.items():
+            loaded.pending_txn_offsets.setdefault(group_id, {})[producer_id] = offsets
+    return loaded
 
 
 KeyValues = list[tuple[bytes | None, bytes | None]]

@@ -41,7 +41,8 @@ from ..log.partition_log import PartitionLog
 from ..protocol.errors import KafkaError
 from ..protocol.records import Record, make_batch
 from ..replication.partition import Partition
-from .partition_writer import InternalTopicCreator, PartitionWriter, create_internal_topic
+from .internal_topic import InternalTopic
+from .partition_writer import InternalTopicCreator, PartitionWriter
 from .records import partition_for
 from .transaction_log import (
     TRANSACTION_STATE_TOPIC,
@@ -215,7 +216,14 @@ class TransactionCoordinator:
         self.markers = TransactionMarkerSender(
             config.broker_id, metadata, timeout_s=WRITE_TIMEOUT_S
         )
-        self._create_lock = asyncio.Lock()
+        self.state_topic = InternalTopic(
+            TRANSACTION_STATE_TOPIC,
+            self.broker_id,
+            metadata,
+            topic_creator,
+            self.loading,
+            TransactionCoordinatorUnavailable,
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._completions: set[asyncio.Task[None]] = set()
         partition_writer.leadership_listeners.append(self.on_leadership_change)
@@ -259,40 +267,26 @@ class TransactionCoordinator:
     # -- __transaction_state --------------------------------------------------------------
     async def ensure_state_topic(self, timeout_s: float = 10.0) -> bool:
         """Create ``__transaction_state`` if needed; True once every partition has a leader."""
-        if TRANSACTION_STATE_TOPIC not in self.metadata.topics:
-            async with self._create_lock:
-                if TRANSACTION_STATE_TOPIC not in self.metadata.topics:
-                    await self._create_state_topic()
-        return await self.topic_creator.wait_for_leaders([TRANSACTION_STATE_TOPIC], timeout_s)
-
-    async def _create_state_topic(self) -> None:
         config = self.config
-        live = max(len(self.metadata.brokers), 1)
-        replication_factor = min(config.transaction_state_log_replication_factor, live)
-        configs = {
-            "cleanup.policy": "compact",
-            "compression.type": "uncompressed",
-            "min.insync.replicas": str(
-                min(config.transaction_state_log_min_isr, replication_factor)
-            ),
-            "segment.bytes": str(config.transaction_state_log_segment_bytes),
-            "unclean.leader.election.enable": "false",
-        }
-        try:
-            await create_internal_topic(
-                self.topic_creator,
-                TRANSACTION_STATE_TOPIC,
-                config.transaction_state_log_num_partitions,
-                replication_factor,
-                configs,
-            )
-        except KafkaError as error:
-            raise TransactionCoordinatorUnavailable(str(error)) from error
+        return await self.state_topic.ensure(
+            config.transaction_state_log_num_partitions,
+            config.transaction_state_log_replication_factor,
+            lambda replication_factor: {
+                "cleanup.policy": "compact",
+                "compression.type": "uncompressed",
+                "min.insync.replicas": str(
+                    min(config.transaction_state_log_min_isr, replication_factor)
+                ),
+                "segment.bytes": str(config.transaction_state_log_segment_bytes),
+                "unclean.leader.election.enable": "false",
+            },
+            timeout_s,
+        )
 
     def _refresh_partition_count(self) -> None:
-        topic = self.metadata.topics.get(TRANSACTION_STATE_TOPIC)
-        if topic is not None and topic.partitions:
-            self.num_partitions = len(topic.partitions)
+        count = self.state_topic.partition_count()
+        if count is not None:
+            self.num_partitions = count
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.num_partitions)
@@ -342,32 +336,31 @@ class TransactionCoordinator:
             return
         self._refresh_partition_count()
         index = partition.index
-        if partition.leader == self.broker_id:
-            owner = self.owned.get(index)
-            if owner is not None and owner.coordinator_epoch == partition.leader_epoch:
-                return
-            if index in self.loading:
-                return
-            self.owned.pop(index, None)
-            self.loading.add(index)
-            asyncio.get_running_loop().call_soon(self._load, partition)
-        elif index in self.owned or index in self.loading:
-            log.info("no longer transaction coordinator for %s-%d", TRANSACTION_STATE_TOPIC, index)
-            self.owned.pop(index, None)
-            self.loading.discard(index)
+        owner = self.owned.get(index)
+        if (
+            partition.leader == self.broker_id
+            and owner is not None
+            and owner.coordinator_epoch != partition.leader_epoch
+        ):
+            self.owned.pop(index)  # an earlier leadership's state: load it again
+            owner = None
+        self.state_topic.leadership_changed(
+            partition,
+            owner is not None,
+            lambda loaded_partition: replay_state(self.read_records(loaded_partition.log)),
+            dict,
+            self._install,
+            self._unload,
+        )
 
-    def _load(self, partition: Partition) -> None:
+    def _unload(self, index: int) -> None:
+        self.owned.pop(index, None)
+
+    def _install(
+        self, partition: Partition, loaded: dict[str, TransactionMetadata], seconds: float
+    ) -> None:
         index = partition.index
-        if index not in self.loading:
-            return
-        started = time.monotonic()
-        try:
-            loaded = replay_state(self.read_records(partition.log))
-        except Exception:
-            log.exception("loading %s-%d failed", TRANSACTION_STATE_TOPIC, index)
-            loaded = {}
         owner = _StatePartition(partition.leader_epoch, loaded)
-        self.loading.discard(index)
         self.owned[index] = owner
         resumed = 0
         for metadata in loaded.values():
@@ -383,7 +376,7 @@ class TransactionCoordinator:
                 index,
                 owner.coordinator_epoch,
                 resumed,
-                time.monotonic() - started,
+                seconds,
             )
 
     # -- writing ----------------------------------------------------------------------------

@@ -118,6 +118,7 @@ class LeaderEpochCache:
         self._epochs: list[int] = []
         self._start_offsets: list[int] = []
         self._unsynced = False  # written without fsync (see ``assign``'s ``sync``)
+        self._unwritten = False  # changed in memory only (see ``assign``'s ``defer``)
         if path.exists():
             try:
                 for epoch, start_offset in _parse(path, 2):
@@ -134,9 +135,13 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int:
         return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
-    def assign(self, epoch: int, start_offset: int, *, sync: bool = True) -> None:
+    def assign(
+        self, epoch: int, start_offset: int, *, sync: bool = True, defer: bool = False
+    ) -> None:
         """Record that ``epoch`` starts at ``start_offset``; drop entries it contradicts
-        (an equal or later epoch, or a start offset at or after this one)."""
+        (an equal or later epoch, or a start offset at or after this one). With
+        ``defer`` the file is written later, by ``write_deferred`` (before the log's
+        next append) or ``sync``: for an empty log, which nothing depends on yet."""
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"leader epoch {epoch} / start offset {start_offset} is negative")
         if self._epochs and epoch == self._epochs[-1] and start_offset >= self._start_offsets[-1]:
@@ -148,7 +153,10 @@ class LeaderEpochCache:
             self._start_offsets.pop()
         self._epochs.append(epoch)
         self._start_offsets.append(start_offset)
-        self._write(sync=sync)
+        if defer:
+            self._unwritten = True
+        else:
+            self._write(sync=sync)
 
     def end_offset_for(self, requested_epoch: int) -> tuple[int, int]:
         """Kafka's OffsetForLeaderEpoch answer: (largest epoch <= requested, start offset of
@@ -198,9 +206,17 @@ class LeaderEpochCache:
     def _write(self, *, sync: bool = True) -> None:
         write_atomically(self.path, format_epoch_checkpoint(self.entries()), sync=sync)
         self._unsynced = not sync
+        self._unwritten = False
+
+    def write_deferred(self) -> None:
+        """Write what a deferred ``assign`` changed (without fsync: ``sync`` does that)."""
+        if self._unwritten:
+            self._write(sync=False)
 
     def sync(self) -> None:
-        """fsync a change written with ``sync=False`` (the log's flush calls this)."""
+        """fsync a change written with ``sync=False`` (the log's flush calls this), writing
+        a deferred one first."""
+        self.write_deferred()
         if self._unsynced:
             fsync_file_and_directory(self.path)
             self._unsynced = False

@@ -168,10 +168,25 @@ class PartitionLog:
         """Open (or create) the log in ``directory``. Without a clean shutdown, every
         segment from the one holding ``recovery_point`` on is validated batch by batch
         and cut at the first torn or corrupt batch."""
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True)
+        except FileExistsError:
+            fresh = False
+        else:
+            fresh = True
         log = cls(directory, config, now_ms)
-        log._load(recovery_point, log_start_offset, had_clean_shutdown)
+        if fresh and log_start_offset <= 0:
+            log._start_empty()
+        else:
+            log._load(recovery_point, log_start_offset, had_clean_shutdown)
         return log
+
+    def _start_empty(self) -> None:
+        """A log in a directory just created: one empty segment at offset 0, nothing to
+        recover. Skips ``_load``'s scans of the directory (swaps, leftovers, indexes,
+        producer snapshots), which a new partition cannot have: creating thousands of
+        partitions spent a third of each log's creation there."""
+        self._add_segment(self._segment(0))
 
     def _segment(self, base_offset: int, *, size: int | None = None) -> LogSegment:
         kwargs = {
@@ -593,6 +608,9 @@ class PartitionLog:
         """Append validated batches (``headers`` from ``scan_batches`` over ``buffer``)."""
         if not headers:
             raise ValueError("append needs at least one record batch")
+        # A new leader of an empty log deferred its first epoch's checkpoint: on disk
+        # before any batch is, so a crash after the append still finds it.
+        self.leader_epoch_cache.write_deferred()
         now = self._now_ms()
         if assign_offsets:
             first_offset = self.log_end_offset

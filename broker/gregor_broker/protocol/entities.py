@@ -21,6 +21,7 @@ from typing import Any
 from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import OutOfBoundValue
 from kio.static.constants import EntityType
 
 _REQUIRED = object()
@@ -192,4 +193,42 @@ def build(cls: type, data: Mapping[str, Any]) -> Any:
 
 
 def encode_response(api_key: int, version: int, data: Mapping[str, Any]) -> bytes:
-    return encode(build(payload_class(api_key, version, "response"), data))
+    cls = payload_class(api_key, version, "response")
+    try:
+        return encode(build(cls, data))
+    except OutOfBoundValue:
+        # A non-flexible version's string holds at most 32,767 bytes. An error message
+        # that quotes a request's string (DescribeClientQuotas v0 naming an unknown
+        # entity type of 32,767 bytes) would not fit, and the client would get
+        # UNKNOWN_SERVER_ERROR instead of the error code: the message is shortened.
+        shortened = _shorten_messages(data)
+        if shortened == data:
+            raise
+        return encode(build(cls, shortened))
+
+
+LEGACY_STRING_MAX_BYTES = 32767
+_ELLIPSIS = "..."
+
+
+def _shorten_messages(data: Any) -> Any:
+    """``data`` with every over-long ``*error_message`` string cut to fit a legacy
+    (int16-length) string, at a UTF-8 character boundary."""
+    if isinstance(data, Mapping):
+        return {
+            key: _shorten(value)
+            if key.endswith("error_message") and isinstance(value, str)
+            else _shorten_messages(value)
+            for key, value in data.items()
+        }
+    if isinstance(data, list | tuple):
+        return [_shorten_messages(item) for item in data]
+    return data
+
+
+def _shorten(message: str) -> str:
+    encoded = message.encode("utf-8")
+    if len(encoded) <= LEGACY_STRING_MAX_BYTES:
+        return message
+    cut = encoded[: LEGACY_STRING_MAX_BYTES - len(_ELLIPSIS)]
+    return cut.decode("utf-8", errors="ignore") + _ELLIPSIS

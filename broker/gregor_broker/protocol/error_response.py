@@ -25,7 +25,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from .entities import build, encode, nested_entity_class, payload_class
+from .entities import nested_entity_class, payload_class
+from .response import BodyResponse
 
 # Fields that name the same thing in a request and in its response under other names.
 _ALIASES = [
@@ -162,7 +163,8 @@ def _mirror(cls: type, request: Any, error: ErrorCode) -> dict[str, Any]:
     return data
 
 
-def error_response(api_key: int, version: int, request: Any, error: ErrorCode) -> bytes:
-    """The body of ``request``'s response with ``error`` everywhere it can be said."""
-    cls = payload_class(api_key, version, "response")
-    return encode(build(cls, _mirror(cls, request, error)))
+def error_response(api_key: int, version: int, request: Any, error: ErrorCode) -> BodyResponse:
+    """``request``'s response with ``error`` everywhere it can be said."""
+    return BodyResponse(
+        api_key, _mirror(payload_class(api_key, version, "response"), request, error)
+    )

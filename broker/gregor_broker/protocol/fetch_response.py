@@ -64,6 +64,34 @@ def records_size(result: PartitionResult) -> int:
     return records.size
 
 
+@dataclass(slots=True)
+class EmptyFetchResponse:
+    """A fetch answered with no partitions: a session error, or a client throttled by a
+    quota (Kafka's ``FetchContext.getThrottledResponse``: the session is left as it was,
+    a session error is kept)."""
+
+    error_code: int = 0
+    session_id: int = 0
+    throttle_time: int = 0
+
+    @property
+    def size(self) -> int:
+        """No records: nothing counts against the fetch byte rate."""
+        return 0
+
+    def encode_frame(self, version: int, correlation_id: int) -> tuple[list[Any], int]:
+        return encode_fetch_response(
+            version,
+            correlation_id,
+            throttle_time_ms=self.throttle_time,
+            error_code=self.error_code,
+            session_id=self.session_id,
+        )
+
+    def throttled(self, throttle_ms: int) -> EmptyFetchResponse:
+        return EmptyFetchResponse(self.error_code, self.session_id, throttle_ms)
+
+
 class _Parts:
     """Accumulates bytes, flushing them into a part when a file region arrives."""
 

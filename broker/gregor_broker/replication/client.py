@@ -2,14 +2,24 @@
 
 Followers use it to fetch from leaders and to ask OffsetForLeaderEpoch. One request
 at a time per connection (Kafka's replica fetcher also has one in flight). Requests
-are built and responses parsed with the same kio classes the server uses.
+are built and responses parsed with the same kio classes the server uses, except the
+follower's Fetch (``protocol/replica_fetch.py``).
+
+The connection is a plain ``asyncio.Protocol`` that cuts the byte stream into frames.
+``exchange`` sends one request and waits for its response. ``pipeline`` is the
+replication round trip without the event loop in between: each response is handed to a
+callback inside the protocol's ``data_received``, and whatever request the callback
+returns goes out at once, so a follower answers its leader in the same turn of its loop
+that brought the data. With ``exchange`` each round trip also woke the fetcher's task in
+another turn (a future, a task step, a stream reader and a deadline timer per round
+trip); the pipeline has one watchdog timer for as long as it runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -29,6 +39,85 @@ class BrokerConnectionError(ConnectionError):
     pass
 
 
+# A pipeline's callback: a response frame (without its size) in, the next request frame
+# (with its size) out, or None to end the pipeline.
+ResponseHandler = Callable[[memoryview], bytes | None]
+
+
+class _FrameProtocol(asyncio.Protocol):
+    """Cuts the stream into response frames and hands each to a waiter or a pipeline."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self._buffer = bytearray()
+        self._waiter: asyncio.Future[Any] | None = None
+        self._handler: ResponseHandler | None = None
+        self.closed = False
+        self.last_response = 0.0  # loop time of the pipeline's last response
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._fail(BrokerConnectionError(f"connection lost: {exc!r}"))
+
+    def _fail(self, error: BaseException) -> None:
+        waiter = self._waiter
+        self._waiter = None
+        self._handler = None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(error)
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        while len(buffer) >= 4:
+            (size,) = _SIZE.unpack_from(buffer, 0)
+            if size < 0:
+                self._fail(BrokerConnectionError(f"response frame size {size}"))
+                self.abort()
+                return
+            end = 4 + size
+            if len(buffer) < end:
+                return
+            if len(buffer) == end:  # the usual case: hand over the buffer, no copy
+                frame = memoryview(buffer).toreadonly()[4:]
+                buffer = self._buffer = bytearray()
+            else:
+                frame = memoryview(bytes(buffer[4:end]))
+                del buffer[:end]
+            self._deliver(frame)
+
+    def _deliver(self, frame: memoryview) -> None:
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return  # nobody waits any more (cancelled): the owner closes the connection
+        handler = self._handler
+        if handler is None:
+            self._waiter = None
+            waiter.set_result(frame)
+            return
+        try:
+            following = handler(frame)
+        except BaseException as error:
+            self._fail(error)
+            return
+        if following is None:
+            self._waiter = None
+            self._handler = None
+            waiter.set_result(None)
+            return
+        assert self.transport is not None
+        self.last_response = asyncio.get_running_loop().time()
+        self.transport.write(following)
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+
 class BrokerClient:
     def __init__(
         self,
@@ -44,19 +133,19 @@ class BrokerClient:
         self.security = security
         self.client_id = client_id.encode()
         self.timeout = timeout
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._protocol: _FrameProtocol | None = None
         self._correlation_id = 0
 
     async def connect(self) -> None:
         security = self.security
         context = security.ssl_context if security is not None else None
+        loop = asyncio.get_running_loop()
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(
+            _transport, self._protocol = await asyncio.wait_for(
+                loop.create_connection(
+                    _FrameProtocol,
                     self.host,
                     self.port,
-                    limit=1 << 20,
                     ssl=context,
                     server_hostname=self.host if context is not None else None,
                 ),
@@ -98,11 +187,19 @@ class BrokerClient:
                 ) from None
 
     async def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            with contextlib.suppress(OSError, ConnectionError):
-                await self._writer.wait_closed()
-        self._reader = self._writer = None
+        protocol = self._protocol
+        self._protocol = None
+        if protocol is not None and protocol.transport is not None:
+            protocol.transport.close()
+            protocol._fail(BrokerConnectionError("connection closed"))
+
+    def abort(self) -> None:
+        """Drop the connection at once (from a callback, where ``close`` cannot be awaited)."""
+        protocol = self._protocol
+        self._protocol = None
+        if protocol is not None:
+            # The waiter, if any, fails with the caller's error or on connection_lost.
+            protocol.abort()
 
     def next_correlation_id(self) -> int:
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
@@ -130,22 +227,66 @@ class BrokerClient:
         response, _ = reader(frame, offset)
         return response
 
-    async def exchange(self, request_frame: bytes) -> bytes:
-        """Send one whole request frame (size prefix included) and return the response
-        frame without its size prefix; the caller checks the correlation id. One
-        deadline covers the round trip (two ``wait_for`` cost a task each)."""
-        if self._writer is None:
+    async def _ready(self) -> _FrameProtocol:
+        if self._protocol is None or self._protocol.closed:
             await self.connect()
-        assert self._reader is not None and self._writer is not None
+        assert self._protocol is not None
+        return self._protocol
+
+    async def exchange(self, request_frame: bytes) -> memoryview:
+        """Send one whole request frame (size prefix included) and return the response
+        frame without its size prefix; the caller checks the correlation id."""
+        protocol = await self._ready()
+        assert protocol.transport is not None
+        waiter = protocol._waiter = asyncio.get_running_loop().create_future()
         try:
             async with asyncio.timeout(self.timeout):
-                self._writer.write(request_frame)
-                await self._writer.drain()
-                size_bytes = await self._reader.readexactly(4)
-                (size,) = _SIZE.unpack(size_bytes)
-                return await self._reader.readexactly(size)
-        except (OSError, asyncio.IncompleteReadError, TimeoutError) as error:
+                protocol.transport.write(request_frame)
+                return await waiter
+        except (OSError, TimeoutError, BrokerConnectionError) as error:
             await self.close()
             raise BrokerConnectionError(
                 f"request to {self.host}:{self.port} failed: {error!r}"
             ) from error
+        except BaseException:
+            self.abort()  # cancelled with a request in flight: its answer must not be read
+            raise
+
+    async def pipeline(self, request_frame: bytes, handler: ResponseHandler) -> None:
+        """Send ``request_frame``, then hand every response to ``handler`` as it arrives
+        and send what it returns, until it returns None. An exception from ``handler``
+        ends the pipeline and is raised here. No response within ``timeout`` seconds of
+        the last request: BrokerConnectionError (one watchdog timer, not one per trip)."""
+        protocol = await self._ready()
+        assert protocol.transport is not None
+        loop = asyncio.get_running_loop()
+        waiter = protocol._waiter = loop.create_future()
+        protocol._handler = handler
+        protocol.last_response = loop.time()
+        timeout = self.timeout
+
+        def watch() -> None:
+            nonlocal watchdog
+            if waiter.done():
+                return
+            idle = loop.time() - protocol.last_response
+            if idle >= timeout:
+                protocol._fail(TimeoutError(f"no response for {idle:.1f} s"))
+                return
+            watchdog = loop.call_later(timeout - idle, watch)
+
+        watchdog = loop.call_later(timeout, watch)
+        try:
+            protocol.transport.write(request_frame)
+            await waiter
+        except (OSError, TimeoutError, BrokerConnectionError) as error:
+            await self.close()
+            raise BrokerConnectionError(
+                f"request to {self.host}:{self.port} failed: {error!r}"
+            ) from error
+        except BaseException:
+            if not waiter.done() or protocol._handler is not None:
+                self.abort()  # a request may be in flight: its answer must not be read
+            raise
+        finally:
+            watchdog.cancel()

@@ -100,6 +100,9 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self._client: BrokerClient | None = None
         self.throttle_budget = ByteBudget()
+        # The pipeline's state between responses (``_next_in_pipeline``).
+        self._pipeline_correlation_id = 0
+        self._pipeline_backoff = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
@@ -284,8 +287,10 @@ class ReplicaFetcher:
         return throttled, rate
 
     async def _fetch(self, client: BrokerClient) -> None:
-        manager = self.manager
-        config = manager.replication_config
+        """Fetch until something needs the fetcher's loop (truncation, a pause, a
+        throttle, no partition left): without a follower throttle, round trips run in a
+        pipeline, each response applied and the next fetch sent from the connection's
+        own callback (``BrokerClient.pipeline``); with one, one round trip per call."""
         throttled, rate = self._throttle()
         skip: set[TopicPartition] = set()
         if rate is not None and throttled and self.throttle_budget.wait_time(rate) > 0:
@@ -293,13 +298,59 @@ class ReplicaFetcher:
             if len(skip) == len(self.partitions):
                 await asyncio.sleep(max(self.throttle_budget.wait_time(rate), 0.01))
                 return
+        request = self._fetch_request(client, skip, throttled, rate)
+        if request is None:  # every fetchable partition is throttled this round
+            await asyncio.sleep(max(self.throttle_budget.wait_time(rate or 0.0), 0.01))
+            return
+        frame, correlation_id = request
+        if rate is not None:
+            response = await client.exchange(frame)
+            if self._apply_response(client, response, correlation_id, throttled, rate):
+                await asyncio.sleep(RETRY_BACKOFF_S)
+            return
+        self._pipeline_backoff = False
+        self._pipeline_correlation_id = correlation_id
+        await client.pipeline(frame, lambda response: self._next_in_pipeline(client, response))
+        if self._pipeline_backoff:
+            await asyncio.sleep(RETRY_BACKOFF_S)
+
+    def _next_in_pipeline(self, client: BrokerClient, response: memoryview) -> bytes | None:
+        """Apply a response inside the connection's callback; the next fetch, or None to
+        hand control back to the fetcher's loop."""
+        if self._apply_response(client, response, self._pipeline_correlation_id, set(), None):
+            self._pipeline_backoff = True
+            return None
+        manager = self.manager
+        rate = parse_rate(manager.metadata.dynamic_broker_config(manager.broker_id, FOLLOWER_RATE))
+        if rate is not None:
+            return None  # a follower throttle now: the loop's budgeted path
+        now = time.monotonic()
+        if any(
+            f.needs_truncation and f.truncation_retry_at <= now for f in self.partitions.values()
+        ):
+            return None  # a new leader epoch or an out-of-range offset: truncate first
+        request = self._fetch_request(client, set(), set(), None)
+        if request is None:
+            return None
+        frame, self._pipeline_correlation_id = request
+        return frame
+
+    def _fetch_request(
+        self,
+        client: BrokerClient,
+        skip: set[TopicPartition],
+        throttled: set[TopicPartition],
+        rate: float | None,
+    ) -> tuple[bytes, int] | None:
+        """The next Fetch frame and its correlation id; None when no partition can be
+        fetched (all throttled or truncating)."""
+        config = self.manager.replication_config
         by_topic: dict[str, list[FollowedPartition]] = {}
         for key, item in self.partitions.items():
             if key not in skip and not item.needs_truncation:
                 by_topic.setdefault(item.partition.topic, []).append(item)
-        if not by_topic:  # every fetchable partition is throttled this round
-            await asyncio.sleep(max(self.throttle_budget.wait_time(rate or 0.0), 0.01))
-            return
+        if not by_topic:
+            return None
         throttled_max_bytes = max(int(rate / 10), 1) if rate is not None else config.fetch_max_bytes
         partition_max_bytes = config.fetch_max_bytes
         throttled_partition_max_bytes = min(config.fetch_max_bytes, throttled_max_bytes)
@@ -322,31 +373,40 @@ class ReplicaFetcher:
             for topic, items in by_topic.items()
         ]
         correlation_id = client.next_correlation_id()
-        frame = await client.exchange(
-            replica_fetch.encode_request(
-                correlation_id,
-                client.client_id,
-                replica_id=manager.broker_id,
-                max_wait_ms=config.fetch_wait_max_ms,
-                min_bytes=config.fetch_min_bytes,
-                max_bytes=config.fetch_response_max_bytes,
-                topics=topics,
-            )
+        frame = replica_fetch.encode_request(
+            correlation_id,
+            client.client_id,
+            replica_id=self.manager.broker_id,
+            max_wait_ms=config.fetch_wait_max_ms,
+            min_bytes=config.fetch_min_bytes,
+            max_bytes=config.fetch_response_max_bytes,
+            topics=topics,
         )
+        return frame, correlation_id
+
+    def _apply_response(
+        self,
+        client: BrokerClient,
+        frame: memoryview,
+        correlation_id: int,
+        throttled: set[TopicPartition],
+        rate: float | None,
+    ) -> bool:
+        """Apply a Fetch response; True when the fetcher should pause before the next.
+        A malformed response or a wrong correlation id drops the connection."""
         try:
             received, response = replica_fetch.decode_response(frame)
         except replica_fetch.MalformedResponse as error:
-            await client.close()
+            client.abort()
             raise BrokerConnectionError(f"malformed fetch response: {error}") from error
         if received != correlation_id:
-            await client.close()
+            client.abort()
             raise BrokerConnectionError("response correlation id does not match the request")
         if response.error_code != ErrorCode.none:
             log.warning(
                 "fetch from leader %d: %s", self.leader_id, ErrorCode(response.error_code).name
             )
-            await asyncio.sleep(RETRY_BACKOFF_S)
-            return
+            return True
         backoff = False
         partitions = self.partitions
         for data in response.partitions:
@@ -361,8 +421,7 @@ class ReplicaFetcher:
                     self.throttle_budget.spend(len(data.records), rate)
             else:
                 backoff |= not self._apply_fetched(item, data)
-        if backoff:
-            await asyncio.sleep(RETRY_BACKOFF_S)
+        return backoff
 
     def _apply_fetched(self, item: FollowedPartition, data: FetchedPartition) -> bool:
         """Append what the leader sent; False when the partition needs a pause."""

@@ -604,25 +604,67 @@ class ReplicaManager:
         DelayedProduce). NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR fell below
         min.insync.replicas meanwhile, REQUEST_TIMED_OUT when the time ran out,
         NOT_LEADER_OR_FOLLOWER when leadership moved."""
-        key = (topic, index)
+        (outcome,) = await self.wait_for_replications([(topic, index, result)], timeout_s)
+        return outcome
+
+    async def wait_for_replications(
+        self, appends: list[tuple[str, int, AppendResult]], timeout_s: float
+    ) -> list[ErrorCode]:
+        """``wait_for_replication`` for every append of one request, in one waiter.
+
+        One future woken by whichever of their partitions moves, and the outcomes
+        re-checked then (Kafka's DelayedProduce over several partitions). The produce
+        handler gathered one task per partition instead: creating them, and the wake-up
+        of each task and then of the gathering one, were extra turns of the event loop
+        on the acks=all critical path. Each partition's leader epoch is taken now, so a
+        leadership that moved away and back while waiting still fails the append."""
         deadline = time.monotonic() + timeout_s
-        epoch = self.partitions[key].leader_epoch if key in self.partitions else -1
+        partitions = self.partitions
+        pending = [
+            (
+                (topic, index),
+                partitions[(topic, index)].leader_epoch if (topic, index) in partitions else -1,
+                result.last_offset,
+                slot,
+            )
+            for slot, (topic, index, result) in enumerate(appends)
+        ]
+        outcomes = [ErrorCode.none] * len(appends)
         while True:
-            partition = self.partitions.get(key)
-            if partition is None and self.logs.is_offline(key):
-                return ErrorCode.kafka_storage_error
-            if partition is None or not partition.is_leader(self.broker_id):
-                return ErrorCode.not_leader_or_follower
-            if partition.leader_epoch != epoch:
-                return ErrorCode.not_leader_or_follower
-            if partition.log.high_watermark > result.last_offset:
-                if len(partition.isr) < partition.log.config.min_insync_replicas:
-                    return ErrorCode.not_enough_replicas_after_append
-                return ErrorCode.none
+            still = []
+            for item in pending:
+                key, epoch, last_offset, slot = item
+                outcome = self._replication_outcome(key, epoch, last_offset)
+                if outcome is None:
+                    still.append(item)
+                else:
+                    outcomes[slot] = outcome
+            if not still:
+                return outcomes
+            pending = still
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return ErrorCode.request_timed_out
-            await self.high_watermark_waiters.wait_any([key], remaining)
+                for _key, _epoch, _last_offset, slot in pending:
+                    outcomes[slot] = ErrorCode.request_timed_out
+                return outcomes
+            await self.high_watermark_waiters.wait_any([item[0] for item in pending], remaining)
+
+    def _replication_outcome(
+        self, key: TopicPartition, epoch: int, last_offset: int
+    ) -> ErrorCode | None:
+        """An acks=all append's answer, or None while the high watermark is short of it."""
+        partition = self.partitions.get(key)
+        if partition is None and self.logs.is_offline(key):
+            return ErrorCode.kafka_storage_error
+        if partition is None or not partition.is_leader(self.broker_id):
+            return ErrorCode.not_leader_or_follower
+        if partition.leader_epoch != epoch:
+            return ErrorCode.not_leader_or_follower
+        if partition.log.high_watermark > last_offset:
+            if len(partition.isr) < partition.log.config.min_insync_replicas:
+                return ErrorCode.not_enough_replicas_after_append
+            return ErrorCode.none
+        return None
 
     # follower side -----------------------------------------------------------------
     def append_as_follower(

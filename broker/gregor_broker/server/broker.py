@@ -34,7 +34,8 @@ from ..cluster.controller import Controller
 from ..cluster.metadata_cache import MetadataCache, ZooKeeperMetadataWatcher
 from ..cluster.models import BrokerRegistration
 from ..cluster.scram_credentials import cached_credential
-from ..config import BrokerConfig, log_config_for
+from ..cluster.zk_handler import PollingHandler
+from ..config import BrokerConfig, log_config_for, log_configs_of
 from ..coordinator.service import CoordinatorService
 from ..log.log_cleaner import CleanerConfig, LogCleaner
 from ..log.log_manager import LogManager
@@ -184,6 +185,7 @@ class Broker:
             # ``zk.retry`` waits out connection losses, as Kafka's ZooKeeper client blocks
             # requests until it is connected again: retried for good, at most 1 s apart.
             command_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
+            handler=PollingHandler(),
             # Reconnection attempts at most 1 s apart too. With kazoo's default (doubling
             # up to an hour) a broker whose ZooKeeper was away 10-15 s (a restart, a flap)
             # waited another 12-25 s before trying again; its session expired meanwhile.
@@ -231,7 +233,7 @@ class Broker:
             config.broker_id,
             self.logs,
             self.metadata,
-            lambda overrides: log_config_for(config, overrides),
+            log_configs_of(config),
             zk_admin=self.zk_admin,
             replication_config=replication_config_for(config, self.inter_broker_security),
             produce_decompressed_max_bytes=config.produce_decompressed_max_bytes,

@@ -25,7 +25,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ..cluster.client_quotas import (
     CONSUMER_BYTE_RATE,
@@ -36,6 +36,7 @@ from ..cluster.client_quotas import (
     parse_entity_path,
 )
 from ..cluster.zk_paths import DEFAULT_ENTITY
+from ..protocol.response import FetchResult, Response
 from ..stats import SampledRate, throttle_time_ms
 
 # The principal of every client until authentication exists (Kafka's unauthenticated user).
@@ -240,15 +241,14 @@ class ClientQuotaManager:
         client_id: str | None,
         request: Any,
         request_size: int,
-        result: Any,
+        result: Response,
         handler_seconds: float,
-        throttled_fetch: Callable[[int], Any],
-    ) -> tuple[Any, int]:
+    ) -> tuple[Response, int]:
         """Record one request and decide its throttle: ``(result, throttle_ms)``.
 
-        ``result`` is the handler's response (a dict, or a fetch's framed response with
-        a ``size``); on a throttle the dict gets ``throttle_time`` and a fetch is replaced
-        by ``throttled_fetch(throttle_ms)``, an empty response, as Kafka does. Follower
+        ``result`` is the handler's response (a fetch's is a ``FetchResult``, with a
+        ``size``); on a throttle it gets ``throttle_time``, and a fetch is replaced by
+        its ``throttled(throttle_ms)``, an empty response, as Kafka does. Follower
         fetches (replica id >= 0) are replication, not client traffic: never throttled.
         """
         if api_key == FETCH_KEY and _replica_id(request) >= 0:
@@ -267,7 +267,7 @@ class ClientQuotaManager:
             )
         elif api_key == FETCH_KEY and sensors.fetch is not None:
             bandwidth_sensor = sensors.fetch
-            fetched = getattr(result, "size", 0)
+            fetched = cast(FetchResult, result).size
             bandwidth_ms = bandwidth_sensor.record(fetched, now, self.max_bandwidth_throttle_ms)
         request_ms = 0
         if sensors.request is not None and api_key not in REQUEST_QUOTA_EXEMPT:
@@ -286,11 +286,8 @@ class ClientQuotaManager:
             # have sent do not count against the quota.
             if sensors.fetch is not None and fetched:
                 sensors.fetch.rate.record(-fetched, now)
-            return throttled_fetch(throttle_ms), throttle_ms
-        if isinstance(result, dict):
-            result["throttle_time"] = throttle_ms
-        elif hasattr(result, "throttle_time"):
-            result.throttle_time = throttle_ms
+            return cast(FetchResult, result).throttled(throttle_ms), throttle_ms
+        result.throttle_time = throttle_ms
         return result, throttle_ms
 
 

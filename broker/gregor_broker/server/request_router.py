@@ -15,25 +15,23 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ..protocol import entities
+from ..protocol import entities, replica_fetch
 from ..protocol.error_response import RequestFailed, error_response
-from ..protocol.fetch_response import encode_fetch_response
 from ..protocol.frame_guard import check_request
 from ..protocol.preparation import Preparer
+from ..protocol.response import BodyResponse, Frame, Response
 from ..protocol.wire import (
     API_VERSIONS_KEY,
     MalformedRequest,
     RequestHeader,
-    frame,
     parse_request_header,
-    response_header,
 )
 from ..stats import LatencyHistogram, RateLimitedLog
 from .connection import Connection, is_awaitable
@@ -55,13 +53,17 @@ class UnsupportedApiVersions(Exception):
         self.header = header
 
 
+# What every handler returns: a response, or an awaitable of one when it waits.
+HandlerResult = Response | Awaitable[Response]
+
+
 @dataclass(frozen=True, slots=True)
 class ApiSpec:
     key: int
     name: str
     min_version: int
     max_version: int
-    handler: Callable[[BrokerServices, RequestContext, Any], Any]
+    handler: Callable[[BrokerServices, RequestContext, Any], HandlerResult]
 
 
 @dataclass(slots=True)
@@ -80,6 +82,10 @@ class RequestContext:
         """The listener the request arrived on (None without a connection: unit tests)."""
         return self.connection.listener if self.connection is not None else None
 
+    def respond(self, body: dict[str, Any]) -> BodyResponse:
+        """This request's response, given by its body's fields (encoded with kio)."""
+        return BodyResponse(self.header.api_key, body)
+
     @property
     def principal(self) -> str:
         """Who sent the request (Kafka's ``KafkaPrincipal``; User:ANONYMOUS unauthenticated)."""
@@ -93,14 +99,6 @@ class RequestContext:
     @property
     def api_key(self) -> int:
         return self.header.api_key
-
-
-@dataclass(slots=True)  # not frozen: a frozen __init__ costs ~10x (hot path)
-class RawResponse:
-    """A response already framed by its handler (fetch: bytes and file regions)."""
-
-    parts: list[Any]
-    size: int
 
 
 class RequestRouter:
@@ -144,6 +142,11 @@ class RequestRouter:
             )
         flexible = entities.is_flexible(api_key, version)
         header = parse_request_header(frame_bytes, flexible)
+        if api_key == replica_fetch.FETCH_API_KEY and version == replica_fetch.VERSION:
+            # A follower's fetch, once per replication round trip: read directly.
+            replica_request = replica_fetch.decode_request(frame_bytes, header.body_offset)
+            if replica_request is not None:
+                return spec, header, replica_request
         frame_bytes = check_request(
             entities.payload_class(api_key, version, "request"), frame_bytes, header.body_offset
         )
@@ -221,18 +224,17 @@ class RequestRouter:
         return response
 
     @staticmethod
-    def _refused(context: RequestContext, request: Any, failed: RequestFailed) -> bytes:
+    def _refused(context: RequestContext, request: Any, failed: RequestFailed) -> Frame:
         """A handler refused the whole request (``RequestFailed``): Kafka's error
         response to it, nothing logged beyond debug."""
         header = context.header
         log.debug("%s refused for %s: %s", header.api_key, context.connection.peer, failed)
-        body = error_response(header.api_key, header.api_version, request, failed.error_code)
-        flexible = context.flexible and header.api_key != API_VERSIONS_KEY
-        return frame(response_header(header.correlation_id, flexible), body)
+        response = error_response(header.api_key, header.api_version, request, failed.error_code)
+        return _encode(context, response)
 
     def _failed(
         self, spec: ApiSpec, context: RequestContext, request: Any, error: Exception
-    ) -> bytes:
+    ) -> Frame:
         """Answer a request whose handling failed with UNKNOWN_SERVER_ERROR everywhere
         (Kafka's ``getErrorResponse``); if even that cannot be built, the error goes on
         to the connection, which closes."""
@@ -249,23 +251,22 @@ class RequestRouter:
         if header.api_key == 0 and getattr(request, "acks", None) == 0:
             raise error  # acks=0 expects no answer: Kafka closes the connection instead
         try:
-            body = error_response(
+            response = error_response(
                 header.api_key, header.api_version, request, ErrorCode.unknown_server_error
             )
+            return _encode(context, response)
         except Exception:
             raise error from None
-        flexible = context.flexible and header.api_key != API_VERSIONS_KEY
-        return frame(response_header(header.correlation_id, flexible), body)
 
     def _respond(
         self,
         context: RequestContext,
         request: Any,
         size: int,
-        result: Any,
+        result: Response,
         started: float,
         busy: float,
-    ) -> Any:
+    ) -> Frame | Awaitable[Frame]:
         """Encode, apply client quotas, record latency. ``busy``: the handler's own time
         for an asynchronous handler (its waiting is not work); 0 means "until now"."""
         quotas = self.broker.quotas
@@ -278,9 +279,8 @@ class RequestRouter:
                 size + 4,
                 result,
                 busy or perf_counter() - started,
-                lambda ms: self._throttled_fetch(context, result, ms),
             )
-        response = self._encode(context, result)
+        response = _encode(context, result)
         self.latency[context.header.api_key].observe(perf_counter() - started)
         if throttle_ms:
             # Matches Kafka: the client is slowed down, not refused. Its response waits
@@ -288,37 +288,12 @@ class RequestRouter:
             return context.connection.throttle(response, throttle_ms / 1000)
         return response
 
-    @staticmethod
-    def _throttled_fetch(context: RequestContext, result: Any, throttle_ms: int) -> RawResponse:
-        throttled = getattr(result, "throttled", None)
-        if throttled is not None:  # the fetch handler's own (it knows the fetch session)
-            return throttled(throttle_ms)
-        parts, size = encode_fetch_response(
-            context.version, context.header.correlation_id, throttle_time_ms=throttle_ms
-        )
-        return RawResponse(parts, size)
-
-    def _encode(self, context: RequestContext, result: Any) -> Any:
-        if result is None:
-            return None
-        if isinstance(result, RawResponse):
-            return result.parts, result.size
-        header = context.header
-        encode_frame = getattr(result, "encode_frame", None)
-        if encode_frame is not None:  # a hot-path response with its own encoder
-            return encode_frame(header.api_version, header.correlation_id)
-        # ApiVersions answers with header v0 whatever its version (KIP-511).
-        flexible = context.flexible and header.api_key != API_VERSIONS_KEY
-        body = entities.encode_response(header.api_key, header.api_version, result)
-        return frame(response_header(header.correlation_id, flexible), body)
-
-    def _unsupported_api_versions(self, header: RequestHeader) -> bytes:
-        body = entities.encode_response(
+    def _unsupported_api_versions(self, header: RequestHeader) -> Frame:
+        response = BodyResponse(
             API_VERSIONS_KEY,
-            0,
             {"error_code": ErrorCode.unsupported_version, "api_keys": self.advertised()},
         )
-        return frame(response_header(header.correlation_id, False), body)
+        return response.encode_frame(0, header.correlation_id)
 
     def supported_versions(self) -> tuple[tuple[int, int, int], ...]:
         """(api key, min version, max version) per API, by key: what ApiVersions says."""
@@ -334,3 +309,10 @@ class RequestRouter:
             {"api_key": spec.key, "min_version": spec.min_version, "max_version": spec.max_version}
             for spec in sorted(self.apis.values(), key=lambda s: s.key)
         ]
+
+
+def _encode(context: RequestContext, response: Response) -> Frame:
+    """The one place a response becomes its frame (every handler's, and the router's own
+    error answers): each response type frames itself."""
+    header = context.header
+    return response.encode_frame(header.api_version, header.correlation_id)

@@ -21,6 +21,7 @@ from gregor_broker.config import (
     describe_topic_configs,
     load_broker_config,
     log_config_for,
+    log_configs_of,
     parse_listener,
     parse_properties,
     validate_topic_configs,
@@ -387,6 +388,19 @@ def test_log_config_defaults_equal_log_config_class_defaults():
 def test_log_config_rejects_bad_overrides():
     with pytest.raises(InvalidConfig):
         log_config_for(load(REQUIRED), {"segment.ms": "0"})
+
+
+def test_remembered_log_configs_equal_fresh_ones_and_refuse_the_same():
+    broker = load(REQUIRED)
+    configs = log_configs_of(broker)
+    overrides = {"retention.ms": "1000", "cleanup.policy": "compact"}
+    first = configs(overrides)
+    assert first == log_config_for(broker, overrides)
+    assert configs(dict(reversed(list(overrides.items())))) is first  # shared, immutable
+    assert configs({}) == log_config_for(broker, {}) != first
+    for _ in range(2):
+        with pytest.raises(InvalidConfig):
+            configs({"segment.ms": "0"})
 
 
 # --- DescribeConfigs ------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from gregor_broker.coordinator.group_coordinator import (
     JoinRequest,
     JoinResult,
     SyncResult,
+    write_error,
 )
 from gregor_broker.coordinator.records import OffsetAndMetadata, replay
 
@@ -18,15 +19,42 @@ GROUP = "g"
 
 
 class MemoryStore:
+    """Records in a list. Writes replicate at once, unless ``hold`` keeps their
+    outcomes back until ``replicate`` reports one."""
+
     def __init__(self) -> None:
         self.records: list[tuple[bytes, bytes | None]] = []
         self.fail: ErrorCode | None = None
+        self.hold = False
+        self.waiting: list = []
 
-    def append(self, group_id, records, producer=None):
+    def append(self, group_id, records, producer=None, on_replicated=None):
         if self.fail is not None:
             return self.fail
         self.records += records
+        if on_replicated is not None:
+            if self.hold:
+                self.waiting.append(on_replicated)
+            else:
+                on_replicated(ErrorCode.none)
         return ErrorCode.none
+
+    def replicate(self, outcome: ErrorCode = ErrorCode.none) -> None:
+        waiting, self.waiting = self.waiting, []
+        for on_replicated in waiting:
+            on_replicated(outcome)
+
+
+def delete_group(c: GroupCoordinator, group_id: str, now: int) -> list[ErrorCode]:
+    answers: list[ErrorCode] = []
+    c.delete_group(group_id, now, answers.append)
+    return answers
+
+
+def delete_offsets(c: GroupCoordinator, keys) -> list:
+    answers: list = []
+    c.delete_offsets(GROUP, keys, lambda error, results: answers.append((error, results)))
+    return answers
 
 
 def commit(c: GroupCoordinator, *args, replicated: ErrorCode = ErrorCode.none):
@@ -230,21 +258,21 @@ def test_delete_group_and_offset_retention_write_tombstones() -> None:
     c, store = coordinator(offsets_retention_ms=1000)
     ids, _, generation = stable_group_of(c, 1)
     commit(c, GROUP, generation, ids[0], None, {("t", 0): OffsetAndMetadata(1, -1, "", 1)}, 1)
-    assert c.delete_group(GROUP, 2) is ErrorCode.non_empty_group
+    assert delete_group(c, GROUP, 2) == [ErrorCode.non_empty_group]
     c.leave(GROUP, [(ids[0], None)], 10)
     assert c.expire_offsets(500) == 0
     assert c.expire_offsets(1010) == 1  # retention counts from when the group became empty
     assert GROUP not in c.groups
     assert store.records[-1][1] is None and store.records[-2][1] is None
-    assert c.delete_group(GROUP, 2000) is ErrorCode.group_id_not_found
+    assert delete_group(c, GROUP, 2000) == [ErrorCode.group_id_not_found]
     commit(c, "other", -1, "", None, {("t", 0): OffsetAndMetadata(1, -1, "", 1)}, 1)
-    assert c.delete_group("other", 2) is ErrorCode.none
+    assert delete_group(c, "other", 2) == [ErrorCode.none]
     assert replay(store.records).offsets == {}
 
 
 def test_store_failure_is_returned_to_the_committer() -> None:
     c, store = coordinator()
-    store.fail = ErrorCode.not_coordinator
+    store.fail = ErrorCode.not_leader_or_follower
     result = commit(c, "x", -1, "", None, {("t", 0): OffsetAndMetadata(1)}, 1)
     assert result == {("t", 0): ErrorCode.not_coordinator}
     assert c.fetch_offsets("x", [("t", 0)])[1] == {("t", 0): None}
@@ -308,3 +336,120 @@ def test_a_commit_completing_after_its_partition_moved_away_is_dropped() -> None
     c.load_partition(0, replay([]), 2)
     c.complete_offset_commit(outcome.pending, ErrorCode.none)
     assert c.fetch_offsets(GROUP, [("t", 0)])[1] == {("t", 0): None}
+
+
+def test_write_errors_map_as_kafkas_group_coordinator() -> None:
+    """GroupMetadataManager.storeOffsets / storeGroup: what a client sees when the
+    __consumer_offsets write failed."""
+    for partition_error, expected in [
+        (ErrorCode.not_enough_replicas, ErrorCode.coordinator_not_available),
+        (ErrorCode.not_enough_replicas_after_append, ErrorCode.coordinator_not_available),
+        (ErrorCode.unknown_topic_or_partition, ErrorCode.coordinator_not_available),
+        (ErrorCode.request_timed_out, ErrorCode.coordinator_not_available),
+        (ErrorCode.not_leader_or_follower, ErrorCode.not_coordinator),
+        (ErrorCode.kafka_storage_error, ErrorCode.not_coordinator),
+        (ErrorCode.invalid_producer_epoch, ErrorCode.invalid_producer_epoch),
+    ]:
+        assert write_error(partition_error) is expected
+        assert write_error(partition_error, commit=True) is expected
+    for too_large in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
+        assert write_error(too_large, commit=True) is ErrorCode.invalid_commit_offset_size
+        assert write_error(too_large) is ErrorCode.unknown_server_error
+    c, store = coordinator()
+    store.fail = ErrorCode.not_enough_replicas
+    result = commit(c, "x", -1, "", None, {("t", 0): OffsetAndMetadata(1)}, 1)
+    assert result == {("t", 0): ErrorCode.coordinator_not_available}
+
+
+def test_offset_delete_takes_effect_once_replicated() -> None:
+    c, store = coordinator()
+    offsets = {("t", 0): OffsetAndMetadata(5), ("t", 1): OffsetAndMetadata(6)}
+    commit(c, GROUP, -1, "", None, offsets, 1)
+    store.hold = True
+    answers = delete_offsets(c, [("t", 0)])
+    assert answers == []  # waits for the replication
+    assert c.fetch_offsets(GROUP, None)[1] == offsets
+    assert c.has_pending_offset_commit(GROUP, ("t", 0))
+    store.replicate(ErrorCode.request_timed_out)
+    assert answers == [(ErrorCode.coordinator_not_available, {})]
+    assert c.fetch_offsets(GROUP, None)[1] == offsets
+    assert not c.has_pending_offset_commit(GROUP, ("t", 0))
+    answers = delete_offsets(c, [("t", 0)])
+    store.replicate()
+    assert answers == [(ErrorCode.none, {("t", 0): ErrorCode.none})]
+    assert c.fetch_offsets(GROUP, None)[1] == {("t", 1): OffsetAndMetadata(6)}
+
+
+def test_delete_group_takes_effect_once_replicated() -> None:
+    c, store = coordinator()
+    offsets = {("t", 0): OffsetAndMetadata(5)}
+    commit(c, GROUP, -1, "", None, offsets, 1)
+    store.hold = True
+    answers = delete_group(c, GROUP, 2)
+    assert answers == []
+    assert c.fetch_offsets(GROUP, None)[1] == offsets
+    # Meanwhile the group takes no commits or joins (they could outlive the deletion).
+    (joined,) = join(c, v4=False)
+    assert joined.error is ErrorCode.coordinator_not_available
+    assert commit(c, GROUP, -1, "", None, offsets, 3) == {
+        ("t", 0): ErrorCode.coordinator_not_available
+    }
+    assert delete_group(c, GROUP, 3) == [ErrorCode.coordinator_not_available]
+    store.replicate(ErrorCode.not_leader_or_follower)
+    assert answers == [ErrorCode.not_coordinator]
+    assert c.fetch_offsets(GROUP, None)[1] == offsets  # the failed deletion changed nothing
+    assert commit(c, GROUP, -1, "", None, offsets, 4) == {("t", 0): ErrorCode.none}
+    answers = delete_group(c, GROUP, 5)
+    store.replicate()
+    assert answers == [ErrorCode.none]
+    assert GROUP not in c.groups
+    assert c.fetch_offsets(GROUP, None)[1] == {}
+
+
+def test_the_assignment_is_handed_out_once_stored() -> None:
+    c, store = coordinator()
+    (required,) = join(c)
+    (joined,) = join(c, required.member_id)
+    member = required.member_id
+    store.hold = True
+    synced = sync(c, member, joined.generation_id, {member: b"a"})
+    assert synced == []
+    assert c.groups[GROUP].state is GroupState.COMPLETING_REBALANCE
+    store.replicate(ErrorCode.request_timed_out)
+    assert synced == [SyncResult(ErrorCode.coordinator_not_available)]
+    assert c.groups[GROUP].state is GroupState.PREPARING_REBALANCE
+    (rejoined,) = join(c, member)
+    synced = sync(c, member, rejoined.generation_id, {member: b"b"})
+    store.replicate()
+    assert synced == [SyncResult(ErrorCode.none, b"b", "consumer", "range")]
+    assert c.groups[GROUP].state is GroupState.STABLE
+
+
+def test_expiry_keeps_a_group_with_pending_transactional_offsets() -> None:
+    """Kafka's GroupMetadata.hasOffsets counts open transactions' offsets: expiring the
+    group's last plain offset must not delete the group under them."""
+    c, _store = coordinator(offsets_retention_ms=1000)
+    commit(c, GROUP, -1, "", None, {("t", 0): OffsetAndMetadata(1, -1, "", 1)}, 1)
+    c.commit_transactional_offsets(
+        GROUP, 7, 0, -1, "", None, {("t", 1): OffsetAndMetadata(4, -1, "", 1)}, 1
+    )
+    assert c.has_pending_offset_commit(GROUP, ("t", 1))
+    assert c.expire_offsets(5000) == 1
+    assert GROUP in c.groups
+    c.complete_transactional_offsets(7, [0], commit=True)
+    assert c.fetch_offsets(GROUP, None)[1] == {("t", 1): OffsetAndMetadata(4, -1, "", 1)}
+
+
+def test_expired_offsets_stay_until_their_tombstones_replicate() -> None:
+    c, store = coordinator(offsets_retention_ms=1000)
+    offsets = {("t", 0): OffsetAndMetadata(1, -1, "", 1)}
+    commit(c, GROUP, -1, "", None, offsets, 1)
+    store.hold = True
+    assert c.expire_offsets(5000) == 1
+    assert c.fetch_offsets(GROUP, None)[1] == offsets
+    assert c.expire_offsets(5001) == 0  # not written off twice
+    store.replicate(ErrorCode.request_timed_out)
+    assert c.fetch_offsets(GROUP, None)[1] == offsets
+    assert c.expire_offsets(5002) == 1
+    store.replicate()
+    assert GROUP not in c.groups

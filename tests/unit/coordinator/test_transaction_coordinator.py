@@ -99,8 +99,10 @@ class MemoryStore:
     def __init__(self) -> None:
         self.appends: list[tuple[list, tuple[int, int] | None]] = []
 
-    def append(self, group_id, records, producer=None):
+    def append(self, group_id, records, producer=None, on_replicated=None):
         self.appends.append((records, producer))
+        if on_replicated is not None:
+            on_replicated(ErrorCode.none)
         return ErrorCode.none
 
 
@@ -128,14 +130,14 @@ def test_transactional_offsets_are_pending_until_the_commit_marker():
     assert txn_commit(coordinator, 5, 42) == {("t", 0): ErrorCode.none}
     assert store.appends[-1][1] == (5, 0)  # written as the producer's transactional batch
     assert committed(coordinator) == {}
-    assert coordinator.has_pending_transactional_offset(GROUP, ("t", 0))
+    assert coordinator.has_pending_offset_commit(GROUP, ("t", 0))
     # A marker of another producer, or on another partition, changes nothing.
     assert coordinator.complete_transactional_offsets(6, [0], commit=True) == 0
     assert coordinator.complete_transactional_offsets(5, [3], commit=True) == 0
     assert committed(coordinator) == {}
     assert coordinator.complete_transactional_offsets(5, [0], commit=True) == 1
     assert committed(coordinator) == {("t", 0): 42}
-    assert not coordinator.has_pending_transactional_offset(GROUP, ("t", 0))
+    assert not coordinator.has_pending_offset_commit(GROUP, ("t", 0))
 
 
 def test_an_abort_marker_drops_the_pending_offsets():
@@ -145,7 +147,7 @@ def test_an_abort_marker_drops_the_pending_offsets():
     txn_commit(coordinator, 5, 20)
     assert coordinator.complete_transactional_offsets(5, [0], commit=False) == 1
     assert committed(coordinator) == {("t", 0): 10}
-    assert not coordinator.has_pending_transactional_offset(GROUP, ("t", 0))
+    assert not coordinator.has_pending_offset_commit(GROUP, ("t", 0))
 
 
 def test_a_member_of_an_unknown_generation_cannot_commit_in_a_transaction():

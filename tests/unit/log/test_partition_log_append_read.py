@@ -219,6 +219,22 @@ def test_leader_epoch_is_stamped_and_recorded_when_new(tmp_path, clock):
     assert text == "0\n2\n3 0\n5 4\n"
 
 
+def test_a_deferred_first_epoch_reaches_disk_before_the_first_batch(tmp_path, clock):
+    """A new leader of an empty log keeps its first epoch in memory (creating thousands
+    of partitions); the checkpoint is written before the log's first append, so no
+    batch is ever on disk without it."""
+    log = open_log(tmp_path, clock)
+    checkpoint = tmp_path / "orders-0" / "leader-epoch-checkpoint"
+    log.leader_epoch_cache.assign(2, 0, sync=False, defer=True)
+    assert not checkpoint.exists()
+    assert log.leader_epoch_cache.end_offset_for(2) == (2, 0)  # answered from memory
+    produce(log, batch(1), leader_epoch=2)
+    assert checkpoint.read_text() == "0\n1\n2 0\n"
+    log.leader_epoch_cache.assign(4, 1, sync=False, defer=True)
+    log.flush()  # the log's flush writes (and syncs) a deferred epoch too
+    assert checkpoint.read_text() == "0\n2\n2 0\n4 1\n"
+
+
 def test_append_with_preassigned_offsets_keeps_them(tmp_path, clock):
     log = open_log(tmp_path, clock)
     buffer = bytearray(batch(2))

@@ -204,3 +204,25 @@ def test_leader_epochs_beyond_the_recovered_end_are_dropped(tmp_path, clock):
     reopened = reopen(tmp_path, clock)
     assert reopened.leader_epoch_cache.entries() == [(1, 0)]
     assert reopened.leader_epoch_cache.end_offset_for(1) == (1, 1)
+
+
+def test_a_log_in_a_new_directory_starts_as_an_empty_loaded_one(tmp_path, clock) -> None:
+    """A brand-new directory skips the recovery scans (topic creation at scale); the log
+    must be the same as one loaded from an existing empty directory, and work alike."""
+    (tmp_path / "old-0").mkdir()
+    loaded = PartitionLog.open(tmp_path / "old-0", config(), now_ms=clock)
+    fresh = PartitionLog.open(tmp_path / "new-0", config(), now_ms=clock)
+    for log in (loaded, fresh):
+        assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (0, 0, 0)
+        assert log.recovery_point == 0
+        assert sorted(p.name for p in log.directory.iterdir()) == [
+            "00000000000000000000.index",
+            "00000000000000000000.log",
+            "00000000000000000000.timeindex",
+        ]
+        produce(log, ONE)
+        produce(log, ONE)
+        assert consume_offsets(log, 0) == [0, 1]
+    crash(fresh)
+    reopened = PartitionLog.open(tmp_path / "new-0", config(), now_ms=clock)
+    assert consume_offsets(reopened, 0) == [0, 1]

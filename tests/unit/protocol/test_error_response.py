@@ -34,14 +34,16 @@ VERSIONS = [
 def test_every_api_has_an_error_response_naming_what_the_request_named(key, version) -> None:
     for elements in (0, 2):
         request = sample_request(key, version, elements)
-        body = error_response(key, version, request, ErrorCode.unknown_server_error)
+        response = error_response(key, version, request, ErrorCode.unknown_server_error)
+        body = entities.encode_response(key, version, response.body)
         _response, size = entities.response_reader(key, version)(body, 0)
         assert size == len(body)
 
 
 def test_produce_error_response_answers_every_partition() -> None:
     request = sample_request(0, 9, elements=2)
-    body = error_response(0, 9, request, ErrorCode.unknown_server_error)
+    response = error_response(0, 9, request, ErrorCode.unknown_server_error)
+    body = entities.encode_response(0, 9, response.body)
     response, _size = entities.response_reader(0, 9)(body, 0)
     partitions = [p for topic in response.responses for p in topic.partition_responses]
     assert len(partitions) == 4

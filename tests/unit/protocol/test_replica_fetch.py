@@ -172,3 +172,100 @@ def test_truncated_response_is_malformed(cut: int) -> None:
     data = _kio_response()
     with pytest.raises(replica_fetch.MalformedResponse):
         replica_fetch.decode_response(data[:cut])
+
+
+def _kio_request(**overrides: object) -> object:
+    """A Fetch v11 request body built by kio, decoded back by kio (the generic path)."""
+    data = {
+        "replica_id": 2,
+        "max_wait": 500,
+        "min_bytes": 1,
+        "max_bytes": 10485760,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {"topic": topic, "partitions": [p._asdict() for p in partitions]}
+            for topic, partitions in TOPICS
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    data.update(overrides)
+    return entities.build(entities.payload_class(1, 11, "request"), data)
+
+
+def _request_frame(request: object) -> tuple[bytes, int]:
+    """A request frame without its size, and where its body starts."""
+    header = struct.pack(">hhih", 1, 11, 99, 16) + b"gregor-replica-2"
+    return header + entities.encode(request), len(header)
+
+
+def test_leader_reads_a_followers_request_as_kio_does() -> None:
+    """The leader's decoder gives the fetch path the same values as kio's decoder."""
+    frame_bytes, offset = _request_frame(_kio_request())
+    ours = replica_fetch.decode_request(memoryview(frame_bytes), offset)
+    theirs, _size = entities.request_reader(1, 11)(memoryview(frame_bytes), offset)
+    assert ours is not None
+    for field in (
+        "replica_id",
+        "max_wait",
+        "min_bytes",
+        "max_bytes",
+        "isolation_level",
+        "session_id",
+        "session_epoch",
+        "rack_id",
+    ):
+        assert getattr(ours, field) == getattr(theirs, field), field
+    assert list(ours.forgotten_topics_data) == list(theirs.forgotten_topics_data)
+    fields = FetchPosition._fields
+    assert [
+        (t.topic, [tuple(getattr(p, f) for f in fields) for p in t.partitions]) for t in ours.topics
+    ] == [
+        (t.topic, [tuple(getattr(p, f) for f in fields) for p in t.partitions])
+        for t in theirs.topics
+    ]
+
+
+def test_leader_reads_its_own_followers_encoder() -> None:
+    data = replica_fetch.encode_request(
+        7, b"gregor-replica-3", replica_id=3, max_wait_ms=0, min_bytes=1, max_bytes=9, topics=TOPICS
+    )[4:]
+    request = replica_fetch.decode_request(data, 2 + 2 + 4 + 2 + len(b"gregor-replica-3"))
+    assert request is not None
+    assert (request.replica_id, request.max_wait_ms, request.max_bytes) == (3, 0, 9)
+    assert [(t.topic, list(t.partitions)) for t in request.topics] == [
+        (topic, list(partitions)) for topic, partitions in TOPICS
+    ]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"replica_id": -1},  # a consumer: the generic path (rack, isolation, quotas)
+        {"session_id": 5, "session_epoch": 3},  # an incremental fetch session
+        {"isolation_level": 1},
+        {"rack_id": "rack-a"},
+        {"forgotten_topics_data": [{"topic": "orders", "partitions": [1]}]},
+    ],
+)
+def test_anything_but_a_plain_follower_fetch_is_left_to_the_generic_path(
+    overrides: dict[str, object],
+) -> None:
+    frame_bytes, offset = _request_frame(_kio_request(**overrides))
+    assert replica_fetch.decode_request(memoryview(frame_bytes), offset) is None
+
+
+@pytest.mark.parametrize("cut", [1, 10, 30, 45, 60, -1])
+def test_a_truncated_or_padded_request_is_left_to_the_generic_path(cut: int) -> None:
+    frame_bytes, offset = _request_frame(_kio_request())
+    damaged = frame_bytes + b"\x00" if cut == -1 else frame_bytes[: offset + cut]
+    assert replica_fetch.decode_request(memoryview(damaged), offset) is None
+
+
+def test_an_array_count_past_the_frame_is_left_to_the_generic_path() -> None:
+    frame_bytes, offset = _request_frame(_kio_request())
+    count_at = offset + 4 * 4 + 1 + 4 + 4
+    damaged = frame_bytes[:count_at] + struct.pack(">i", 2**30) + frame_bytes[count_at + 4 :]
+    assert replica_fetch.decode_request(memoryview(damaged), offset) is None

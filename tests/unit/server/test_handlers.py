@@ -322,6 +322,30 @@ def test_fetch_waits_for_a_produce_when_the_log_has_nothing_new(services: Servic
     assert partition.high_watermark == 1
 
 
+def test_a_produce_before_the_waiting_fetch_first_runs_still_wakes_it(services: Services) -> None:
+    """The fetch found nothing, returned its coroutine, and an append came before the
+    coroutine's first step (the connection runs it on a later turn of the loop). The
+    fetch must answer with that data at once, not after its max wait: a follower's fetch
+    missed it this way and every acks=all round trip behind it waited 500 ms."""
+    lead(services)
+
+    async def produce_before_the_fetch_runs() -> tuple[Any, float]:
+        loop = asyncio.get_running_loop()
+        waiting = handle_fetch(services, context(FETCH, 11), fetch_request(11, 0, 30_000))
+        assert asyncio.iscoroutine(waiting), "nothing to read yet: the fetch waits"
+        handle_produce(services, context(PRODUCE, 9), produce_request(9, 1, batch(b"early")))
+        started = loop.time()
+        response = await asyncio.wait_for(waiting, 20)
+        return response, loop.time() - started
+
+    response, waited = asyncio.run(produce_before_the_fetch_runs())
+    partition = fetched(11, response).responses[0].partitions[0]
+    assert partition.error_code == ErrorCode.none
+    assert partition.high_watermark == 1
+    assert waited < 10, f"the fetch waited {waited:.1f} s for data it could have read"
+    assert services.replica_manager.append_waiters.pending() == 0
+
+
 # -- Metadata ----------------------------------------------------------------------------
 
 

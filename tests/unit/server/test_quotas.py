@@ -11,6 +11,8 @@ from gregor_broker.cluster.client_quotas import (
     entity_path,
     parse_entity_path,
 )
+from gregor_broker.protocol.fetch_response import EmptyFetchResponse
+from gregor_broker.protocol.response import BodyResponse
 from gregor_broker.server.quotas import ANONYMOUS, ClientQuotaManager, QuotaConfigs
 from gregor_broker.stats import SampledRate, throttle_time_ms
 
@@ -133,6 +135,11 @@ class Clock:
         return self.now
 
 
+def _body() -> BodyResponse:
+    """A response of no consequence to the quota arithmetic (its API key is not read)."""
+    return BodyResponse(0, {})
+
+
 def _manager(configs: dict, clock: Clock, samples: int = 11) -> ClientQuotaManager:
     manager = ClientQuotaManager(samples=samples, window_s=1.0, clock=clock)
     manager.update(QuotaConfigs.from_entity_configs(configs))
@@ -142,19 +149,19 @@ def _manager(configs: dict, clock: Clock, samples: int = 11) -> ClientQuotaManag
 def test_a_producer_over_its_quota_is_throttled_and_the_response_says_so() -> None:
     clock = Clock()
     manager = _manager({"clients/bulk": {PRODUCER_BYTE_RATE: "1000"}}, clock)
-    body = {"responses": [], "throttle_time": 0}
-    result, throttle = manager.enforce(0, "bulk", None, 3000, body, 0.0, lambda ms: None)
+    response = BodyResponse(0, {"responses": [], "throttle_time": 0})
+    result, throttle = manager.enforce(0, "bulk", None, 3000, response, 0.0)
     # 3000 bytes over the one-window minimum: 3000 B/s, twice over -> 2 s (capped at 11 s).
     assert throttle == 2000
-    assert result["throttle_time"] == 2000
-    result, throttle = manager.enforce(0, "other", None, 3000, {}, 0.0, lambda ms: None)
+    assert result.throttle_time == 2000
+    result, throttle = manager.enforce(0, "other", None, 3000, _body(), 0.0)
     assert throttle == 0
 
 
 def test_bandwidth_throttles_are_capped_at_the_quota_window() -> None:
     clock = Clock()
     manager = _manager({"clients/bulk": {PRODUCER_BYTE_RATE: "10"}}, clock)
-    _result, throttle = manager.enforce(0, "bulk", None, 10**6, {}, 0.0, lambda ms: None)
+    _result, throttle = manager.enforce(0, "bulk", None, 10**6, _body(), 0.0)
     assert throttle == 11_000
 
 
@@ -164,13 +171,17 @@ def test_a_throttled_fetch_returns_nothing_and_is_not_counted() -> None:
 
     class Response:
         size = 5000
+        throttle_time = 0
+
+        def throttled(self, throttle_ms: int) -> EmptyFetchResponse:
+            return EmptyFetchResponse(throttle_time=throttle_ms)
 
     class Request:
         replica_id = -1
 
-    result, throttle = manager.enforce(1, "c", Request(), 100, Response(), 0.0, lambda ms: ms)
+    result, throttle = manager.enforce(1, "c", Request(), 100, Response(), 0.0)  # type: ignore[arg-type]
     assert throttle == 4000
-    assert result == 4000  # the throttled (empty) response
+    assert result == EmptyFetchResponse(throttle_time=4000)  # the throttled (empty) response
     sensor = manager.sensors_for(ANONYMOUS, "c").fetch
     assert sensor is not None and sensor.rate.measure(clock.now) == 0
 
@@ -185,7 +196,7 @@ def test_follower_fetches_are_never_throttled() -> None:
         replica_id = 2
 
     response = Response()
-    assert manager.enforce(1, "broker-2", Request(), 100, response, 0.0, lambda ms: 0) == (
+    assert manager.enforce(1, "broker-2", Request(), 100, response, 0.0) == (  # type: ignore[arg-type]
         response,
         0,
     )
@@ -195,19 +206,19 @@ def test_request_percentage_counts_handler_time_and_throttles_at_most_one_window
     clock = Clock()
     manager = _manager({"users/ANONYMOUS": {REQUEST_PERCENTAGE: "10"}}, clock)
     # 50 ms of handler time in a one-second window: 5 % of a thread, within 10 %.
-    assert manager.enforce(3, "x", None, 100, {}, 0.05, lambda ms: None)[1] == 0
+    assert manager.enforce(3, "x", None, 100, _body(), 0.05)[1] == 0
     # Another 150 ms: 20 % -> (20 - 10) / 10 * 1 s = 1 s.
-    assert manager.enforce(3, "x", None, 100, {}, 0.15, lambda ms: None)[1] == 1000
+    assert manager.enforce(3, "x", None, 100, _body(), 0.15)[1] == 1000
     # ApiVersions is exempt.
-    assert manager.enforce(18, "x", None, 100, {}, 5.0, lambda ms: None)[1] == 0
+    assert manager.enforce(18, "x", None, 100, _body(), 5.0)[1] == 0
 
 
 def test_raising_a_quota_applies_to_the_rate_already_measured() -> None:
     clock = Clock()
     manager = _manager({"clients/bulk": {PRODUCER_BYTE_RATE: "1000"}}, clock)
-    assert manager.enforce(0, "bulk", None, 2000, {}, 0.0, lambda ms: None)[1] > 0
+    assert manager.enforce(0, "bulk", None, 2000, _body(), 0.0)[1] > 0
     manager.update(QuotaConfigs.from_entity_configs({"clients/bulk": {PRODUCER_BYTE_RATE: "5000"}}))
-    assert manager.enforce(0, "bulk", None, 2000, {}, 0.0, lambda ms: None)[1] == 0
+    assert manager.enforce(0, "bulk", None, 2000, _body(), 0.0)[1] == 0
     sensor = manager.sensors_for(ANONYMOUS, "bulk").produce
     assert sensor is not None and sensor.rate.measure(clock.now) == pytest.approx(4000)
 

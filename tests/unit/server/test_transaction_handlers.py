@@ -22,6 +22,7 @@ from gregor_broker.coordinator.service import CoordinatorService
 from gregor_broker.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from gregor_broker.log.log_manager import LogManager
 from gregor_broker.protocol import entities
+from gregor_broker.protocol.response import BodyResponse
 from gregor_broker.protocol.wire import RequestHeader
 from gregor_broker.replication.replica_manager import ReplicaManager
 from gregor_broker.server.authorizer import Authorizer
@@ -87,8 +88,8 @@ def context(api_key: int, version: int) -> RequestContext:
     return RequestContext(header, None, entities.is_flexible(api_key, version))  # type: ignore[arg-type]
 
 
-def encoded(api_key: int, version: int, answer: dict[str, Any]) -> Any:
-    data = entities.encode_response(api_key, version, answer)
+def encoded(api_key: int, version: int, answer: BodyResponse) -> Any:
+    data = entities.encode_response(api_key, version, answer.body)
     return entities.response_reader(api_key, version)(data, 0)[0]
 
 
@@ -108,21 +109,21 @@ def test_transaction_handlers(tmp_path):
             return await handle_init_producer_id(services, context(INIT, version), request)
 
         first = await init()
-        assert (first["error_code"], first["producer_epoch"]) == (ErrorCode.none, 0)
-        producer_id = first["producer_id"]
+        assert (first.body["error_code"], first.body["producer_epoch"]) == (ErrorCode.none, 0)
+        producer_id = first.body["producer_id"]
         assert producer_id == 1001
         second = await init()
-        assert (second["producer_id"], second["producer_epoch"]) == (producer_id, 1)
+        assert (second.body["producer_id"], second.body["producer_epoch"]) == (producer_id, 1)
         # KIP-360: the current producer bumps its own epoch ...
         bumped = await init(producer_id=producer_id, producer_epoch=1)
-        assert (bumped["error_code"], bumped["producer_epoch"]) == (ErrorCode.none, 2)
+        assert (bumped.body["error_code"], bumped.body["producer_epoch"]) == (ErrorCode.none, 2)
         # ... an older one is fenced (INVALID_PRODUCER_EPOCH before v4, KIP-588).
         stale = await init(producer_id=producer_id, producer_epoch=0)
-        assert stale["error_code"] is ErrorCode.producer_fenced
+        assert stale.body["error_code"] is ErrorCode.producer_fenced
         stale_v3 = await init(version=3, producer_id=producer_id, producer_epoch=0)
-        assert stale_v3["error_code"] is ErrorCode.invalid_producer_epoch
+        assert stale_v3.body["error_code"] is ErrorCode.invalid_producer_epoch
         too_long = await init(timeout=60001)
-        assert too_long["error_code"] is ErrorCode.invalid_transaction_timeout
+        assert too_long.body["error_code"] is ErrorCode.invalid_transaction_timeout
 
         add = entities.build(
             entities.payload_class(ADD_PARTITIONS, 3, "request"),
@@ -139,7 +140,7 @@ def test_transaction_handlers(tmp_path):
         refused = await handle_add_partitions_to_txn(services, context(ADD_PARTITIONS, 3), add)
         codes = {
             (topic["name"], p["partition_index"]): p["partition_error_code"]
-            for topic in refused["results_by_topic_v3_and_below"]
+            for topic in refused.body["results_by_topic_v3_and_below"]
             for p in topic["results_by_partition"]
         }
         assert codes == {
@@ -159,7 +160,7 @@ def test_transaction_handlers(tmp_path):
         fenced = await handle_add_partitions_to_txn(services, context(ADD_PARTITIONS, 1), add)
         assert {
             p["partition_error_code"]
-            for t in fenced["results_by_topic_v3_and_below"]
+            for t in fenced.body["results_by_topic_v3_and_below"]
             for p in t["results_by_partition"]
         } == {ErrorCode.invalid_producer_epoch}
 
@@ -207,7 +208,7 @@ def test_transaction_handlers(tmp_path):
         answer = handle_describe_transactions(services, context(DESCRIBE, 0), request)
         # Read as ``gregor transactions describe`` reads it (kio refuses -1 timestamps).
         tx, unknown = parse_describe_transactions(
-            memoryview(entities.encode_response(DESCRIBE, 0, answer)), 0
+            memoryview(entities.encode_response(DESCRIBE, 0, answer.body)), 0
         )
         assert (tx["error_code"], tx["transaction_state"]) == (0, "Empty")
         assert (tx["producer_id"], tx["producer_epoch"]) == (1001, 2)

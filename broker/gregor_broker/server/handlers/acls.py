@@ -15,6 +15,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ...protocol.requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
+from ...protocol.response import BodyResponse
 from ...security.acl import (
     AclBinding,
     AclBindingFilter,
@@ -68,19 +69,19 @@ def _invalid_filter(binding_filter: AclBindingFilter) -> str | None:
 
 def handle_describe_acls(
     broker: BrokerServices, context: RequestContext, request: DescribeAclsRequest
-) -> dict[str, Any]:
+) -> BodyResponse:
     authorizer = broker.authorizer
     authorizer.require_cluster(context, AclOperation.DESCRIBE)
     if not isinstance(authorizer, AclAuthorizer):
-        return _describe_error(ErrorCode.security_disabled, _NO_AUTHORIZER)
+        return context.respond(_describe_error(ErrorCode.security_disabled, _NO_AUTHORIZER))
     binding_filter = _binding_filter(request)
     invalid = _invalid_filter(binding_filter)
     if invalid is not None:
-        return _describe_error(ErrorCode.invalid_request, invalid)
+        return context.respond(_describe_error(ErrorCode.invalid_request, invalid))
     resources: dict[ResourcePattern, list[AclEntry]] = {}
     for binding in authorizer.acls(binding_filter):
         resources.setdefault(binding.pattern, []).append(binding.entry)
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
         "error_message": None,
@@ -102,6 +103,7 @@ def handle_describe_acls(
             for pattern, entries in resources.items()
         ],
     }
+    return context.respond(body)
 
 
 def _describe_error(code: ErrorCode, message: str) -> dict[str, Any]:
@@ -110,15 +112,16 @@ def _describe_error(code: ErrorCode, message: str) -> dict[str, Any]:
 
 async def handle_create_acls(
     broker: BrokerServices, context: RequestContext, request: CreateAclsRequest
-) -> dict[str, Any]:
+) -> BodyResponse:
     authorizer = broker.authorizer
     creations = request.creations
     refusal = _refusal(broker, context)
     if refusal is not None:
-        return {
+        body = {
             "throttle_time": 0,
             "results": [{"error_code": refusal[0], "error_message": refusal[1]} for _ in creations],
         }
+        return context.respond(body)
     assert isinstance(authorizer, AclAuthorizer)
     bindings = [
         AclBinding(
@@ -137,7 +140,9 @@ async def handle_create_acls(
         for item in creations
     ]
     outcomes = await asyncio.to_thread(authorizer.create_acls, bindings)
-    return {"throttle_time": 0, "results": [_result(outcome) for outcome in outcomes]}
+    return context.respond(
+        {"throttle_time": 0, "results": [_result(outcome) for outcome in outcomes]}
+    )
 
 
 def _refusal(broker: BrokerServices, context: RequestContext) -> tuple[ErrorCode, str] | None:
@@ -160,17 +165,18 @@ def _result(outcome: Exception | None) -> dict[str, Any]:
 
 async def handle_delete_acls(
     broker: BrokerServices, context: RequestContext, request: DeleteAclsRequest
-) -> dict[str, Any]:
+) -> BodyResponse:
     authorizer = broker.authorizer
     refusal = _refusal(broker, context)
     if refusal is not None:
-        return {
+        body = {
             "throttle_time": 0,
             "filter_results": [
                 {"error_code": refusal[0], "error_message": refusal[1], "matching_acls": []}
                 for _ in request.filters
             ],
         }
+        return context.respond(body)
     assert isinstance(authorizer, AclAuthorizer)
     filters = [_binding_filter(item) for item in request.filters]
     valid = [i for i, f in enumerate(filters) if _invalid_filter(f) is None]
@@ -195,7 +201,7 @@ async def handle_delete_acls(
                 "matching_acls": [_matching(binding, error) for binding, error in by_index[index]],
             }
         )
-    return {"throttle_time": 0, "filter_results": results}
+    return context.respond({"throttle_time": 0, "filter_results": results})
 
 
 def _matching(binding: AclBinding, error: Exception | None) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from ...cluster.client_quotas import (
 )
 from ...cluster.zk_paths import DEFAULT_ENTITY
 from ...protocol.requests import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from ...protocol.response import BodyResponse
 from ...security.acl import AclOperation
 from ..request_router import RequestContext
 from ..services import BrokerServices
@@ -39,21 +40,22 @@ MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
 async def handle_describe_client_quotas(
     broker: BrokerServices, context: RequestContext, request: DescribeClientQuotasRequest
-) -> dict[str, Any]:
+) -> BodyResponse:
     broker.authorizer.require_cluster(context, AclOperation.DESCRIBE_CONFIGS)
     try:
         filters = _filters(request.components)
     except InvalidQuotaRequest as error:
-        return _describe_error(str(error))
+        return context.respond(_describe_error(str(error)))
     try:
         configs = await asyncio.to_thread(read_all_quota_configs, broker.zk_admin)
     except Exception as error:  # ZooKeeper unreachable
-        return {
+        body = {
             "throttle_time": 0,
             "error_code": ErrorCode.unknown_server_error,
             "error_message": f"reading quotas from ZooKeeper failed: {error}",
             "entries": None,
         }
+        return context.respond(body)
     entries = []
     for entity, values in sorted(configs.items(), key=lambda item: _sort_key(item[0])):
         if not _matches(entity, filters, request.strict):
@@ -64,12 +66,13 @@ async def handle_describe_client_quotas(
                 "values": [{"key": key, "value": value} for key, value in sorted(values.items())],
             }
         )
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
         "error_message": None,
         "entries": entries,
     }
+    return context.respond(body)
 
 
 def _filters(components: Any) -> dict[str, tuple[int, str | None]]:
@@ -139,7 +142,7 @@ def _describe_error(message: str) -> dict[str, Any]:
 
 async def handle_alter_client_quotas(
     broker: BrokerServices, context: RequestContext, request: AlterClientQuotasRequest
-) -> dict[str, Any]:
+) -> BodyResponse:
     broker.authorizer.require_cluster(context, AclOperation.ALTER_CONFIGS)
     results = []
     for entry in request.entries:
@@ -166,7 +169,7 @@ async def handle_alter_client_quotas(
                 error_code=ErrorCode.unknown_server_error,
                 error_message=f"writing the quota to ZooKeeper failed: {error}",
             )
-    return {"throttle_time": 0, "entries": results}
+    return context.respond({"throttle_time": 0, "entries": results})
 
 
 def _entity(components: Any) -> Entity:

@@ -15,6 +15,7 @@ from ...protocol.acl_operations import (
     authorized_operations,
 )
 from ...protocol.requests import ApiVersionsRequest, DescribeClusterRequest
+from ...protocol.response import BodyResponse
 from ...protocol.wire import API_VERSIONS_KEY, frame, response_header
 from ...security.acl import CLUSTER_NAME
 from ..request_router import RequestContext
@@ -63,7 +64,7 @@ def _api_versions_body(
 
 def handle_api_versions(
     broker: BrokerServices, context: RequestContext, request: ApiVersionsRequest
-) -> Any:
+) -> ApiVersionsResponse:
     # Exactly what the dispatch table implements, no more (ARCHITECTURE.md).
     return ApiVersionsResponse(
         tuple(
@@ -74,10 +75,10 @@ def handle_api_versions(
 
 def handle_describe_cluster(
     broker: BrokerServices, context: RequestContext, request: DescribeClusterRequest
-) -> Any:
+) -> BodyResponse:
     metadata = broker.metadata
     if getattr(request, "endpoint_type", 1) != 1:
-        return {
+        body = {
             "error_code": ErrorCode.unsupported_endpoint_type,
             "error_message": "only broker endpoints exist in a ZooKeeper-mode cluster",
             "cluster_id": metadata.cluster_id or "",
@@ -87,7 +88,8 @@ def handle_describe_cluster(
             "endpoint_type": request.endpoint_type,
             "cluster_authorized_operations": NOT_REQUESTED,
         }
-    return {
+        return context.respond(body)
+    body = {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
         "cluster_id": metadata.cluster_id or "",
@@ -106,6 +108,7 @@ def handle_describe_cluster(
         ],
         "cluster_authorized_operations": _cluster_operations(broker, context, request),
     }
+    return context.respond(body)
 
 
 def _cluster_operations(broker: BrokerServices, context: RequestContext, request: Any) -> int:

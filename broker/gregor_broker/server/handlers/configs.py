@@ -15,6 +15,7 @@ import asyncio
 import collections
 import struct
 import typing
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -36,6 +37,7 @@ from ...protocol.requests import (
     DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
 )
+from ...protocol.response import BodyResponse
 from ...protocol.wire import encode_array_length, frame, response_header
 from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
@@ -108,7 +110,7 @@ class DescribeConfigsResponse:
 
 def handle_describe_configs(
     broker: BrokerServices, context: RequestContext, request: DescribeConfigsRequest
-) -> Any:
+) -> DescribeConfigsResponse | Awaitable[DescribeConfigsResponse]:
     """Describe each resource into its own encoded result. A request naming many
     resources is worked through a few at a time, giving the event loop back in
     between, so that describing thousands cannot stall every other client."""
@@ -235,11 +237,7 @@ def _describe_result(broker: BrokerServices, request: Any, resource: Any) -> dic
     wanted = set(resource.configuration_keys) if resource.configuration_keys else None
     result["configs"] = [
         {
-            "name": entry.name,
-            "value": entry.value,
-            "read_only": entry.read_only,
-            "config_source": int(entry.source),
-            "is_sensitive": entry.is_sensitive,
+            **entry.response_fields(),
             "synonyms": [
                 {"name": name, "value": value, "source": int(source)}
                 for name, value, source in entry.synonyms
@@ -259,7 +257,7 @@ def _describe_result(broker: BrokerServices, request: Any, resource: Any) -> dic
 
 async def handle_alter_configs(
     broker: BrokerServices, context: RequestContext, request: AlterConfigsRequest
-) -> Any:
+) -> BodyResponse:
     responses = []
     for resource in request.resources:
         new = {c.name: c.value for c in resource.configs if c.value is not None}
@@ -267,12 +265,12 @@ async def handle_alter_configs(
             _refused_alter(broker, context, resource)
             or await _alter(broker, resource, lambda _old, new=new: new, request.validate_only)
         )
-    return {"responses": responses, "throttle_time": 0}
+    return context.respond({"responses": responses, "throttle_time": 0})
 
 
 async def handle_incremental_alter_configs(
     broker: BrokerServices, context: RequestContext, request: IncrementalAlterConfigsRequest
-) -> Any:
+) -> BodyResponse:
     responses = []
     for resource in request.resources:
 
@@ -300,7 +298,7 @@ async def handle_incremental_alter_configs(
             _refused_alter(broker, context, resource)
             or await _alter(broker, resource, apply, request.validate_only)
         )
-    return {"responses": responses, "throttle_time": 0}
+    return context.respond({"responses": responses, "throttle_time": 0})
 
 
 def _refused_alter(

@@ -10,11 +10,10 @@ marker, and the first offset of its open transaction (-1: none).
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode
 
 from ...protocol.requests import DescribeProducersRequest
+from ...protocol.response import BodyResponse
 from ...replication.partition import PartitionError
 from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
@@ -23,7 +22,7 @@ from ..services import BrokerServices
 
 def handle_describe_producers(
     broker: BrokerServices, context: RequestContext, request: DescribeProducersRequest
-) -> Any:
+) -> BodyResponse:
     topics = []
     # Kafka: Read on each topic, else TOPIC_AUTHORIZATION_FAILED.
     readable = broker.authorizer.filter_authorized(
@@ -80,4 +79,4 @@ def handle_describe_producers(
                 }
             )
         topics.append({"name": topic.name, "partitions": partitions})
-    return {"throttle_time": 0, "topics": topics}
+    return context.respond({"throttle_time": 0, "topics": topics})

@@ -31,33 +31,44 @@ encoder frames them; record bytes never enter Python. Matches Kafka:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ...protocol.fetch_response import (
+    EmptyFetchResponse,
     TopicResult,
     encode_fetch_response,
     records_size,
 )
+from ...protocol.replica_fetch import ReplicaFetchRequest
 from ...protocol.requests import FetchRequest
+from ...protocol.response import FetchResult
 from ...replication.fetch_reader import FetchReader
 from ...security.acl import AclOperation, ResourceType
 from ..fetch_sessions import FetchContext
 from ..quotas import ANONYMOUS
-from ..request_router import RawResponse, RequestContext
+from ..request_router import RequestContext
 from ..services import BrokerServices
 
 
-def handle_fetch(broker: BrokerServices, context: RequestContext, request: FetchRequest) -> Any:
+def handle_fetch(
+    broker: BrokerServices, context: RequestContext, request: FetchRequest
+) -> FetchResult | Awaitable[FetchResult]:
+    # A follower's Fetch v11 arrives as a ReplicaFetchRequest (protocol/replica_fetch.py):
+    # the lean decoder's objects carry kio's field names.
     version = context.version
     replica_id = _replica_id(request)
     fetch = broker.fetch_sessions.new_context(request, version, replica_id >= 0, _now_ms())
     if fetch.error_code:
-        return _session_error(context, fetch.error_code)
-    max_wait_ms = int(request.max_wait.total_seconds() * 1000)
+        return EmptyFetchResponse(fetch.error_code)
+    if type(request) is ReplicaFetchRequest:  # a follower's, read by the lean decoder
+        max_wait_ms = request.max_wait_ms
+    else:
+        max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     read = FetchReader(
         broker.replica_manager,
         request,
@@ -78,7 +89,10 @@ def handle_fetch(broker: BrokerServices, context: RequestContext, request: Fetch
         or not read.keys
     ):
         return _respond(context, topics, read, fetch)
-    return _wait_and_respond(broker, context, read, fetch, max_wait_ms)
+    # Watched now, in the call that found too little: an append before the coroutine's
+    # first step still wakes it.
+    watched = broker.replica_manager.append_waiters.watch(read.keys)
+    return _wait_and_respond(broker, context, read, fetch, max_wait_ms, watched)
 
 
 def _refused(
@@ -107,7 +121,9 @@ async def _wait_and_respond(
     read: FetchReader,
     fetch: FetchContext,
     max_wait_ms: int,
+    watched: asyncio.Future[None],
 ) -> FetchResponse:
+    waiters = broker.replica_manager.append_waiters
     deadline = time.monotonic() + max_wait_ms / 1000
     while True:
         remaining = deadline - time.monotonic()
@@ -117,10 +133,12 @@ async def _wait_and_respond(
             # Gregor's addition: Kafka's delayed fetch wakes only on new data or at
             # max_wait; waking when the leader quota frees up keeps the copy at its rate.
             remaining = min(remaining, read.throttle_retry_s)
-        await broker.replica_manager.append_waiters.wait_any(read.keys, remaining)
+        await waiters.wait_watched(watched, read.keys, remaining)
         topics, total = read.once()
         if total >= read.request.min_bytes or read.had_error or read.redirected:
             return _respond(context, topics, read, fetch)
+        watched = waiters.watch(read.keys)
+    waiters.unwatch(watched, read.keys)
     topics, _total = read.once()
     return _respond(context, topics, read, fetch)
 
@@ -139,12 +157,14 @@ def _respond(
 class FetchResponse:
     """A fetch's result before its session sees it, so that a quota throttle can still
     answer instead (Kafka's getThrottledResponse) without creating or advancing a
-    session. The router encodes it (``encode_frame``) after deciding the throttle."""
+    session. The router encodes it (``encode_frame``) after deciding the throttle; a
+    throttled client gets ``throttled(ms)`` instead, so ``throttle_time`` stays 0."""
 
     context: RequestContext
     topics: list[TopicResult]
     read: FetchReader
     fetch: FetchContext
+    throttle_time: int = 0
 
     @property
     def size(self) -> int:
@@ -162,23 +182,21 @@ class FetchResponse:
         error_code, session_id, topics = self.fetch.finish(self.topics, _now_ms())
         self.read.count_bytes_out(topics)
         parts, size = encode_fetch_response(
-            version, correlation_id, error_code=error_code, session_id=session_id, topics=topics
+            version,
+            correlation_id,
+            throttle_time_ms=self.throttle_time,
+            error_code=error_code,
+            session_id=session_id,
+            topics=topics,
         )
         if self.read.replica_id >= 0 and size <= INLINE_REPLICA_RESPONSE_BYTES:
             parts = _inline_regions(parts)
         return parts, size
 
-    def throttled(self, throttle_ms: int) -> RawResponse:
+    def throttled(self, throttle_ms: int) -> EmptyFetchResponse:
         """The empty response a throttled client gets; its session is left as it was."""
         error_code, session_id = self.fetch.throttled()
-        parts, size = encode_fetch_response(
-            self.context.version,
-            self.context.header.correlation_id,
-            throttle_time_ms=throttle_ms,
-            error_code=error_code,
-            session_id=session_id,
-        )
-        return RawResponse(parts, size)
+        return EmptyFetchResponse(error_code, session_id, throttle_ms)
 
 
 # A follower's response up to this size leaves in one write, its record bytes read with
@@ -200,13 +218,6 @@ def _inline_regions(parts: list[Any]) -> list[Any]:
             return parts  # truncated meanwhile: the sendfile path closes the connection
         chunks.append(data)
     return [b"".join(chunks)]
-
-
-def _session_error(context: RequestContext, error_code: int) -> RawResponse:
-    parts, size = encode_fetch_response(
-        context.version, context.header.correlation_id, error_code=error_code
-    )
-    return RawResponse(parts, size)
 
 
 def _now_ms() -> int:

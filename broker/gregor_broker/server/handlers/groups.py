@@ -34,10 +34,11 @@ from ...protocol.requests import (
     OffsetFetchRequest,
     SyncGroupRequest,
 )
-from ..request_router import RequestContext
+from ...protocol.response import BodyResponse, Response
+from ..request_router import HandlerResult, RequestContext
 from ..services import BrokerServices
 
-Handler = Callable[..., Any]
+Handler = Callable[..., HandlerResult]
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
@@ -66,7 +67,7 @@ def hashes_group_ids_off_loop(handler: Handler) -> Handler:
     first (one at a time, the hash kept), every other connection keeps being served."""
 
     @functools.wraps(handler)
-    def wrapped(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+    def wrapped(broker: BrokerServices, context: RequestContext, request: Any) -> HandlerResult:
         if all(hash_is_cheap(group_id) for group_id in _group_ids(request)):
             return handler(broker, context, request)
         return _after_hashing(handler, broker, context, request)
@@ -76,7 +77,7 @@ def hashes_group_ids_off_loop(handler: Handler) -> Handler:
 
 async def _after_hashing(
     handler: Handler, broker: BrokerServices, context: RequestContext, request: Any
-) -> Any:
+) -> Response:
     for group_id in _group_ids(request):
         if not hash_is_cheap(group_id):
             await broker.router.preparer.run_off_loop(java_string_hashcode, group_id)
@@ -100,16 +101,18 @@ def _client_host(context: RequestContext) -> str:
 @hashes_group_ids_off_loop
 async def handle_find_coordinator(
     broker: BrokerServices, context: RequestContext, request: FindCoordinatorRequest
-) -> Any:
+) -> BodyResponse:
     if context.version >= 4:
         key_type = request.key_type
         coordinators = [
             {"key": key, **(await _find_one(broker, context, key_type, key))}
             for key in request.coordinator_keys
         ]
-        return {"throttle_time": 0, "coordinators": coordinators}
+        return context.respond({"throttle_time": 0, "coordinators": coordinators})
     key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
-    return {"throttle_time": 0, **(await _find_one(broker, context, key_type, request.key))}
+    return context.respond(
+        {"throttle_time": 0, **(await _find_one(broker, context, key_type, request.key))}
+    )
 
 
 async def _find_one(
@@ -174,7 +177,7 @@ async def _find_one(
 @hashes_group_ids_off_loop
 async def handle_join_group(
     broker: BrokerServices, context: RequestContext, request: JoinGroupRequest
-) -> Any:
+) -> BodyResponse:
     version = context.version
     session_timeout_ms = _ms(request.session_timeout)
     rebalance = getattr(request, "rebalance_timeout", None)
@@ -213,7 +216,7 @@ async def handle_join_group(
     protocol_name = result.protocol_name
     if protocol_name is None and version < 7:
         protocol_name = ""
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": result.error,
         "generation_id": result.generation_id,
@@ -227,12 +230,13 @@ async def handle_join_group(
             for member_id, instance_id, metadata in result.members
         ],
     }
+    return context.respond(body)
 
 
 @hashes_group_ids_off_loop
 async def handle_sync_group(
     broker: BrokerServices, context: RequestContext, request: SyncGroupRequest
-) -> Any:
+) -> BodyResponse:
     if not request.group_id:
         result = SyncResult(ErrorCode.invalid_group_id)
     elif not _may_read_group(broker, context, request.group_id):
@@ -257,19 +261,20 @@ async def handle_sync_group(
             respond,
         )
         result = await future
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": result.error,
         "protocol_type": result.protocol_type,
         "protocol_name": result.protocol_name,
         "assignment": result.assignment,
     }
+    return context.respond(body)
 
 
 @hashes_group_ids_off_loop
 def handle_heartbeat(
     broker: BrokerServices, context: RequestContext, request: HeartbeatRequest
-) -> Any:
+) -> BodyResponse:
     if not request.group_id:
         error = ErrorCode.invalid_group_id
     elif not _may_read_group(broker, context, request.group_id):
@@ -282,13 +287,13 @@ def handle_heartbeat(
             getattr(request, "group_instance_id", None),
             now_ms(),
         )
-    return {"throttle_time": 0, "error_code": error}
+    return context.respond({"throttle_time": 0, "error_code": error})
 
 
 @hashes_group_ids_off_loop
 def handle_leave_group(
     broker: BrokerServices, context: RequestContext, request: LeaveGroupRequest
-) -> Any:
+) -> BodyResponse:
     if context.version >= 3:
         identities = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
@@ -297,12 +302,14 @@ def handle_leave_group(
         top, errors = ErrorCode.invalid_group_id, [ErrorCode.invalid_group_id] * len(identities)
     elif not _may_read_group(broker, context, request.group_id):
         # Kafka: the whole request fails (its error response has no members).
-        return _leave_refused(context.version)
+        return context.respond(_leave_refused(context.version))
     else:
         top, errors = broker.coordinator.groups.leave(request.group_id, identities, now_ms())
     if context.version < 3:
-        return {"throttle_time": 0, "error_code": errors[0] if top is ErrorCode.none else top}
-    return {
+        return context.respond(
+            {"throttle_time": 0, "error_code": errors[0] if top is ErrorCode.none else top}
+        )
+    body = {
         "throttle_time": 0,
         "error_code": top,
         "members": [
@@ -310,6 +317,7 @@ def handle_leave_group(
             for (member_id, instance_id), error in zip(identities, errors, strict=True)
         ],
     }
+    return context.respond(body)
 
 
 def _may_read_group(broker: BrokerServices, context: RequestContext, group_id: str) -> bool:
@@ -365,18 +373,20 @@ def offsets_to_commit(
 @hashes_group_ids_off_loop
 async def handle_offset_commit(
     broker: BrokerServices, context: RequestContext, request: OffsetCommitRequest
-) -> Any:
+) -> BodyResponse:
     now = now_ms()
     retention = getattr(request, "retention_time", None)
     retention_ms = _ms(retention) if retention is not None else -1
     expire = now + retention_ms if retention_ms >= 0 else -1
     if request.group_id and not _may_read_group(broker, context, request.group_id):
-        return commit_response(
-            {
-                (t.name, p.partition_index): ErrorCode.group_authorization_failed
-                for t in request.topics
-                for p in t.partitions
-            }
+        return context.respond(
+            commit_response(
+                {
+                    (t.name, p.partition_index): ErrorCode.group_authorization_failed
+                    for t in request.topics
+                    for p in t.partitions
+                }
+            )
         )
     refused = _refused_topics(broker, context, AclOperation.READ, (t.name for t in request.topics))
     errors, offsets = offsets_to_commit(
@@ -408,13 +418,13 @@ async def handle_offset_commit(
             finally:
                 # Visible to OffsetFetch only once replicated; dropped otherwise, also
                 # when this wait is cancelled (the connection closed).
-                service.groups.complete_offset_commit(outcome.pending, replicated)
+                replicated = service.groups.complete_offset_commit(outcome.pending, replicated)
             if replicated is not ErrorCode.none:
                 results = {
                     k: (replicated if v is ErrorCode.none else v) for k, v in results.items()
                 }
         errors.update(results)
-    return commit_response(errors)
+    return context.respond(commit_response(errors))
 
 
 def commit_response(errors: dict[tuple[str, int], Any]) -> dict[str, Any]:
@@ -431,7 +441,7 @@ def commit_response(errors: dict[tuple[str, int], Any]) -> dict[str, Any]:
 @hashes_group_ids_off_loop
 def handle_offset_fetch(
     broker: BrokerServices, context: RequestContext, request: OffsetFetchRequest
-) -> Any:
+) -> BodyResponse:
     version = context.version
     # KIP-447 (v7+): a client reading with isolation.level=read_committed asks for stable
     # offsets only.
@@ -441,9 +451,11 @@ def handle_offset_fetch(
             _fetch_group(broker, context, group.group_id, group.topics, require_stable)
             for group in request.groups
         ]
-        return {"throttle_time": 0, "groups": groups}
+        return context.respond({"throttle_time": 0, "groups": groups})
     result = _fetch_group(broker, context, request.group_id, request.topics, require_stable)
-    return {"throttle_time": 0, "error_code": result["error_code"], "topics": result["topics"]}
+    return context.respond(
+        {"throttle_time": 0, "error_code": result["error_code"], "topics": result["topics"]}
+    )
 
 
 def _fetch_group(
@@ -492,11 +504,8 @@ def _fetch_group(
             require_stable
             and requested is not None
             and error is ErrorCode.none
-            and (
-                groups.has_pending_offset_commit(group_id, key)
-                # KIP-447: an open transaction holds an offset here too.
-                or groups.has_pending_transactional_offset(group_id, key)
-            )
+            # A write awaits replication, or an open transaction holds an offset here.
+            and groups.has_pending_offset_commit(group_id, key)
         ):
             # Matches Kafka's GroupMetadataManager.getOffsets: the client retries.
             partition_error, value = ErrorCode.unstable_offset_commit, None
@@ -557,17 +566,18 @@ def _fetch_refused(
 
 
 @hashes_group_ids_off_loop
-def handle_offset_delete(
+async def handle_offset_delete(
     broker: BrokerServices, context: RequestContext, request: OffsetDeleteRequest
-) -> Any:
+) -> BodyResponse:
     if not broker.authorizer.authorize(
         context, AclOperation.DELETE, AclResourceType.GROUP, request.group_id
     ):
-        return {
+        body = {
             "throttle_time": 0,
             "error_code": ErrorCode.group_authorization_failed,
             "topics": [],
         }
+        return context.respond(body)
     refused = _refused_topics(broker, context, AclOperation.READ, (t.name for t in request.topics))
     partitions = [
         (t.name, p.partition_index)
@@ -581,9 +591,19 @@ def handle_offset_delete(
         if key[0] not in broker.metadata.topics
         or key[1] not in broker.metadata.topics[key[0]].partitions
     }
-    error, results = broker.coordinator.groups.delete_offsets(
-        request.group_id, [key for key in partitions if key not in unknown]
+    future: asyncio.Future[tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]] = (
+        asyncio.get_running_loop().create_future()
     )
+
+    def respond(error: ErrorCode, results: dict[tuple[str, int], ErrorCode]) -> None:
+        if not future.done():
+            future.set_result((error, results))
+
+    # Answered once the tombstones are replicated.
+    broker.coordinator.groups.delete_offsets(
+        request.group_id, [key for key in partitions if key not in unknown], respond
+    )
+    error, results = await future
     results.update(dict.fromkeys(unknown, ErrorCode.unknown_topic_or_partition))
     results.update(
         ((t.name, p.partition_index), ErrorCode.topic_authorization_failed)
@@ -595,11 +615,12 @@ def handle_offset_delete(
     if error is ErrorCode.none:
         for (name, index), code in results.items():
             by_topic.setdefault(name, []).append({"partition_index": index, "error_code": code})
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": error,
         "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
     }
+    return context.respond(body)
 
 
 # -- group administration ------------------------------------------------------------------
@@ -607,7 +628,7 @@ def handle_offset_delete(
 
 def handle_list_groups(
     broker: BrokerServices, context: RequestContext, request: ListGroupsRequest
-) -> Any:
+) -> BodyResponse:
     states = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     authorizer = broker.authorizer
@@ -637,13 +658,13 @@ def handle_list_groups(
                 "group_type": "classic",
             }
         )
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}
+    return context.respond({"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups})
 
 
 @hashes_group_ids_off_loop
 def handle_describe_groups(
     broker: BrokerServices, context: RequestContext, request: DescribeGroupsRequest
-) -> Any:
+) -> BodyResponse:
     include_operations = getattr(request, "include_authorized_operations", False)
     described = []
     authorizer = broker.authorizer
@@ -687,27 +708,34 @@ def handle_describe_groups(
                 ],
             )
         described.append(entry)
-    return {"throttle_time": 0, "groups": described}
+    return context.respond({"throttle_time": 0, "groups": described})
 
 
 @hashes_group_ids_off_loop
-def handle_delete_groups(
+async def handle_delete_groups(
     broker: BrokerServices, context: RequestContext, request: DeleteGroupsRequest
-) -> Any:
+) -> BodyResponse:
     now = now_ms()
-    return {
+    loop = asyncio.get_running_loop()
+    outcomes: list[asyncio.Future[ErrorCode]] = []
+    for group_id in request.groups_names:
+        future: asyncio.Future[ErrorCode] = loop.create_future()
+        outcomes.append(future)
+        if not broker.authorizer.authorize(
+            context, AclOperation.DELETE, AclResourceType.GROUP, group_id
+        ):
+            future.set_result(ErrorCode.group_authorization_failed)
+            continue
+        # Answered once the group's tombstones are replicated; all groups at once.
+        broker.coordinator.groups.delete_group(
+            group_id, now, lambda error, f=future: f.done() or f.set_result(error)
+        )
+    errors = await asyncio.gather(*outcomes)
+    body = {
         "throttle_time": 0,
         "results": [
-            {
-                "group_id": group_id,
-                "error_code": (
-                    broker.coordinator.groups.delete_group(group_id, now)
-                    if broker.authorizer.authorize(
-                        context, AclOperation.DELETE, AclResourceType.GROUP, group_id
-                    )
-                    else ErrorCode.group_authorization_failed
-                ),
-            }
-            for group_id in request.groups_names
+            {"group_id": group_id, "error_code": error}
+            for group_id, error in zip(request.groups_names, errors, strict=True)
         ],
     }
+    return context.respond(body)

@@ -14,6 +14,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ...protocol.requests import ListOffsetsRequest
+from ...protocol.response import BodyResponse
 from ...replication.partition import PartitionError
 from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
@@ -28,7 +29,7 @@ LATEST_TIERED = -5
 
 def handle_list_offsets(
     broker: BrokerServices, context: RequestContext, request: ListOffsetsRequest
-) -> Any:
+) -> BodyResponse:
     read_committed = getattr(request, "isolation_level", 0) == 1
     # Kafka: Describe on each topic, else TOPIC_AUTHORIZATION_FAILED.
     describable = broker.authorizer.filter_authorized(
@@ -47,7 +48,7 @@ def handle_list_offsets(
                 continue
             partitions.append(_lookup(broker, topic.name, requested, read_committed))
         topics.append({"name": topic.name, "partitions": partitions})
-    return {"topics": topics, "throttle_time": 0}
+    return context.respond({"topics": topics, "throttle_time": 0})
 
 
 def _lookup(

@@ -16,6 +16,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ...protocol.requests import DescribeLogDirsRequest
+from ...protocol.response import BodyResponse
 from ...security.acl import AclOperation
 from ..request_router import RequestContext
 from ..services import BrokerServices
@@ -25,14 +26,15 @@ UNKNOWN_SPACE = -1  # Kafka's "not known" for total_bytes / usable_bytes
 
 def handle_describe_log_dirs(
     broker: BrokerServices, context: RequestContext, request: DescribeLogDirsRequest
-) -> Any:
+) -> BodyResponse:
     if not broker.authorizer.authorize_cluster(context, AclOperation.DESCRIBE):
         # Kafka: no log dirs, and (v3+) CLUSTER_AUTHORIZATION_FAILED.
-        return {
+        body = {
             "throttle_time": 0,
             "error_code": ErrorCode.cluster_authorization_failed,
             "results": [],
         }
+        return context.respond(body)
     # A null topics list asks for every partition; otherwise only the named ones.
     wanted = (
         None
@@ -80,4 +82,4 @@ def handle_describe_log_dirs(
                 "usable_bytes": UNKNOWN_SPACE,
             }
         )
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "results": results}
+    return context.respond({"throttle_time": 0, "error_code": ErrorCode.none, "results": results})

@@ -11,6 +11,7 @@ takes LEADER_NOT_AVAILABLE as temporary and would ask again forever.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -54,7 +55,7 @@ class _Operations:
 
 def handle_metadata(
     broker: BrokerServices, context: RequestContext, request: MetadataRequest
-) -> Any:
+) -> MetadataResponse | Awaitable[MetadataResponse]:
     metadata = broker.metadata
     if metadata.controller_id < 0 or not metadata.brokers:
         # Just started (or between controllers): librdkafka does not ask again for a
@@ -65,18 +66,20 @@ def handle_metadata(
 
 async def _after_controller_known(
     broker: BrokerServices, context: RequestContext, request: Any
-) -> Any:
+) -> MetadataResponse:
     metadata = broker.metadata
     await metadata.wait_for(
         lambda: metadata.controller_id >= 0 and bool(metadata.brokers), CONTROLLER_WAIT_S
     )
     result = _handle(broker, context, request)
-    if hasattr(result, "__await__"):
-        return await result
-    return result
+    if isinstance(result, MetadataResponse):
+        return result
+    return await result
 
 
-def _handle(broker: BrokerServices, context: RequestContext, request: Any) -> Any:
+def _handle(
+    broker: BrokerServices, context: RequestContext, request: Any
+) -> MetadataResponse | Awaitable[MetadataResponse]:
     metadata = broker.metadata
     version = context.version
     authorizer = broker.authorizer

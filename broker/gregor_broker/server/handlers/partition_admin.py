@@ -22,6 +22,7 @@ from ...protocol.requests import (
     ElectLeadersRequest,
     ListPartitionReassignmentsRequest,
 )
+from ...protocol.response import BodyResponse
 from ...security.acl import AclOperation
 from ..request_router import RequestContext
 from ..services import BrokerServices
@@ -31,7 +32,7 @@ PREFERRED = 0
 
 async def handle_elect_leaders(
     broker: BrokerServices, context: RequestContext, request: ElectLeadersRequest
-) -> Any:
+) -> BodyResponse:
     # Kafka: Alter on the cluster, else CLUSTER_AUTHORIZATION_FAILED everywhere.
     broker.authorizer.require_cluster(context, AclOperation.ALTER)
     metadata = broker.metadata
@@ -84,7 +85,7 @@ async def handle_elect_leaders(
         by_topic.setdefault(topic, []).append(
             {"partition_id": index, "error_code": error, "error_message": message}
         )
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
         "replica_election_results": [
@@ -92,11 +93,12 @@ async def handle_elect_leaders(
             for topic, partitions in by_topic.items()
         ],
     }
+    return context.respond(body)
 
 
 async def handle_alter_partition_reassignments(
     broker: BrokerServices, context: RequestContext, request: AlterPartitionReassignmentsRequest
-) -> Any:
+) -> BodyResponse:
     broker.authorizer.require_cluster(context, AclOperation.ALTER)
     metadata = broker.metadata
     live = set(metadata.brokers)
@@ -139,12 +141,14 @@ async def handle_alter_partition_reassignments(
         responses.append({"name": topic.name, "partitions": partitions})
     if accepted:
         await asyncio.to_thread(broker.zk_admin.merge_reassignment, accepted)
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses}
+    return context.respond(
+        {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses}
+    )
 
 
 async def handle_list_partition_reassignments(
     broker: BrokerServices, context: RequestContext, request: ListPartitionReassignmentsRequest
-) -> Any:
+) -> BodyResponse:
     broker.authorizer.require_cluster(context, AclOperation.DESCRIBE)
     if request.topics is None:
         names = list(broker.metadata.topics)
@@ -173,4 +177,4 @@ async def handle_list_partition_reassignments(
             )
         if partitions:
             topics.append({"name": name, "partitions": partitions})
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "topics": topics}
+    return context.respond({"throttle_time": 0, "error_code": ErrorCode.none, "topics": topics})

@@ -12,7 +12,7 @@ the high watermark has passed the append, i.e. every in-sync replica has it.
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Awaitable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -21,13 +21,16 @@ from ...log.validator import DecompressionBudget
 from ...protocol.produce_response import PartitionProduceResult, ProduceResponse
 from ...protocol.record_batch import first_batch_is_transactional
 from ...protocol.requests import ProduceRequest
+from ...protocol.response import NoResponse
 from ...replication.partition import PartitionError
 from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
 
 
-def handle_produce(broker: BrokerServices, context: RequestContext, request: ProduceRequest) -> Any:
+def handle_produce(
+    broker: BrokerServices, context: RequestContext, request: ProduceRequest
+) -> ProduceResponse | NoResponse | Awaitable[ProduceResponse]:
     authorizer = broker.authorizer
     if _has_transactional_records(request) and (
         request.transactional_id is None
@@ -94,7 +97,7 @@ def handle_produce(broker: BrokerServices, context: RequestContext, request: Pro
     if acks == 0:
         if any_error:
             context.connection.close_for("acks=0 produce failed")
-        return None
+        return NoResponse()
     response = ProduceResponse(topics)
     if waiting:
         return _await_replication(broker, response, waiting, request.timeout.total_seconds())
@@ -108,11 +111,8 @@ async def _await_replication(
     timeout_s: float,
 ) -> ProduceResponse:
     """acks=all: answer once every partition's high watermark passed its append."""
-    outcomes = await asyncio.gather(
-        *(
-            broker.replica_manager.wait_for_replication(name, result.index, appended, timeout_s)
-            for result, name, appended in waiting
-        )
+    outcomes = await broker.replica_manager.wait_for_replications(
+        [(name, result.index, appended) for result, name, appended in waiting], timeout_s
     )
     for (result, _name, _appended), error_code in zip(waiting, outcomes, strict=True):
         if error_code != ErrorCode.none:

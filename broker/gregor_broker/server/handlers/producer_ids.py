@@ -17,6 +17,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ...protocol.requests import InitProducerIdRequest
+from ...protocol.response import BodyResponse
 from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
@@ -32,20 +33,20 @@ def _refused(error: ErrorCode) -> dict[str, Any]:
 @hashes_group_ids_off_loop
 async def handle_init_producer_id(
     broker: BrokerServices, context: RequestContext, request: InitProducerIdRequest
-) -> Any:
+) -> BodyResponse:
     authorizer = broker.authorizer
     if request.transactional_id is not None:
         if not authorizer.authorize(
             context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
         ):
-            return _refused(ErrorCode.transactional_id_authorization_failed)
+            return context.respond(_refused(ErrorCode.transactional_id_authorization_failed))
     elif not authorizer.authorize_cluster(
         context, AclOperation.IDEMPOTENT_WRITE, log_if_denied=False
     ) and not authorizer.authorize_by_resource_type(
         context, AclOperation.WRITE, ResourceType.TOPIC
     ):
         # Kafka (KIP-679): IdempotentWrite on the cluster, or Write on any topic.
-        return _refused(ErrorCode.cluster_authorization_failed)
+        return context.respond(_refused(ErrorCode.cluster_authorization_failed))
     if request.transactional_id is not None:
         expected = None
         if context.version >= 3:
@@ -58,24 +59,26 @@ async def handle_init_producer_id(
         error = result.error
         if error is ErrorCode.producer_fenced and context.version < 4:
             error = ErrorCode.invalid_producer_epoch  # KIP-588: older clients
-        return {
+        body = {
             "throttle_time": 0,
             "error_code": error,
             "producer_id": result.producer_id,
             "producer_epoch": result.producer_epoch,
         }
+        return context.respond(body)
     manager = broker.coordinator.producer_ids
     try:
         assert manager is not None
         producer_id = await manager.generate()
     except Exception:
         log.exception("cannot allocate a producer id")
-        return {
+        body = {
             "throttle_time": 0,
             "error_code": ErrorCode.coordinator_not_available,
             "producer_id": -1,
             "producer_epoch": -1,
         }
+        return context.respond(body)
     # One line per producer (a client calls this once, then again only after a fatal
     # error or UNKNOWN_PRODUCER_ID): with the epoch bumps and refused sequences that
     # replica_manager logs, what explains a fault campaign's re-sends.
@@ -90,9 +93,10 @@ async def handle_init_producer_id(
         if asked_id >= 0
         else "",
     )
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
         "producer_id": producer_id,
         "producer_epoch": 0,
     }
+    return context.respond(body)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode
 
 from ...log.partition_log import OffsetOutOfRange
 from ...protocol.requests import DeleteRecordsRequest
+from ...protocol.response import BodyResponse
 from ...replication.partition import PartitionError
 from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
@@ -18,7 +17,7 @@ HIGH_WATERMARK = -1  # Kafka: offset -1 means "delete up to the high watermark"
 
 def handle_delete_records(
     broker: BrokerServices, context: RequestContext, request: DeleteRecordsRequest
-) -> Any:
+) -> BodyResponse:
     topics = []
     # Kafka: Delete on each topic, else TOPIC_AUTHORIZATION_FAILED.
     deletable = broker.authorizer.filter_authorized(
@@ -76,4 +75,4 @@ def handle_delete_records(
                 }
             )
         topics.append({"name": topic.name, "partitions": partitions})
-    return {"topics": topics, "throttle_time": 0}
+    return context.respond({"topics": topics, "throttle_time": 0})

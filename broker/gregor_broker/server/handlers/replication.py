@@ -7,11 +7,10 @@ so the asker truncates any tail written under a leadership that did not last.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode
 
 from ...protocol.requests import OffsetForLeaderEpochRequest
+from ...protocol.response import BodyResponse
 from ...replication.partition import PartitionError
 from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
@@ -20,7 +19,7 @@ from ..services import BrokerServices
 
 def handle_offset_for_leader_epoch(
     broker: BrokerServices, context: RequestContext, request: OffsetForLeaderEpochRequest
-) -> Any:
+) -> BodyResponse:
     topics = []
     authorizer = broker.authorizer
     # Kafka: a follower's ClusterAction covers everything; else Describe on each topic.
@@ -69,4 +68,4 @@ def handle_offset_for_leader_epoch(
                 }
             )
         topics.append({"topic": topic.topic, "partitions": partitions})
-    return {"topics": topics, "throttle_time": 0}
+    return context.respond({"topics": topics, "throttle_time": 0})

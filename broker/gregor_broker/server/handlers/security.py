@@ -27,6 +27,7 @@ from ...protocol.requests import (
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
 )
+from ...protocol.response import BodyResponse
 from ...security.acl import AclOperation
 from ...security.scram import (
     MAX_ITERATIONS,
@@ -44,19 +45,20 @@ TYPE_BY_MECHANISM = {name: code for code, name in MECHANISM_BY_TYPE.items()}
 
 def handle_sasl_handshake(
     broker: BrokerServices, context: RequestContext, request: SaslHandshakeRequest
-) -> dict[str, Any]:
-    return {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": []}
+) -> BodyResponse:
+    return context.respond({"error_code": ErrorCode.illegal_sasl_state, "mechanisms": []})
 
 
 def handle_sasl_authenticate(
     broker: BrokerServices, context: RequestContext, request: SaslAuthenticateRequest
-) -> dict[str, Any]:
-    return {
+) -> BodyResponse:
+    body = {
         "error_code": ErrorCode.illegal_sasl_state,
         "error_message": "SaslAuthenticate request received while not authenticating",
         "auth_bytes": b"",
         "session_lifetime": 0,
     }
+    return context.respond(body)
 
 
 # -- DescribeUserScramCredentials ------------------------------------------------------------
@@ -64,7 +66,7 @@ def handle_sasl_authenticate(
 
 async def handle_describe_user_scram_credentials(
     broker: BrokerServices, context: RequestContext, request: DescribeUserScramCredentialsRequest
-) -> dict[str, Any]:
+) -> BodyResponse:
     broker.authorizer.require_cluster(context, AclOperation.DESCRIBE)
     wanted = None if request.users is None else [user.name for user in request.users]
     try:
@@ -73,12 +75,13 @@ async def handle_describe_user_scram_credentials(
         else:
             found = await asyncio.to_thread(read_all_scram_credentials, broker.zk_admin)
     except Exception as error:  # ZooKeeper unreachable
-        return {
+        body = {
             "throttle_time": 0,
             "error_code": ErrorCode.unknown_server_error,
             "error_message": f"reading credentials from ZooKeeper failed: {error}",
             "results": [],
         }
+        return context.respond(body)
     results = []
     names = list(dict.fromkeys(wanted)) if wanted else sorted(found)
     for name in names:
@@ -112,12 +115,13 @@ async def handle_describe_user_scram_credentials(
                 ],
             }
         )
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
         "error_message": None,
         "results": results,
     }
+    return context.respond(body)
 
 
 def _read_users(broker: BrokerServices, users: list[str]) -> dict[str, dict[str, ScramCredential]]:
@@ -133,7 +137,7 @@ def _describe_error(user: str, code: ErrorCode, message: str) -> dict[str, Any]:
 
 async def handle_alter_user_scram_credentials(
     broker: BrokerServices, context: RequestContext, request: AlterUserScramCredentialsRequest
-) -> dict[str, Any]:
+) -> BodyResponse:
     broker.authorizer.require_cluster(context, AclOperation.ALTER)
     errors: dict[str, tuple[ErrorCode, str]] = {}
     upserts: dict[str, dict[str, ScramCredential]] = {}
@@ -191,7 +195,7 @@ async def handle_alter_user_scram_credentials(
         except Exception as error:  # ZooKeeper unreachable
             code, message = ErrorCode.unknown_server_error, f"writing to ZooKeeper failed: {error}"
         results.append({"user": user, "error_code": code, "error_message": message})
-    return {"throttle_time": 0, "results": results}
+    return context.respond({"throttle_time": 0, "results": results})
 
 
 def _alter_one(

@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 from ...cluster.models import uuid_from_str
 from ...config import describe_topic_configs
 from ...protocol.requests import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
+from ...protocol.response import BodyResponse
 from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
@@ -22,7 +23,7 @@ def _timeout_s(request: Any) -> float:
 
 async def handle_create_topics(
     broker: BrokerServices, context: RequestContext, request: CreateTopicsRequest
-) -> Any:
+) -> BodyResponse:
     results = []
     seen: set[str] = set()
     # Partitions this request creates so far: max.partitions.per.request bounds the sum.
@@ -102,14 +103,7 @@ async def handle_create_topics(
             continue
         overrides = {k: v for k, v in configs.items() if v is not None}
         result["configs"] = [
-            {
-                "name": entry.name,
-                "value": entry.value,
-                "read_only": entry.read_only,
-                "config_source": int(entry.source),
-                "is_sensitive": entry.is_sensitive,
-            }
-            for entry in describe_topic_configs(broker.config, overrides)
+            entry.response_fields() for entry in describe_topic_configs(broker.config, overrides)
         ]
     if created and _timeout_s(request) > 0:
         # Matches Kafka: the response waits (up to the timeout) until the new
@@ -118,12 +112,12 @@ async def handle_create_topics(
     for result in results:
         if "topic_id" in result:
             result["topic_id"] = uuid.UUID(bytes=uuid_from_str(result["topic_id"]))
-    return {"topics": results, "throttle_time": 0}
+    return context.respond({"topics": results, "throttle_time": 0})
 
 
 async def handle_delete_topics(
     broker: BrokerServices, context: RequestContext, request: DeleteTopicsRequest
-) -> Any:
+) -> BodyResponse:
     if context.version >= 6:
         names = []
         for topic in request.topics:
@@ -185,12 +179,12 @@ async def handle_delete_topics(
         await metadata.wait_for(
             lambda: not any(n in metadata.topics for n in deleted), _timeout_s(request)
         )
-    return {"responses": responses, "throttle_time": 0}
+    return context.respond({"responses": responses, "throttle_time": 0})
 
 
 async def handle_create_partitions(
     broker: BrokerServices, context: RequestContext, request: CreatePartitionsRequest
-) -> Any:
+) -> BodyResponse:
     results = []
     grown = []
     added = 0  # partitions this request adds so far (max.partitions.per.request)
@@ -226,4 +220,4 @@ async def handle_create_partitions(
             ),
             _timeout_s(request),
         )
-    return {"results": results, "throttle_time": 0}
+    return context.respond({"results": results, "throttle_time": 0})

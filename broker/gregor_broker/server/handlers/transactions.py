@@ -15,6 +15,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...coordinator.group_coordinator import write_error
 from ...coordinator.records import OFFSETS_TOPIC, partition_for
 from ...coordinator.service import CoordinatorUnavailable, now_ms
 from ...coordinator.transaction_coordinator import STATE_NAMES, fenced_error
@@ -26,6 +27,7 @@ from ...protocol.requests import (
     ListTransactionsRequest,
     TxnOffsetCommitRequest,
 )
+from ...protocol.response import BodyResponse
 from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
@@ -50,7 +52,7 @@ FENCED_SINCE = {"add_partitions": 2, "add_offsets": 2, "end_txn": 2, "txn_offset
 @hashes_group_ids_off_loop
 async def handle_add_partitions_to_txn(
     broker: BrokerServices, context: RequestContext, request: AddPartitionsToTxnRequest
-) -> Any:
+) -> BodyResponse:
     version = context.version
     if version >= 4:
         # Kafka: v4+ comes from brokers only (ClusterAction), and checks no ACL per topic.
@@ -67,7 +69,7 @@ async def handle_add_partitions_to_txn(
             )
             for txn in request.transactions
         ]
-        return {
+        body = {
             "throttle_time": 0,
             "error_code": ErrorCode.none,
             "results_by_transaction": [
@@ -75,24 +77,26 @@ async def handle_add_partitions_to_txn(
                 for txn, topics in zip(request.transactions, results, strict=True)
             ],
         }
+        return context.respond(body)
     transactional_id = request.v3_and_below_transactional_id
     wanted = {(t.name, int(p)) for t in request.v3_and_below_topics for p in t.partitions}
     authorizer = broker.authorizer
     if not authorizer.authorize(
         context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
     ):
-        return {
+        body = {
             "throttle_time": 0,
             "results_by_topic_v3_and_below": _by_topic(
                 dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed)
             ),
         }
+        return context.respond(body)
     writable = authorizer.filter_authorized(
         context, AclOperation.WRITE, ResourceType.TOPIC, (name for name, _ in wanted)
     )
     if any(name not in writable for name, _ in wanted):
         # Kafka: one refused topic fails the whole transaction's request.
-        return {
+        body = {
             "throttle_time": 0,
             "results_by_topic_v3_and_below": _by_topic(
                 {
@@ -103,6 +107,7 @@ async def handle_add_partitions_to_txn(
                 }
             ),
         }
+        return context.respond(body)
     topics = await _add_partitions(
         broker,
         version,
@@ -111,7 +116,7 @@ async def handle_add_partitions_to_txn(
         request.v3_and_below_producer_epoch,
         {(t.name, int(p)) for t in request.v3_and_below_topics for p in t.partitions},
     )
-    return {"throttle_time": 0, "results_by_topic_v3_and_below": topics}
+    return context.respond({"throttle_time": 0, "results_by_topic_v3_and_below": topics})
 
 
 async def _add_partitions(
@@ -162,25 +167,35 @@ def _by_topic(errors: dict[tuple[str, int], ErrorCode]) -> list[dict[str, Any]]:
 @hashes_group_ids_off_loop
 async def handle_add_offsets_to_txn(
     broker: BrokerServices, context: RequestContext, request: AddOffsetsToTxnRequest
-) -> Any:
+) -> BodyResponse:
     """The group's ``__consumer_offsets`` partition joins the transaction, so the
     commit/abort marker reaches the pending offsets there."""
     authorizer = broker.authorizer
     if not authorizer.authorize(
         context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
     ):
-        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
+        return context.respond(
+            {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
+        )
     if not authorizer.authorize(context, AclOperation.READ, ResourceType.GROUP, request.group_id):
-        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
+        return context.respond(
+            {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
+        )
     service = broker.coordinator
     try:
         if not await service.ensure_offsets_topic():
-            return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available}
+            return context.respond(
+                {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available}
+            )
     except CoordinatorUnavailable:
-        return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available}
+        return context.respond(
+            {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available}
+        )
     offsets_topic = broker.metadata.topics.get(OFFSETS_TOPIC)
     if offsets_topic is None or not offsets_topic.partitions:
-        return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available}
+        return context.respond(
+            {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available}
+        )
     partition = partition_for(request.group_id, len(offsets_topic.partitions))
     error = await service.transactions.add_partitions(
         request.transactional_id,
@@ -188,10 +203,11 @@ async def handle_add_offsets_to_txn(
         request.producer_epoch,
         {(OFFSETS_TOPIC, partition)},
     )
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": fenced_error(error, context.version, FENCED_SINCE["add_offsets"]),
     }
+    return context.respond(body)
 
 
 # -- EndTxn -------------------------------------------------------------------------------------
@@ -200,18 +216,21 @@ async def handle_add_offsets_to_txn(
 @hashes_group_ids_off_loop
 async def handle_end_txn(
     broker: BrokerServices, context: RequestContext, request: EndTxnRequest
-) -> Any:
+) -> BodyResponse:
     if not broker.authorizer.authorize(
         context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
     ):
-        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
+        return context.respond(
+            {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
+        )
     error = await broker.coordinator.transactions.end_transaction(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed
     )
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": fenced_error(error, context.version, FENCED_SINCE["end_txn"]),
     }
+    return context.respond(body)
 
 
 # -- TxnOffsetCommit ----------------------------------------------------------------------------
@@ -220,7 +239,7 @@ async def handle_end_txn(
 @hashes_group_ids_off_loop
 async def handle_txn_offset_commit(
     broker: BrokerServices, context: RequestContext, request: TxnOffsetCommitRequest
-) -> Any:
+) -> BodyResponse:
     now = now_ms()
     authorizer = broker.authorizer
     refusal = None
@@ -231,8 +250,10 @@ async def handle_txn_offset_commit(
     elif not authorizer.authorize(context, AclOperation.READ, ResourceType.GROUP, request.group_id):
         refusal = ErrorCode.group_authorization_failed
     if refusal is not None:
-        return commit_response(
-            {(t.name, p.partition_index): refusal for t in request.topics for p in t.partitions}
+        return context.respond(
+            commit_response(
+                {(t.name, p.partition_index): refusal for t in request.topics for p in t.partitions}
+            )
         )
     readable = authorizer.filter_authorized(
         context, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics)
@@ -261,15 +282,19 @@ async def handle_txn_offset_commit(
             now,
         )
         if any(code is ErrorCode.none for code in results.values()):
-            replicated = await service.wait_for_replication(request.group_id)
+            replicated = write_error(
+                await service.wait_for_replication(request.group_id), commit=True
+            )
             if replicated is not ErrorCode.none:
                 results = {
                     k: (replicated if v is ErrorCode.none else v) for k, v in results.items()
                 }
         errors.update(results)
     since = FENCED_SINCE["txn_offset_commit"]
-    return commit_response(
-        {key: fenced_error(code, context.version, since) for key, code in errors.items()}
+    return context.respond(
+        commit_response(
+            {key: fenced_error(code, context.version, since) for key, code in errors.items()}
+        )
     )
 
 
@@ -279,7 +304,7 @@ async def handle_txn_offset_commit(
 @hashes_group_ids_off_loop
 def handle_describe_transactions(
     broker: BrokerServices, context: RequestContext, request: DescribeTransactionsRequest
-) -> Any:
+) -> BodyResponse:
     states = []
     authorizer = broker.authorizer
     for transactional_id in request.transactional_ids:
@@ -314,12 +339,12 @@ def handle_describe_transactions(
                 topics=[{"topic": t, "partitions": ids} for t, ids in by_topic.items()],
             )
         states.append(entry)
-    return {"throttle_time": 0, "transaction_states": states}
+    return context.respond({"throttle_time": 0, "transaction_states": states})
 
 
 def handle_list_transactions(
     broker: BrokerServices, context: RequestContext, request: ListTransactionsRequest
-) -> Any:
+) -> BodyResponse:
     known = set(STATE_NAMES.values())
     wanted = set(request.state_filters)
     error, found = broker.coordinator.transactions.list_transactions(
@@ -330,7 +355,7 @@ def handle_list_transactions(
     # Filters naming no known state match nothing (Kafka lists them as unknown).
     if wanted and not wanted & known:
         found = []
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": error,
         "unknown_state_filters": sorted(wanted - known),
@@ -346,3 +371,4 @@ def handle_list_transactions(
             )
         ],
     }
+    return context.respond(body)

@@ -27,6 +27,7 @@ from kio.schema.errors import ErrorCode
 from ...coordinator.records import OFFSETS_TOPIC
 from ...log.partition_log import AppendResult
 from ...protocol.requests import WriteTxnMarkersRequest
+from ...protocol.response import BodyResponse
 from ...replication.partition import PartitionError
 from ...security.acl import AclOperation
 from ..request_router import RequestContext
@@ -40,12 +41,12 @@ MARKER_REPLICATION_TIMEOUT_S = 30.0
 
 async def handle_write_txn_markers(
     broker: BrokerServices, context: RequestContext, request: WriteTxnMarkersRequest
-) -> Any:
+) -> BodyResponse:
     # Kafka: Alter on the cluster, or ClusterAction (brokers), else refused as a whole.
     if not broker.authorizer.authorize_cluster(context, AclOperation.ALTER, log_if_denied=False):
         broker.authorizer.require_cluster(context, AclOperation.CLUSTER_ACTION)
     results = await asyncio.gather(*(_write_marker(broker, marker) for marker in request.markers))
-    return {"markers": results}
+    return context.respond({"markers": results})
 
 
 async def _write_marker(broker: BrokerServices, marker: Any) -> dict[str, Any]:

@@ -1,0 +1,32 @@
+"""``bench.round_trip`` on a real 3-broker cluster, one short run.
+
+The figures it reports (CPU per acknowledged message) are only as good as its
+attribution: the partition's leader must be the broker that answered the Produce
+requests, each acknowledged message must have cost the leader two follower fetches
+(RF=3: both followers in sync), and the followers must have done work of their own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench import round_trip
+
+
+def test_round_trip_attributes_each_brokers_share_of_an_acks_all_message(
+    tmp_path: Path,
+) -> None:
+    (result,) = round_trip.run(tmp_path, partitions=1, reps=1, seconds=1, batched=False)
+
+    assert result["messages_per_s"] > 0, result
+    leaders = [b for b in result["brokers"] if b["leader"]]
+    followers = [b for b in result["brokers"] if not b["leader"]]
+    assert len(leaders) == 1 and len(followers) == 2, result
+    (leader,) = leaders
+    # At least one Produce per acknowledged message (warm-up messages come on top), and
+    # at least one fetch from each follower per message: both copy every one.
+    assert leader["requests_per_message"]["Produce"] >= 1, result
+    assert leader["requests_per_message"]["Fetch"] >= 2, result
+    for follower in followers:
+        assert "Produce" not in follower["requests_per_message"], result
+        assert follower["cpu_us_per_message"] > 0, result
