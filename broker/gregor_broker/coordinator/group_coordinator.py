@@ -166,10 +166,29 @@ class PendingOffsetCommit:
 
 
 @dataclass(slots=True)
+class PendingTxnOffsetCommit:
+    """A TxnOffsetCommit appended to ``__consumer_offsets`` and not yet replicated: its
+    offsets are already the producer's pending ones (Kafka's ``prepareTxnOffsetCommit``,
+    so that require_stable readers wait); the caller reports the replication through
+    ``GroupCoordinator.complete_transactional_offset_commit``."""
+
+    group: Group
+    producer_id: int
+    offsets: dict[TopicPartition, OffsetAndMetadata]
+
+
+@dataclass(slots=True)
 class OffsetCommitResult:
     errors: dict[TopicPartition, ErrorCode]
     # Set when offsets were appended: they take effect once the append is replicated.
     pending: PendingOffsetCommit | None = None
+
+
+@dataclass(slots=True)
+class TxnOffsetCommitResult:
+    errors: dict[TopicPartition, ErrorCode]
+    # Set when offsets were appended: they are dropped if the append fails to replicate.
+    pending: PendingTxnOffsetCommit | None = None
 
 
 JoinCallback = Callable[[JoinResult], None]
@@ -937,13 +956,15 @@ class GroupCoordinator:
         group_instance_id: str | None,
         offsets: dict[TopicPartition, OffsetAndMetadata],
         now_ms: int,
-    ) -> dict[TopicPartition, ErrorCode]:
+    ) -> TxnOffsetCommitResult:
         """TxnOffsetCommit (Kafka's ``handleTxnCommitOffsets``): the offsets are written
         as a transactional batch of the producer and held pending until its marker
-        reaches this partition (``complete_transactional_offsets``)."""
+        reaches this partition (``complete_transactional_offsets``). The caller waits
+        for the append's replication and reports it through
+        ``complete_transactional_offset_commit``."""
 
-        def all_fail(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
-            return dict.fromkeys(offsets, code)
+        def all_fail(code: ErrorCode) -> TxnOffsetCommitResult:
+            return TxnOffsetCommitResult(dict.fromkeys(offsets, code))
 
         error = self.ownership_error(group_id)
         if error is not None:
@@ -969,7 +990,30 @@ class GroupCoordinator:
                 results[key] = write_error(store_error, commit=True)
             if store_error is ErrorCode.none:
                 group.pending_txn_offsets.setdefault(producer_id, {}).update(accepted)
-        return results
+                return TxnOffsetCommitResult(
+                    results, PendingTxnOffsetCommit(group, producer_id, accepted)
+                )
+        return TxnOffsetCommitResult(results)
+
+    def complete_transactional_offset_commit(
+        self, pending: PendingTxnOffsetCommit, error: ErrorCode
+    ) -> ErrorCode:
+        """The append of a TxnOffsetCommit was replicated (``error`` none) or failed.
+        A failed one's offsets are no longer pending for the producer (Kafka's
+        ``failPendingTxnOffsetCommit``): its marker must not make them committed, and
+        require_stable readers need not wait for them; the client, told to find the
+        coordinator again, retries the commit. An offset another commit of the
+        producer has staged since is left alone. Returns the client's error."""
+        if error is not ErrorCode.none:
+            group = pending.group
+            staged = group.pending_txn_offsets.get(pending.producer_id)
+            if staged is not None:
+                for key, value in pending.offsets.items():
+                    if staged.get(key) is value:
+                        del staged[key]
+                if not staged:
+                    del group.pending_txn_offsets[pending.producer_id]
+        return write_error(error, commit=True)
 
     def complete_transactional_offsets(
         self, producer_id: int, partitions: Iterable[int], commit: bool

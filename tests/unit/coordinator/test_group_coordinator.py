@@ -430,9 +430,11 @@ def test_expiry_keeps_a_group_with_pending_transactional_offsets() -> None:
     group's last plain offset must not delete the group under them."""
     c, _store = coordinator(offsets_retention_ms=1000)
     commit(c, GROUP, -1, "", None, {("t", 0): OffsetAndMetadata(1, -1, "", 1)}, 1)
-    c.commit_transactional_offsets(
+    outcome = c.commit_transactional_offsets(
         GROUP, 7, 0, -1, "", None, {("t", 1): OffsetAndMetadata(4, -1, "", 1)}, 1
     )
+    assert outcome.pending is not None
+    c.complete_transactional_offset_commit(outcome.pending, ErrorCode.none)
     assert c.has_pending_offset_commit(GROUP, ("t", 1))
     assert c.expire_offsets(5000) == 1
     assert GROUP in c.groups

@@ -120,9 +120,12 @@ def committed(coordinator: GroupCoordinator) -> dict:
 
 
 def txn_commit(coordinator: GroupCoordinator, producer_id: int, offset: int) -> dict:
-    return coordinator.commit_transactional_offsets(
+    outcome = coordinator.commit_transactional_offsets(
         GROUP, producer_id, 0, -1, "", None, {("t", 0): OffsetAndMetadata(offset)}, 0
     )
+    if outcome.pending is not None:
+        coordinator.complete_transactional_offset_commit(outcome.pending, ErrorCode.none)
+    return outcome.errors
 
 
 def test_transactional_offsets_are_pending_until_the_commit_marker():
@@ -150,12 +153,41 @@ def test_an_abort_marker_drops_the_pending_offsets():
     assert not coordinator.has_pending_offset_commit(GROUP, ("t", 0))
 
 
+def test_a_transactional_commit_that_fails_to_replicate_is_no_longer_pending():
+    """Kafka's failPendingTxnOffsetCommit: the producer's marker does not apply a commit
+    its client was told failed, and require_stable readers stop waiting for it; a
+    commit of the producer that replicated stays pending."""
+    coordinator, _store = group_coordinator()
+    first = coordinator.commit_transactional_offsets(
+        GROUP, 5, 0, -1, "", None, {("t", 1): OffsetAndMetadata(7)}, 0
+    )
+    assert first.pending is not None
+    assert coordinator.complete_transactional_offset_commit(first.pending, ErrorCode.none) is (
+        ErrorCode.none
+    )
+    failed = coordinator.commit_transactional_offsets(
+        GROUP, 5, 0, -1, "", None, {("t", 0): OffsetAndMetadata(42)}, 0
+    )
+    assert failed.errors == {("t", 0): ErrorCode.none}
+    assert failed.pending is not None
+    assert coordinator.has_pending_offset_commit(GROUP, ("t", 0))
+    error = coordinator.complete_transactional_offset_commit(
+        failed.pending, ErrorCode.request_timed_out
+    )
+    assert error is ErrorCode.coordinator_not_available
+    assert not coordinator.has_pending_offset_commit(GROUP, ("t", 0))
+    assert coordinator.has_pending_offset_commit(GROUP, ("t", 1))
+    assert coordinator.complete_transactional_offsets(5, [0], commit=True) == 1
+    assert committed(coordinator) == {("t", 1): 7}
+
+
 def test_a_member_of_an_unknown_generation_cannot_commit_in_a_transaction():
     coordinator, store = group_coordinator()
     result = coordinator.commit_transactional_offsets(
         GROUP, 5, 0, 3, "", None, {("t", 0): OffsetAndMetadata(1)}, 0
     )
-    assert result == {("t", 0): ErrorCode.illegal_generation}
+    assert result.errors == {("t", 0): ErrorCode.illegal_generation}
+    assert result.pending is None
     assert store.appends == []
 
 

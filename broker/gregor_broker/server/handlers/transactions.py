@@ -15,7 +15,6 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ...coordinator.group_coordinator import write_error
 from ...coordinator.records import OFFSETS_TOPIC, partition_for
 from ...coordinator.service import CoordinatorUnavailable, now_ms
 from ...coordinator.transaction_coordinator import STATE_NAMES, fenced_error
@@ -271,7 +270,7 @@ async def handle_txn_offset_commit(
         errors.update(dict.fromkeys(offsets, ErrorCode.invalid_group_id))
     elif offsets:
         service = broker.coordinator
-        results = service.groups.commit_transactional_offsets(
+        outcome = service.groups.commit_transactional_offsets(
             request.group_id,
             request.producer_id,
             request.producer_epoch,
@@ -281,10 +280,17 @@ async def handle_txn_offset_commit(
             offsets,
             now,
         )
-        if any(code is ErrorCode.none for code in results.values()):
-            replicated = write_error(
-                await service.wait_for_replication(request.group_id), commit=True
-            )
+        results = outcome.errors
+        if outcome.pending is not None:
+            replicated = ErrorCode.unknown_server_error
+            try:
+                replicated = await service.wait_for_replication(request.group_id)
+            finally:
+                # A commit that did not replicate stops being pending (also when this
+                # wait is cancelled): the producer's marker must not apply it.
+                replicated = service.groups.complete_transactional_offset_commit(
+                    outcome.pending, replicated
+                )
             if replicated is not ErrorCode.none:
                 results = {
                     k: (replicated if v is ErrorCode.none else v) for k, v in results.items()
