@@ -918,6 +918,11 @@ class GroupCoordinator:
             ):
                 if value is None:
                     group.offsets.pop(key, None)
+                    # Kafka's replay of a tombstone: open transactions lose the offset.
+                    for producer_id, txn_offsets in list(group.pending_txn_offsets.items()):
+                        txn_offsets.pop(key, None)
+                        if not txn_offsets:
+                            del group.pending_txn_offsets[producer_id]
                 else:
                     group.offsets[key] = value
                 group.offset_sequences[key] = pending.sequence
@@ -1081,7 +1086,12 @@ class GroupCoordinator:
                 results[key] = ErrorCode.group_subscribed_to_topic
                 continue
             results[key] = ErrorCode.none
-            if key in group.offsets or key in group.pending_offset_commits:
+            if (
+                key in group.offsets
+                or key in group.pending_offset_commits
+                or any(key in txn_offsets for txn_offsets in group.pending_txn_offsets.values())
+            ):
+                # Kafka: also when only an open transaction holds an offset for it.
                 tombstones[key] = None
         if not tombstones:
             respond(ErrorCode.none, results)

@@ -406,7 +406,11 @@ def read_records(partition_log: PartitionLog) -> KeyValues:
 
 
 def read_offsets_log(partition_log: PartitionLog) -> tuple[KeyValues, dict[int, KeyValues]]:
-    """(committed records in order, producer id -> records of its open transaction)."""
+    """(committed records in order, producer id -> records of its open transaction).
+
+    A tombstone (OffsetDelete, DeleteGroups) also removes its key from the open
+    transactions, as Kafka's ``OffsetMetadataManager.replay`` does: a transaction
+    committed after its group was deleted does not bring the offset back."""
     records: KeyValues = []
     open_transactions: dict[int, KeyValues] = {}
     offset = partition_log.log_start_offset
@@ -434,12 +438,19 @@ def read_offsets_log(partition_log: PartitionLog) -> tuple[KeyValues, dict[int, 
                 if marker is not None and marker.type == ControlRecordType.COMMIT and held:
                     records.extend(held)
                 continue
-            target = (
-                open_transactions.setdefault(header.producer_id, [])
-                if header.is_transactional
-                else records
-            )
+            if header.is_transactional:
+                held = open_transactions.setdefault(header.producer_id, [])
+                for record in iter_batch_records(data, header):
+                    held.append((record.key, record.value))
+                continue
             for record in iter_batch_records(data, header):
-                target.append((record.key, record.value))
+                records.append((record.key, record.value))
+                if record.value is None and open_transactions:
+                    _drop_held(open_transactions, record.key)
         offset = headers[-1].next_offset
     return records, open_transactions
+
+
+def _drop_held(open_transactions: dict[int, KeyValues], key: bytes | None) -> None:
+    for producer_id, held in open_transactions.items():
+        open_transactions[producer_id] = [(k, v) for k, v in held if k != key]

@@ -231,3 +231,62 @@ def test_loading_applies_committed_transactions_at_their_marker_and_keeps_open_o
     assert loaded.offsets[GROUP][("t", 0)].offset == 5
     assert set(pending) == {4}
     assert replay(pending[4]).offsets[GROUP][("t", 0)].offset == 7
+
+
+def _tombstone_batch() -> bytes:
+    key = encode_offset_commit_key(OffsetCommitKey(GROUP, "t", 0))
+    return make_batch([Record(0, 0, key, None)])
+
+
+def test_loading_drops_an_open_transactions_offset_a_later_tombstone_deleted(tmp_path):
+    """Kafka's replay of a tombstone removes the key from open transactions too: a group
+    deleted (DeleteGroups, OffsetDelete) while a transaction held an offset for it does
+    not get the offset back when that transaction commits."""
+    log = PartitionLog.open(tmp_path / "__consumer_offsets-0", LogConfig())
+    for batch in (
+        _offset_batch(1),
+        _offset_batch(5, producer_id=9),  # open when the tombstone comes
+        _tombstone_batch(),
+        _marker(9, commit=True),
+    ):
+        log.append(bytearray(batch), scan_batches(batch))
+    log.update_high_watermark(log.log_end_offset)
+    records, pending = read_offsets_log(log)
+    assert pending == {}
+    assert ("t", 0) not in replay(records).offsets.get(GROUP, {})
+    # A transactional offset written after the tombstone counts when committed.
+    for batch in (_offset_batch(6, producer_id=8), _marker(8, commit=True)):
+        log.append(bytearray(batch), scan_batches(batch))
+    log.update_high_watermark(log.log_end_offset)
+    records, pending = read_offsets_log(log)
+    assert replay(records).offsets[GROUP][("t", 0)].offset == 6
+
+
+def test_deleting_a_group_with_open_transactional_offsets_drops_them():
+    """Kafka deletes an Empty group even while a transaction holds offsets for it
+    (``ClassicGroup.validateDeleteGroup`` only refuses groups with members;
+    ``deleteAllOffsets`` writes tombstones for the pending ones too)."""
+    coordinator, store = group_coordinator()
+    txn_commit(coordinator, 5, 42)
+    answers: list[ErrorCode] = []
+    coordinator.delete_group(GROUP, 0, answers.append)
+    assert answers == [ErrorCode.none]
+    assert GROUP not in coordinator.groups
+    assert not coordinator.has_pending_offset_commit(GROUP, ("t", 0))
+    assert store.appends[-1][0][0][1] is None  # the offset's tombstone
+    coordinator.complete_transactional_offsets(5, [0], commit=True)
+    assert committed(coordinator) == {}
+
+
+def test_offset_delete_of_an_offset_only_a_transaction_holds_drops_it():
+    """Kafka's deleteOffsets writes a tombstone when a pending transactional offset
+    exists, and its replay removes that offset from the transaction."""
+    coordinator, store = group_coordinator()
+    txn_commit(coordinator, 5, 42)
+    answers: list = []
+    coordinator.delete_offsets(GROUP, [("t", 0)], lambda e, r: answers.append((e, r)))
+    assert answers == [(ErrorCode.none, {("t", 0): ErrorCode.none})]
+    assert store.appends[-1][0][0][1] is None  # the tombstone was written
+    assert not coordinator.has_pending_offset_commit(GROUP, ("t", 0))
+    coordinator.complete_transactional_offsets(5, [0], commit=True)
+    assert committed(coordinator) == {}
