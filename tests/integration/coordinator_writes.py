@@ -28,6 +28,7 @@ from .raw_requests import RawClient, request
 TOPIC = "ledger"
 COMMIT_TIMEOUT_MS = 6000
 FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH = 10, 8, 9
+INIT_PRODUCER_ID, TXN_OFFSET_COMMIT = 22, 28
 OFFSET_COMMIT_V8, OFFSET_FETCH_V5, OFFSET_FETCH_V7 = 8, 5, 7
 
 
@@ -127,6 +128,45 @@ def commit(client: RawClient, group: str, offsets: dict[int, int]) -> ErrorCode:
             ],
         ),
     )
+    return answer.topics[0].partitions[0].error_code
+
+
+def producer_id(client: RawClient) -> int:
+    """A producer id from InitProducerId (no transactional id): TxnOffsetCommit needs
+    only an id and epoch; the group coordinator asks no transaction coordinator."""
+    body = request(INIT_PRODUCER_ID, 1, transactional_id=None, transaction_timeout=60000)
+    answer = client.call(INIT_PRODUCER_ID, 1, body)
+    assert answer.error_code is ErrorCode.none, answer.error_code
+    return answer.producer_id
+
+
+def txn_commit(client: RawClient, group: str, producer: int, offset: int) -> ErrorCode:
+    """TxnOffsetCommit v3 of partition 0 (epoch 0), outside group management."""
+    body = request(
+        TXN_OFFSET_COMMIT,
+        3,
+        transactional_id=f"{group}-txn",
+        group_id=group,
+        producer_id=producer,
+        producer_epoch=0,
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[
+            {
+                "name": TOPIC,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": offset,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    )
+    answer = client.call(TXN_OFFSET_COMMIT, 3, body)
     return answer.topics[0].partitions[0].error_code
 
 

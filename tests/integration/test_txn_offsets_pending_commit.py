@@ -20,65 +20,28 @@ from kio.schema.errors import ErrorCode
 
 from .broker_helpers import wait_for
 from .coordinator_writes import (
-    TOPIC,
     fetch,
     followers_stopped,
+    producer_id,
     start_offsets_cluster,
+    txn_commit,
     while_running,
 )
-from .raw_requests import RawClient, request
+from .raw_requests import RawClient
 from .txn_helpers import write_markers
 
 GROUP = "settlers"
-INIT_PRODUCER_ID, TXN_OFFSET_COMMIT = 22, 28
-
-
-def _producer_id(client: RawClient) -> int:
-    body = request(INIT_PRODUCER_ID, 1, transactional_id=None, transaction_timeout=60000)
-    answer = client.call(INIT_PRODUCER_ID, 1, body)
-    assert answer.error_code is ErrorCode.none, answer.error_code
-    return answer.producer_id
-
-
-def _txn_commit(client: RawClient, producer_id: int, offset: int) -> ErrorCode:
-    """TxnOffsetCommit v3 of partition 0, outside group management."""
-    body = request(
-        TXN_OFFSET_COMMIT,
-        3,
-        transactional_id="settler-1",
-        group_id=GROUP,
-        producer_id=producer_id,
-        producer_epoch=0,
-        generation_id=-1,
-        member_id="",
-        group_instance_id=None,
-        topics=[
-            {
-                "name": TOPIC,
-                "partitions": [
-                    {
-                        "partition_index": 0,
-                        "committed_offset": offset,
-                        "committed_leader_epoch": -1,
-                        "committed_metadata": "",
-                    }
-                ],
-            }
-        ],
-    )
-    answer = client.call(TXN_OFFSET_COMMIT, 3, body)
-    return answer.topics[0].partitions[0].error_code
 
 
 def test_a_txn_offset_commit_that_cannot_replicate_is_dropped(cluster_factory) -> None:
     offsets = start_offsets_cluster(cluster_factory, GROUP)
     bootstrap = offsets.coordinator.bootstrap
     with RawClient(bootstrap) as committer, RawClient(bootstrap) as reader:
-        producer_id = _producer_id(committer)
+        producer = producer_id(committer)
         assert fetch(reader, GROUP, [0], require_stable=True) == {0: (ErrorCode.none, 5)}
         with followers_stopped(offsets):
             outcome, probes = while_running(
-                lambda: _txn_commit(committer, producer_id, 9),
+                lambda: txn_commit(committer, GROUP, producer, 9),
                 lambda: (fetch(reader, GROUP, [0])[0], fetch(reader, GROUP, [0], True)[0]),
             )
         reads = [plain for plain, _ in probes]
@@ -93,12 +56,12 @@ def test_a_txn_offset_commit_that_cannot_replicate_is_dropped(cluster_factory) -
         assert fetch(reader, GROUP, [0], require_stable=True) == {0: (ErrorCode.none, 5)}
 
         # The client retries with the followers back; the COMMIT marker makes it count.
-        assert wait_for(lambda: _txn_commit(committer, producer_id, 9) is ErrorCode.none, 60)
+        assert wait_for(lambda: txn_commit(committer, GROUP, producer, 9) is ErrorCode.none, 60)
         assert fetch(reader, GROUP, [0], require_stable=True) == {
             0: (ErrorCode.unstable_offset_commit, -1)
         }
         assert fetch(reader, GROUP, [0]) == {0: (ErrorCode.none, 5)}
-    markers = write_markers(bootstrap, producer_id, 0, True, {"__consumer_offsets": [0]})
+    markers = write_markers(bootstrap, producer, 0, True, {"__consumer_offsets": [0]})
     assert markers == {("__consumer_offsets", 0): ErrorCode.none}, markers
     with RawClient(bootstrap) as reader:
         assert wait_for(
