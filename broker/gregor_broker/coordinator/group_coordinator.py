@@ -1129,8 +1129,12 @@ class GroupCoordinator:
                 continue
             expired = []
             for key, value in group.offsets.items():
-                if key in group.pending_offset_commits:
-                    continue  # Kafka: a partition with a pending commit does not expire
+                if key in group.pending_offset_commits or any(
+                    key in txn_offsets for txn_offsets in group.pending_txn_offsets.values()
+                ):
+                    # Kafka: a partition with a pending commit, or an offset an open
+                    # transaction holds, does not expire (its tombstone would drop it).
+                    continue
                 if value.expire_timestamp >= 0:
                     due = now_ms >= value.expire_timestamp
                 else:

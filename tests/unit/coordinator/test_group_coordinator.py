@@ -442,6 +442,21 @@ def test_expiry_keeps_a_group_with_pending_transactional_offsets() -> None:
     assert c.fetch_offsets(GROUP, None)[1] == {("t", 1): OffsetAndMetadata(4, -1, "", 1)}
 
 
+def test_an_offset_an_open_transaction_holds_does_not_expire() -> None:
+    """Kafka's cleanupExpiredOffsets skips a partition with pending transactional
+    offsets: its tombstone would drop the transaction's offset."""
+    c, _store = coordinator(offsets_retention_ms=1000)
+    commit(c, GROUP, -1, "", None, {("t", 0): OffsetAndMetadata(1, -1, "", 1)}, 1)
+    outcome = c.commit_transactional_offsets(
+        GROUP, 7, 0, -1, "", None, {("t", 0): OffsetAndMetadata(4, -1, "", 1)}, 1
+    )
+    assert outcome.pending is not None
+    c.complete_transactional_offset_commit(outcome.pending, ErrorCode.none)
+    assert c.expire_offsets(5000) == 0
+    c.complete_transactional_offsets(7, [0], commit=True)
+    assert c.fetch_offsets(GROUP, None)[1] == {("t", 0): OffsetAndMetadata(4, -1, "", 1)}
+
+
 def test_expired_offsets_stay_until_their_tombstones_replicate() -> None:
     c, store = coordinator(offsets_retention_ms=1000)
     offsets = {("t", 0): OffsetAndMetadata(1, -1, "", 1)}
