@@ -15,9 +15,10 @@ This is the I/O side of the group coordinator; the rules are in
   latest value of each key wins (the log does not compact yet), and unloading them when
   leadership moves away;
 - the timer that drives sessions and rebalances, and offset retention;
-- the leadership lease: a group is served only while this broker has confirmed in
-  ZooKeeper, within the last ``LEASE_FRACTION`` of its session timeout, that it still
-  leads the group's partition (see ``holds_lease``);
+- the leadership leases (``leadership_lease.py``): a group, or a transactional id, is
+  served only while this broker has confirmed in ZooKeeper, within the last
+  ``LEASE_FRACTION`` of its session timeout, that it still leads the group's
+  ``__consumer_offsets`` (the id's ``__transaction_state``) partition;
 - producer ids for InitProducerId (``producer_ids.py``);
 - the transaction coordinator (``transaction_coordinator.py``), which shares the seams, and
   the ``__consumer_offsets`` end of transactions: TxnOffsetCommit's offsets stay pending
@@ -51,17 +52,16 @@ from ..protocol.records import Record, iter_batch_records, make_batch
 from ..replication.partition import Partition
 from .group_coordinator import CoordinatorConfig, GroupCoordinator, Records
 from .internal_topic import InternalTopic
+from .leadership_lease import LeadershipLease
 from .partition_writer import InternalTopicCreator, PartitionWriter
 from .producer_ids import ProducerIdManager
 from .records import OFFSETS_TOPIC, LoadedPartition, replay
 from .transaction_coordinator import TransactionCoordinator
+from .transaction_log import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 
 TICK_INTERVAL_S = 0.1
-# The lease lasts this share of zookeeper.session.timeout.ms after the confirming read was
-# sent, and is renewed three times within it.
-LEASE_FRACTION = 0.75
 _READ_CHUNK = 4 * 1024 * 1024
 
 
@@ -98,10 +98,15 @@ class CoordinatorService:
             self,
             holds_lease=self.holds_lease,
         )
-        self._lease_s = config.zookeeper_session_timeout_ms * LEASE_FRACTION / 1000
-        # Offsets partition -> time.monotonic() when a ZooKeeper read that showed this
-        # broker leading it (at the local leader epoch) was sent.
-        self._leadership_confirmed_at: dict[int, float] = {}
+        self.offsets_lease = LeadershipLease(
+            OFFSETS_TOPIC, self.broker_id, partition_writer, config.zookeeper_session_timeout_ms
+        )
+        self.transactions_lease = LeadershipLease(
+            TRANSACTION_STATE_TOPIC,
+            self.broker_id,
+            partition_writer,
+            config.zookeeper_session_timeout_ms,
+        )
         self.producer_ids: ProducerIdManager | None = None
         self.zk_admin: ZkAdmin | None = None  # from start()
         self.last_append: dict[int, AppendResult] = {}
@@ -124,6 +129,7 @@ class CoordinatorService:
             topic_creator,
             self._generate_producer_id,
             read_records,
+            holds_lease=self.transactions_lease.holds,
         )
 
     async def _generate_producer_id(self) -> int:
@@ -171,65 +177,31 @@ class CoordinatorService:
             except Exception:
                 log.exception("offset expiration failed")
 
-    # -- the leadership lease ---------------------------------------------------------------
+    # -- the leadership leases -------------------------------------------------------------
     def holds_lease(self, partition: int) -> bool:
-        """True while this broker may answer for ``partition``'s groups.
-
-        A broker frozen (SIGSTOP, a swap storm) or cut off from ZooKeeper past its session
-        timeout loses its session, and the controller makes another broker the leader.
-        When it wakes it believes, until its watches catch up (a few hundred ms), that it
-        still leads. Writes are fenced then (ISR changes are conditional znode writes;
-        acks=all waits for followers that moved on), reads are not: it answered
-        OffsetFetch from its cache, older than the commits the new coordinator had
-        acknowledged meanwhile (chaos seed 20261123: 4812 read after 5180). ZooKeeper
-        expires a session no sooner than the session timeout after the last request it
-        got, so a read sent at t0 that showed this broker leading proves no other broker
-        was elected in its place before t0 + the timeout; the lease ends earlier, at
-        ``LEASE_FRACTION`` of it.
-        """
-        confirmed = self._leadership_confirmed_at.get(partition)
-        return confirmed is not None and time.monotonic() - confirmed < self._lease_s
+        """True while this broker may answer for ``__consumer_offsets`` partition
+        ``partition``'s groups (see ``leadership_lease.py``)."""
+        return self.offsets_lease.holds(partition)
 
     async def _confirm_leadership_forever(self) -> None:
         while True:
-            await asyncio.sleep(self._lease_s / 3)
-            try:
-                await self._confirm_leadership()
-            except Exception:
-                log.exception("confirming the leadership of %s partitions failed", OFFSETS_TOPIC)
-
-    async def _confirm_leadership(self) -> None:
-        """Renew the lease of every partition this broker serves groups for: read its
-        state znode; renewed if it still names this broker at the local leader epoch.
-        Without an answer (ZooKeeper unreachable) the lease runs out."""
-        zk_admin = self.zk_admin
-        if zk_admin is None:
-            return
-        epochs: dict[int, int] = {}
-        for index in sorted(self.groups.owned_partitions | self.groups.loading_partitions):
-            partition = self.partition_writer.partitions.get((OFFSETS_TOPIC, index))
-            if partition is not None:
-                epochs[index] = partition.leader_epoch
-        if not epochs:
-            return
-        asked_at = time.monotonic()
-        # Off the event loop (a slow ZooKeeper must not freeze the broker), and all the
-        # partitions in one pipelined round trip (one slow read does not leave the
-        # others' leases to run out behind it).
-        try:
-            states = await asyncio.to_thread(
-                zk_admin.get_partition_states, OFFSETS_TOPIC, list(epochs), self._lease_s
-            )
-        except Exception as error:
-            log.debug("cannot confirm leadership of %s: %s", OFFSETS_TOPIC, error)
-            return
-        for index, found in states.items():
-            if found is None:
+            await asyncio.sleep(self.offsets_lease.lease_s / 3)
+            zk_admin = self.zk_admin
+            if zk_admin is None:
                 continue
-            state, _version = found
-            if state.leader == self.broker_id and state.leader_epoch == epochs[index]:
-                previous = self._leadership_confirmed_at.get(index, asked_at)
-                self._leadership_confirmed_at[index] = max(previous, asked_at)
+            transactions = self.transactions
+            try:
+                # Both topics' reads at once: neither waits behind the other's.
+                await asyncio.gather(
+                    self.offsets_lease.confirm(
+                        zk_admin, self.groups.owned_partitions | self.groups.loading_partitions
+                    ),
+                    self.transactions_lease.confirm(
+                        zk_admin, set(transactions.owned) | transactions.loading
+                    ),
+                )
+            except Exception:
+                log.exception("confirming the leadership of coordinator partitions failed")
 
     # -- __consumer_offsets ---------------------------------------------------------------
     async def ensure_offsets_topic(self, timeout_s: float = 10.0) -> bool:
@@ -350,6 +322,14 @@ class CoordinatorService:
 
     # -- loading --------------------------------------------------------------------------
     def on_leadership_change(self, partition: Partition) -> None:
+        if partition.topic == TRANSACTION_STATE_TOPIC:
+            # The transaction coordinator loads or unloads the partition (its own
+            # listener); its lease starts with a leadership just read from ZooKeeper.
+            if partition.leader == self.broker_id:
+                self.transactions_lease.started(partition.index)
+            else:
+                self.transactions_lease.forget(partition.index)
+            return
         if partition.topic != OFFSETS_TOPIC:
             return
         count = self.offsets_topic.partition_count()
@@ -357,7 +337,7 @@ class CoordinatorService:
             self.groups.num_partitions = count
         if partition.leader == self.broker_id:
             # This leadership was just read from ZooKeeper: the lease starts now.
-            self._leadership_confirmed_at[partition.index] = time.monotonic()
+            self.offsets_lease.started(partition.index)
         self.offsets_topic.leadership_changed(
             partition,
             partition.index in self.groups.owned_partitions,
@@ -381,7 +361,7 @@ class CoordinatorService:
             )
 
     def _unload(self, index: int) -> None:
-        self._leadership_confirmed_at.pop(index, None)
+        self.offsets_lease.forget(index)
         self.groups.unload_partition(index)
 
 

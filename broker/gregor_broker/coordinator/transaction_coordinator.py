@@ -202,6 +202,7 @@ class TransactionCoordinator:
         topic_creator: InternalTopicCreator,
         generate_producer_id: Callable[[], Awaitable[int]],
         read_records: READ_RECORDS,
+        holds_lease: Callable[[int], bool] | None = None,
     ) -> None:
         self.config = config
         self.broker_id = config.broker_id
@@ -210,6 +211,9 @@ class TransactionCoordinator:
         self.topic_creator = topic_creator
         self.generate_producer_id = generate_producer_id
         self.read_records = read_records
+        # Whether this broker may still act for an owned __transaction_state partition
+        # (the service's leadership lease, leadership_lease.py); always, without one.
+        self.holds_lease = holds_lease or (lambda index: True)
         self.num_partitions = config.transaction_state_log_num_partitions
         self.owned: dict[int, _StatePartition] = {}
         self.loading: set[int] = set()
@@ -324,6 +328,13 @@ class TransactionCoordinator:
             raise TransactionError(
                 ErrorCode.not_coordinator,
                 f"this broker does not lead {TRANSACTION_STATE_TOPIC}-{index}",
+            )
+        if not self.holds_lease(index):
+            # Possibly a zombie woken after its session expired: another broker may
+            # coordinate these ids by now, with newer state than this cache.
+            raise TransactionError(
+                ErrorCode.not_coordinator,
+                f"cannot confirm leading {TRANSACTION_STATE_TOPIC}-{index}",
             )
         return owner
 
@@ -710,12 +721,15 @@ class TransactionCoordinator:
         min_duration_ms: int = -1,
     ) -> tuple[ErrorCode, list[TransactionDescription]]:
         """Transactions this broker coordinates (Kafka's ``listTransactionStates``):
-        COORDINATOR_LOAD_IN_PROGRESS while any partition is loading."""
+        COORDINATOR_LOAD_IN_PROGRESS while any partition is loading; partitions whose
+        leadership this broker cannot confirm (its lease ran out) are left out."""
         if self.loading:
             return ErrorCode.coordinator_load_in_progress, []
         now = now_ms()
         found = []
-        for owner in self.owned.values():
+        for index, owner in list(self.owned.items()):
+            if not self.holds_lease(index):
+                continue
             for transactional_id, metadata in owner.ids.items():
                 if states and STATE_NAMES[metadata.state] not in states:
                     continue
