@@ -411,20 +411,37 @@ async def handle_offset_commit(
             now,
         )
         results = outcome.errors
-        if outcome.pending is not None:
-            replicated = ErrorCode.unknown_server_error
-            try:
-                replicated = await service.wait_for_replication(request.group_id)
-            finally:
-                # Visible to OffsetFetch only once replicated; dropped otherwise, also
-                # when this wait is cancelled (the connection closed).
-                replicated = service.groups.complete_offset_commit(outcome.pending, replicated)
-            if replicated is not ErrorCode.none:
-                results = {
-                    k: (replicated if v is ErrorCode.none else v) for k, v in results.items()
-                }
+        pending = outcome.pending
+        if pending is not None:
+            # Visible to OffsetFetch only once replicated; dropped otherwise.
+            results = await replicated_commit(
+                broker,
+                request.group_id,
+                results,
+                lambda error: service.groups.complete_offset_commit(pending, error),
+            )
         errors.update(results)
     return context.respond(commit_response(errors))
+
+
+async def replicated_commit(
+    broker: BrokerServices,
+    group_id: str,
+    results: dict[tuple[str, int], ErrorCode],
+    complete: Callable[[ErrorCode], ErrorCode],
+) -> dict[tuple[str, int], ErrorCode]:
+    """Wait for the replication of an (Txn)OffsetCommit's append and report it to the
+    coordinator through ``complete`` (which maps the outcome for the client), also when
+    the wait is cancelled (the connection closed); ``results`` with the accepted
+    partitions' error replaced by a failed write's."""
+    replicated = ErrorCode.unknown_server_error
+    try:
+        replicated = await broker.coordinator.wait_for_replication(group_id)
+    finally:
+        replicated = complete(replicated)
+    if replicated is ErrorCode.none:
+        return results
+    return {k: (replicated if v is ErrorCode.none else v) for k, v in results.items()}
 
 
 def commit_response(errors: dict[tuple[str, int], Any]) -> dict[str, Any]:

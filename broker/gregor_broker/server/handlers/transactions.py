@@ -30,7 +30,12 @@ from ...protocol.response import BodyResponse
 from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
-from .groups import commit_response, hashes_group_ids_off_loop, offsets_to_commit
+from .groups import (
+    commit_response,
+    hashes_group_ids_off_loop,
+    offsets_to_commit,
+    replicated_commit,
+)
 
 _EPOCH = datetime.datetime.fromtimestamp(0, tz=datetime.UTC)
 
@@ -281,20 +286,16 @@ async def handle_txn_offset_commit(
             now,
         )
         results = outcome.errors
-        if outcome.pending is not None:
-            replicated = ErrorCode.unknown_server_error
-            try:
-                replicated = await service.wait_for_replication(request.group_id)
-            finally:
-                # A commit that did not replicate stops being pending (also when this
-                # wait is cancelled): the producer's marker must not apply it.
-                replicated = service.groups.complete_transactional_offset_commit(
-                    outcome.pending, replicated
-                )
-            if replicated is not ErrorCode.none:
-                results = {
-                    k: (replicated if v is ErrorCode.none else v) for k, v in results.items()
-                }
+        pending = outcome.pending
+        if pending is not None:
+            # A commit that did not replicate stops being pending: the producer's marker
+            # must not apply it.
+            results = await replicated_commit(
+                broker,
+                request.group_id,
+                results,
+                lambda error: service.groups.complete_transactional_offset_commit(pending, error),
+            )
         errors.update(results)
     since = FENCED_SINCE["txn_offset_commit"]
     return context.respond(
