@@ -187,14 +187,11 @@ def test_chart_sasl_ssl_scram_replicates_and_refuses_a_wrong_password(
     assert acknowledged <= received, f"{len(acknowledged - received)} values not read back"
 
     # Every partition: three replicas, all in sync (followers fetch over INTERNAL, SASL_SSL).
-    partitions = wait(
-        "every partition's 3 replicas in sync",
-        lambda: (
-            all(len(r) == 3 and r == i for r, i in (got := isrs(config, "secured")).values())
-            and got
-        ),
-        timeout=120,
-    )
+    def all_replicas_in_sync() -> dict[int, tuple[list[int], list[int]]] | None:
+        got = isrs(config, "secured")
+        return got if all(len(r) == 3 and r == i for r, i in got.values()) else None
+
+    partitions = wait("every partition's 3 replicas in sync", all_replicas_in_sync, timeout=120)
     assert len(partitions) == 3, partitions
 
     # A wrong password: refused, with SASL authentication failed.
