@@ -135,7 +135,10 @@ def test_chart_sasl_ssl_scram_replicates_and_refuses_a_wrong_password(
     platform.apply(user("app", "app-login"))
     for name in ("broker", "app"):
         wait(f"User {name} Ready", ready_condition(platform, "User", name), timeout=120)
-    wait("3 ready brokers", running_with(platform, 3), timeout=240)
+    try:
+        wait("3 ready brokers", running_with(platform, 3), timeout=240)
+    except AssertionError as error:  # say why the stand-in started no container
+        raise AssertionError(f"{error}; kubelet errors: {platform.kubelet.errors[-3:]}") from None
 
     # The pods got the Secrets' values through secretKeyRef, and listen as the chart says.
     pod = platform.kubelet.pod(NAMESPACE, f"{RELEASE}-0")
