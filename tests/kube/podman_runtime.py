@@ -98,8 +98,10 @@ class PodmanRuntime(ProcessRuntime):
         name = self.container_name(pod)
         subprocess.run([*PODMAN, "rm", "--force", name], capture_output=True, check=False)
         command = [*PODMAN, "run", "--rm", "--name", name, "--network", "host", *RUN_LIMITS]
-        for key, value in env.items():
-            command += ["--env", f"{key}={value}"]
+        # Names only: podman takes the values from its own environment, so Secret values
+        # stay out of the command line (the process list, the pod's log).
+        for key in env:
+            command += ["--env", key]
         for mount in container.get("volumeMounts") or ():
             host_dir, read_only = mounts[mount["name"]]
             command += ["--volume", f"{host_dir}:{mount['mountPath']}{':ro' if read_only else ''}"]
@@ -118,6 +120,7 @@ class PodmanRuntime(ProcessRuntime):
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                env={**os.environ, **env},
                 cwd=pod.directory,
                 start_new_session=True,
             )
