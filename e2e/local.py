@@ -85,7 +85,15 @@ class LocalPlatform:
 
     name = "local"
 
-    def __init__(self, directory: Path, namespace: str = "gregor", release: str = "gregor"):
+    def __init__(
+        self,
+        directory: Path,
+        namespace: str = "gregor",
+        release: str = "gregor",
+        runtime: str | None = None,
+    ):
+        """``runtime="process"`` runs the broker pods as processes even where podman
+        works (a short test that needs no image build); None picks podman when usable."""
         self.directory = directory
         self.namespace = namespace
         self.release = release
@@ -97,7 +105,7 @@ class LocalPlatform:
         self.client: KubeClient | None = None
         self.url = ""
         self.installed: list[dict[str, Any]] = []
-        reason = podman_usable()
+        reason = "asked for processes" if runtime == "process" else podman_usable()
         self.runtime = "process" if reason else "podman"
         self.runtime_reason = reason or ""
         self.image_tag = ""
@@ -107,7 +115,12 @@ class LocalPlatform:
     # --- machinery ----------------------------------------------------------------------
 
     def start(self) -> None:
-        if self.runtime == "process" and shutil.which("podman") is None and os.geteuid() == 0:
+        if (
+            self.runtime == "process"
+            and self.runtime_reason != "asked for processes"
+            and shutil.which("podman") is None
+            and os.geteuid() == 0
+        ):
             # As `make e2e-local` does: podman, runc and debootstrap from Debian's packages.
             subprocess.run(["bash", "scripts/install-image-tools"], cwd=ROOT, check=False)
             reason = podman_usable()

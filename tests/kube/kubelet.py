@@ -12,9 +12,12 @@ restarts against real brokers:
   nodes' ``NoSchedule``/``NoExecute`` taints against its tolerations; a pod no node fits
   stays ``Pending``, unscheduled, as it would), and starts its
   container from the rendered spec: command and args, env (values with ``$(VAR)``
-  expansion, ``fieldRef`` of name/namespace/labels/annotations, ``configMapKeyRef``),
-  ConfigMap volumes written to files, volume claims as directories kept across restarts
-  and scale-downs (like a retained PersistentVolumeClaim);
+  expansion, ``fieldRef`` of name/namespace/labels/annotations, ``configMapKeyRef``,
+  ``secretKeyRef`` read from the emulator's Secret), ConfigMap and Secret volumes written
+  to files (a Secret's ``data`` base64-decoded), volume claims as directories kept across
+  restarts and scale-downs (like a retained PersistentVolumeClaim); a missing Secret or
+  key (not ``optional``) keeps the container from starting, as the kubelet's
+  CreateContainerConfigError does, until the Secret appears;
 - pods above ``replicas`` are stopped (SIGTERM, the broker shuts down cleanly) and deleted;
 - a Pod object deleted by someone else (the operator's rolling restart) is stopped and
   recreated from the current template; a process that exits is restarted (restartPolicy
@@ -24,13 +27,17 @@ restarts against real brokers:
 
 How a container runs is ``ProcessRuntime``'s business: every pod shares 127.0.0.1 here, so
 it gives each named container port a free host port and tells the broker with
-``--override`` (listeners, advertised.listeners, metrics.port). Subclass ``ProcessRuntime``
+``--override`` (listeners, advertised.listeners, metrics.port): every listener the pod
+advertises (``GREGOR_ADVERTISED_LISTENERS``, e.g. ``CLIENT`` and ``INTERNAL`` of a
+secured cluster) keeps its name and protocol and moves to ``127.0.0.1:<host port>`` of the
+container port it named. Subclass ``ProcessRuntime``
 (``start``/``stop``/``address``) to run pods as podman containers or in network
 namespaces instead; ``Kubelet(runtime=...)`` takes the replacement.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import os
@@ -150,10 +157,66 @@ class RunningPod:
         return self.directory / "container.log"
 
 
+class SecretMissing(RuntimeError):
+    """A Secret (or a key of it) the container needs does not exist (yet)."""
+
+
+def secret_value(secret: Mapping[str, Any] | None, key: str) -> str | None:
+    """One key of a Secret as the container sees it: ``data`` is base64 (as the API
+    serves it), ``stringData`` is plain (the emulator stores what it was given). None when
+    the key is absent."""
+    secret = secret or {}
+    if key in (secret.get("data") or {}):
+        return base64.b64decode(secret["data"][key]).decode()
+    if key in (secret.get("stringData") or {}):
+        return str(secret["stringData"][key])
+    return None
+
+
+def secrets_of(client: KubeClient, namespace: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Every Secret the pod's first container references (``secretKeyRef`` env, secret
+    volumes), by name; an absent one is left out (``resolve_env`` decides)."""
+    names = {v["secret"]["secretName"] for v in spec.get("volumes") or () if "secret" in v}
+    for entry in spec["containers"][0].get("env") or ():
+        ref = (entry.get("valueFrom") or {}).get("secretKeyRef")
+        if ref:
+            names.add(ref["name"])
+    found = {name: client.find("v1", "secrets", namespace, name) for name in sorted(names)}
+    return {name: secret for name, secret in found.items() if secret is not None}
+
+
+def write_secret_volume(
+    volume: Mapping[str, Any], secrets: Mapping[str, Any], target: Path
+) -> None:
+    """A ``secret`` volume's files: every key of the Secret (or the ``items`` listed, at
+    their ``path``), mode 0600 as ``defaultMode`` would set."""
+    source = volume["secret"]
+    secret = secrets.get(source["secretName"])
+    if secret is None:
+        if source.get("optional"):
+            return
+        raise SecretMissing(f"secret volume {volume['name']}: Secret {source['secretName']}")
+    keys = {**(secret.get("stringData") or {}), **(secret.get("data") or {})}
+    items = source.get("items") or [{"key": k, "path": k} for k in keys]
+    for item in items:
+        value = secret_value(secret, item["key"])
+        if value is None:
+            raise SecretMissing(f"Secret {source['secretName']} has no key {item['key']}")
+        path = target / item["path"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(value)
+        path.chmod(0o600)
+
+
 def resolve_env(
-    container: Mapping[str, Any], pod: Mapping[str, Any], config_maps: Mapping[str, Any]
+    container: Mapping[str, Any],
+    pod: Mapping[str, Any],
+    config_maps: Mapping[str, Any],
+    secrets: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
-    """A container's environment as the kubelet computes it."""
+    """A container's environment as the kubelet computes it. ``secrets``: the Secrets
+    ``secretKeyRef`` entries name (``secrets_of``); a missing one raises SecretMissing
+    unless the reference is ``optional``."""
     env: dict[str, str] = {}
     metadata = pod["metadata"]
     for entry in container.get("env") or ():
@@ -179,6 +242,16 @@ def resolve_env(
             elif "configMapKeyRef" in source:
                 ref = source["configMapKeyRef"]
                 value = (config_maps.get(ref["name"]) or {}).get("data", {}).get(ref["key"], "")
+            elif "secretKeyRef" in source:
+                ref = source["secretKeyRef"]
+                found = secret_value((secrets or {}).get(ref["name"]), ref["key"])
+                if found is None:
+                    if ref.get("optional"):
+                        continue  # an optional reference to nothing sets no variable
+                    raise SecretMissing(
+                        f"env {entry['name']}: Secret {ref['name']} key {ref['key']} not found"
+                    )
+                value = found
             else:
                 raise ValueError(f"env {entry['name']}: {source} is not emulated")
         env[entry["name"]] = value
@@ -196,6 +269,7 @@ class ProcessRuntime:
         namespace = pod.namespace
         mounts: dict[str, Path] = {}
         config_maps: dict[str, Any] = {}
+        secrets = secrets_of(self.client, namespace, spec)
         claims = {
             t["metadata"]["name"] for t in obj.get("_volumeClaimTemplates", ())
         }  # names of per-pod persistent volumes
@@ -209,6 +283,10 @@ class ProcessRuntime:
                 target.mkdir(parents=True)
                 for key, text in (config_map.get("data") or {}).items():
                     (target / key).write_text(text)
+            elif "secret" in volume:
+                shutil.rmtree(target, ignore_errors=True)
+                target.mkdir(parents=True)
+                write_secret_volume(volume, secrets, target)
             else:
                 target.mkdir(parents=True, exist_ok=True)
             mounts[volume["name"]] = target
@@ -217,7 +295,7 @@ class ProcessRuntime:
             target.mkdir(parents=True, exist_ok=True)
             mounts[claim] = target
         paths = {m["mountPath"]: mounts[m["name"]] for m in container.get("volumeMounts") or ()}
-        env = resolve_env(container, obj, config_maps)
+        env = resolve_env(container, obj, config_maps, secrets)
         env = {k: self.map_paths(v, paths) for k, v in env.items()}
         # Files from ConfigMaps name paths inside the container too (log.dirs, ...).
         for mount_path, directory in paths.items():
@@ -231,8 +309,9 @@ class ProcessRuntime:
         pod.ports = {
             p.get("name", str(p["containerPort"])): free_port() for p in container.get("ports", ())
         }
+        pod.container, pod.env = dict(container), env
         command += self.port_overrides(pod)
-        pod.container, pod.env, pod.command = dict(container), env, command
+        pod.command = command
         pod.readiness = container.get("readinessProbe")
         process_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
         with open(pod.log_path, "ab") as log:
@@ -250,12 +329,25 @@ class ProcessRuntime:
         return text
 
     def port_overrides(self, pod: RunningPod) -> list[str]:
-        """Gregor brokers: listen and advertise on the pod's host ports."""
+        """Gregor brokers: listen and advertise on the pod's host ports. Each listener the
+        pod advertises keeps its name and moves to the host port of the container port
+        with its port number; without advertised listeners, PLAINTEXT on ``kafka``."""
         overrides = []
-        if "kafka" in pod.ports:
-            listener = f"PLAINTEXT://127.0.0.1:{pod.ports['kafka']}"
-            overrides += ["--override", f"listeners={listener}"]
-            overrides += ["--override", f"advertised.listeners={listener}"]
+        by_number = {
+            int(p["containerPort"]): pod.ports[p.get("name", str(p["containerPort"]))]
+            for p in pod.container.get("ports", ())
+        }
+        listeners = []
+        for entry in filter(None, pod.env.get("GREGOR_ADVERTISED_LISTENERS", "").split(",")):
+            name, _, address = entry.partition("://")
+            port = int(address.rsplit(":", 1)[1])
+            if port in by_number:
+                listeners.append(f"{name}://127.0.0.1:{by_number[port]}")
+        if not listeners and "kafka" in pod.ports:
+            listeners = [f"PLAINTEXT://127.0.0.1:{pod.ports['kafka']}"]
+        if listeners:
+            overrides += ["--override", f"listeners={','.join(listeners)}"]
+            overrides += ["--override", f"advertised.listeners={','.join(listeners)}"]
         if "metrics" in pod.ports:
             overrides += ["--override", f"metrics.port={pod.ports['metrics']}"]
         return overrides

@@ -23,7 +23,13 @@ from typing import Any
 from deploy.images import PODMAN, RUN_LIMITS
 
 from gregor_broker.devtools.zookeeper_server import free_port
-from tests.kube.kubelet import ProcessRuntime, RunningPod, resolve_env
+from tests.kube.kubelet import (
+    ProcessRuntime,
+    RunningPod,
+    resolve_env,
+    secrets_of,
+    write_secret_volume,
+)
 
 
 def podman_usable() -> str | None:
@@ -52,6 +58,7 @@ class PodmanRuntime(ProcessRuntime):
         container = spec["containers"][0]
         mounts: dict[str, tuple[str, bool]] = {}  # volume name -> (host dir, read-only)
         config_maps: dict[str, Any] = {}
+        secrets = secrets_of(self.client, pod.namespace, spec)
         for volume in spec.get("volumes") or ():
             target = pod.directory / "volumes" / volume["name"]
             if "configMap" in volume:
@@ -63,6 +70,13 @@ class PodmanRuntime(ProcessRuntime):
                 for key, text in (config_map.get("data") or {}).items():
                     (target / key).write_text(text)
                     (target / key).chmod(0o644)
+                mounts[volume["name"]] = (str(target), True)
+            elif "secret" in volume:
+                shutil.rmtree(target, ignore_errors=True)
+                target.mkdir(parents=True)
+                write_secret_volume(volume, secrets, target)
+                for file in target.rglob("*"):
+                    file.chmod(0o644)  # readable by the image's non-root user
                 mounts[volume["name"]] = (str(target), True)
             else:
                 target.mkdir(parents=True, exist_ok=True)
@@ -76,15 +90,18 @@ class PodmanRuntime(ProcessRuntime):
                 # The image runs as a non-root user; a fresh volume is writable by the pod
                 # (Kubernetes' fsGroup does this for a real volume).
                 os.chmod(host_dir, 0o777)
-        env = resolve_env(container, obj, config_maps)
+        env = resolve_env(container, obj, config_maps, secrets)
         pod.ports = {
             p.get("name", str(p["containerPort"])): free_port() for p in container.get("ports", ())
         }
+        pod.container, pod.env = dict(container), env
         name = self.container_name(pod)
         subprocess.run([*PODMAN, "rm", "--force", name], capture_output=True, check=False)
         command = [*PODMAN, "run", "--rm", "--name", name, "--network", "host", *RUN_LIMITS]
-        for key, value in env.items():
-            command += ["--env", f"{key}={value}"]
+        # Names only: podman takes the values from its own environment, so Secret values
+        # stay out of the command line (the process list, the pod's log).
+        for key in env:
+            command += ["--env", key]
         for mount in container.get("volumeMounts") or ():
             host_dir, read_only = mounts[mount["name"]]
             command += ["--volume", f"{host_dir}:{mount['mountPath']}{':ro' if read_only else ''}"]
@@ -93,7 +110,7 @@ class PodmanRuntime(ProcessRuntime):
             command += ["--entrypoint", container["command"][0]]
             args = [*container["command"][1:], *args]
         command += [container["image"], *args, *self.port_overrides(pod)]
-        pod.container, pod.env, pod.command = dict(container), env, command
+        pod.command = command
         pod.readiness = container.get("readinessProbe")
         with open(pod.log_path, "ab") as log:
             log.write(f"--- starting {pod.name} at {time.ctime()}: {command}\n".encode())
@@ -103,6 +120,7 @@ class PodmanRuntime(ProcessRuntime):
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                env={**os.environ, **env},
                 cwd=pod.directory,
                 start_new_session=True,
             )

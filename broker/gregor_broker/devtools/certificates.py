@@ -1,10 +1,13 @@
 """Throw-away certificates made with the openssl command, for tests and the bench: a CA, a
-broker certificate for 127.0.0.1/localhost, and a client certificate
+broker certificate for 127.0.0.1/localhost (plus any names given: a Kubernetes test's pod
+and Service names, wildcards allowed), and a client certificate
 (CN=alice,OU=eng,O=example) for mTLS. Valid two days; never for real use."""
 
 from __future__ import annotations
 
+import ipaddress
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,12 +34,23 @@ def _key(name: str, cwd: Path) -> None:
              "-out", f"{name}.key", cwd=cwd)  # fmt: skip
 
 
-def make_certificates(directory: Path) -> Certificates:
+def _san(name: str) -> str:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return f"DNS:{name}"
+    return f"IP:{name}"
+
+
+def make_certificates(directory: Path, names: Sequence[str] = ()) -> Certificates:
+    """``names``: more subject alternative names of the broker certificate (host names,
+    ``*.``-wildcards or IP addresses) besides 127.0.0.1 and localhost."""
     directory.mkdir(parents=True, exist_ok=True)
     _key("ca", directory)
     _openssl("req", "-x509", "-new", "-key", "ca.key", "-out", "ca.pem", "-days", "2",
              "-subj", "/CN=Gregor Test CA", cwd=directory)  # fmt: skip
-    (directory / "san.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    sans = ["IP:127.0.0.1", "DNS:localhost", *(_san(n) for n in names)]
+    (directory / "san.cnf").write_text(f"subjectAltName={','.join(sans)}\n")
     for name, subject, extensions in (
         ("broker", "/O=example/CN=localhost", ["-extfile", "san.cnf"]),
         ("client", CLIENT_DN, []),
