@@ -174,6 +174,18 @@ def goals_table(goals: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _paired_rows(lines: list[str], rows: list[dict[str, Any]]) -> list[str]:
+    """``lines`` (a table's heading) followed by one line per alternating pair row:
+    measured, baseline and their ratio (the Spark, transactions and security groups)."""
+    for row in rows:
+        measured, baseline = row[row["measured"]], row[row["baseline"]]
+        lines.append(
+            f"| {row['title']} | {row['unit']} | {spread(measured)} | {spread(baseline)} | "
+            f"{number(row['ratio_baseline'])} |"
+        )
+    return lines
+
+
 def spark_table(rows: list[dict[str, Any]]) -> list[str]:
     """The opt-in spark group: Spark through format("gregor") against a plain
     confluent-kafka consumer reading the same topic from the same broker."""
@@ -188,13 +200,7 @@ def spark_table(rows: list[dict[str, Any]]) -> list[str]:
         "Spark / consumer |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for row in rows:
-        measured, baseline = row[row["measured"]], row[row["baseline"]]
-        lines.append(
-            f"| {row['title']} | {row['unit']} | {spread(measured)} | {spread(baseline)} | "
-            f"{number(row['ratio_baseline'])} |"
-        )
-    return lines
+    return _paired_rows(lines, rows)
 
 
 def transactions_table(rows: list[dict[str, Any]]) -> list[str]:
@@ -211,13 +217,7 @@ def transactions_table(rows: list[dict[str, Any]]) -> list[str]:
         "transactional / idempotent |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for row in rows:
-        measured, baseline = row[row["measured"]], row[row["baseline"]]
-        lines.append(
-            f"| {row['title']} | {row['unit']} | {spread(measured)} | {spread(baseline)} | "
-            f"{number(row['ratio_baseline'])} |"
-        )
-    return lines
+    return _paired_rows(lines, rows)
 
 
 def security_table(rows: list[dict[str, Any]]) -> list[str]:
@@ -234,13 +234,7 @@ def security_table(rows: list[dict[str, Any]]) -> list[str]:
         "SASL_SSL / PLAINTEXT |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for row in rows:
-        measured, baseline = row[row["measured"]], row[row["baseline"]]
-        lines.append(
-            f"| {row['title']} | {row['unit']} | {spread(measured)} | {spread(baseline)} | "
-            f"{number(row['ratio_baseline'])} |"
-        )
-    return lines
+    return _paired_rows(lines, rows)
 
 
 def markdown(result: dict[str, Any]) -> str:
