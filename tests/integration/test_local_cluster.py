@@ -159,6 +159,7 @@ def test_local_up_defaults_to_three_brokers_on_racks_a_b_c_with_metrics(local_di
 
     base_port = consecutive_free_ports(3)
     metrics_port = consecutive_free_ports(3)
+    started = time.monotonic()
     up = gregor(
         "local",
         "up",
@@ -172,8 +173,12 @@ def test_local_up_defaults_to_three_brokers_on_racks_a_b_c_with_metrics(local_di
         str(local_dir),
         "--detach",
     )
+    up_seconds = time.monotonic() - started
     assert up.returncode == 0, up.stdout + up.stderr
     assert "3 brokers" in up.stdout
+    # Issue 12: `make run` (this command) is up in under 30 s once installed: ZooKeeper
+    # and three brokers registered and answering, with the whole test suite beside it.
+    assert up_seconds < 30, f"gregor local up took {up_seconds:.1f} s"
     expected = [f"http://127.0.0.1:{metrics_port + i}/metrics" for i in range(3)]
     assert f"metrics:           {' '.join(expected)}" in up.stdout
     state = json.loads((local_dir / "cluster.json").read_text())
