@@ -214,6 +214,8 @@ class GroupCoordinator:
         # the topic's count, not the config, when they differ).
         self.num_partitions = config.num_partitions
         self.owned_partitions: set[int] = set()
+        # Partitions being loaded: the service's InternalTopic adds and discards them
+        # (this set is its ``loading``); load_partition and unload_partition end it.
         self.loading_partitions: set[int] = set()
         # Orders offset commits: appends are synchronous, so a later sequence is a later
         # position in the group's __consumer_offsets partition.
@@ -236,9 +238,6 @@ class GroupCoordinator:
             # newer commits than this cache; the client finds the coordinator again.
             return ErrorCode.not_coordinator
         return None
-
-    def begin_loading(self, partition: int) -> None:
-        self.loading_partitions.add(partition)
 
     def load_partition(self, partition: int, loaded: LoadedPartition, now_ms: int) -> None:
         """Adopt the groups replayed from ``partition`` (Kafka's loadGroupsAndOffsets):

@@ -70,7 +70,6 @@ class ApiSpec:
 class RequestContext:
     header: RequestHeader
     connection: Connection
-    flexible: bool
     api_name: str = ""  # Kafka's name of the API (the audit log names it)
 
     @property
@@ -186,9 +185,7 @@ class RequestRouter:
         except UnsupportedApiVersions as unsupported:
             return self._unsupported_api_versions(unsupported.header)
         self.requests_total[spec.key] = self.requests_total.get(spec.key, 0) + 1
-        context = RequestContext(
-            header, connection, entities.is_flexible(spec.key, header.api_version), spec.name
-        )
+        context = RequestContext(header, connection, spec.name)
         try:
             result = spec.handler(self.broker, context, request)
             if is_awaitable(result):

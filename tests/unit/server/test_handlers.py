@@ -108,7 +108,7 @@ def lead(services: Services, partitions: int = 1, leader: int = BROKER_ID) -> No
 def context(api_key: int, version: int) -> RequestContext:
     header = RequestHeader(api_key, version, 7, "handler-test", 0)
     # No connection: these handlers touch it only to close it after a failed acks=0.
-    return RequestContext(header, None, entities.is_flexible(api_key, version))  # type: ignore[arg-type]
+    return RequestContext(header, None)  # type: ignore[arg-type]
 
 
 def request(api_key: int, version: int, data: dict[str, Any]) -> Any:

@@ -85,7 +85,7 @@ def build(tmp_path: Path) -> tuple[Services, LogManager, ReplicaManager]:
 
 def context(api_key: int, version: int) -> RequestContext:
     header = RequestHeader(api_key, version, 7, "handler-test", 0)
-    return RequestContext(header, None, entities.is_flexible(api_key, version))  # type: ignore[arg-type]
+    return RequestContext(header, None)  # type: ignore[arg-type]
 
 
 def encoded(api_key: int, version: int, answer: BodyResponse) -> Any:
