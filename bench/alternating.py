@@ -3,8 +3,9 @@
 Each repetition measures both variants, the order alternating (the first variant first
 in even repetitions) so that neither always runs on a warmer machine; figures are
 summarised as median, min and max, and compared as the ratio of the two measured in the
-same repetition. Used by the compaction (cleaner on/off) and transactions (idempotent
-and transactional) benchmarks; the harness's rows alternate their targets the same way.
+same repetition. Used by the compaction (cleaner on/off), transactions (idempotent
+and transactional) and security (PLAINTEXT and SASL_SSL) benchmarks; the harness's
+rows alternate their targets the same way.
 """
 
 from __future__ import annotations
@@ -15,18 +16,20 @@ import statistics
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+Figure = TypeVar("Figure")
 
 
 def alternate(
     reps: int,
-    measure: Callable[[bool, int], float],
+    measure: Callable[[bool, int], Figure],
     before_each: Callable[[int], None] | None = None,
-) -> tuple[list[float], list[float]]:
+) -> tuple[list[Figure], list[Figure]]:
     """``measure(first, rep)`` for both variants in every repetition (``before_each(rep)``
     first): the first variant's figures and the second's, in repetition order."""
-    first: list[float] = []
-    second: list[float] = []
+    first: list[Figure] = []
+    second: list[Figure] = []
     for rep in range(reps):
         if before_each is not None:
             before_each(rep)

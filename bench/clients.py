@@ -32,6 +32,38 @@ _STAMP = struct.Struct(">q")
 WARM_UP_STAMP = -1
 
 
+def produce_when_room(
+    producer: Any, topic: str, value: bytes, key: bytes | None = None, partition: int = -1
+) -> None:
+    """One record, serving delivery reports (``poll``) while librdkafka's queue is full
+    (``BufferError``) instead of dropping it; partition -1 lets the partitioner choose."""
+    while True:
+        try:
+            producer.produce(topic, value, key, partition=partition)
+            return
+        except BufferError:
+            producer.poll(0.01)
+
+
+def wait_for_leaders(client: Any, topic: str, partitions: int, timeout: float = 60.0) -> None:
+    """Until ``client``'s metadata (a confluent-kafka producer or admin client) names a
+    leader for every partition of the new ``topic``, so that a timed part does not include
+    the client's first metadata retries."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = client.list_topics(topic, timeout=10).topics.get(topic)
+        if (
+            found is not None
+            and found.error is None
+            and len(found.partitions) == partitions
+            and all(p.leader >= 0 for p in found.partitions.values())
+        ):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topic {topic} has no leaders after {timeout} s")
+        time.sleep(0.05)
+
+
 def producer_config(spec: dict[str, Any]) -> dict[str, Any]:
     config: dict[str, Any] = {
         # client_config: librdkafka's log lines go to a silent logger, not the terminal.
@@ -174,12 +206,7 @@ def fill(spec: dict[str, Any]) -> dict[str, Any]:
     payload = b"f" * spec["size"]
     started = time.perf_counter()
     for _ in range(spec["messages"]):
-        while True:
-            try:
-                producer.produce(topic, payload, partition=0)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        produce_when_room(producer, topic, payload, partition=0)
     remaining = producer.flush(300)
     if remaining:
         raise RuntimeError(f"{remaining} messages not delivered while filling {topic}")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.alternating import alternate, ratio_spread, run_main, spread
+from bench.clients import produce_when_room
 from bench.limits import disk_write
 from gregor_broker.devtools.local_cluster import LocalCluster
 from gregor_broker.log.cleaner import OffsetMap, clean
@@ -125,12 +126,7 @@ def produce_run(work_dir: Path, produce_mib: int, keys: int, cleaner: bool) -> d
         count = produce_mib * 1024
         started = time.perf_counter()
         for i in range(count):
-            while True:
-                try:
-                    producer.produce("compacted", value, b"key-%d" % (i % keys))
-                    break
-                except BufferError:
-                    producer.poll(0.01)
+            produce_when_room(producer, "compacted", value, b"key-%d" % (i % keys))
         if producer.flush(300) != 0:
             raise RuntimeError("produce did not finish")
         seconds = time.perf_counter() - started

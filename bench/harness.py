@@ -996,34 +996,52 @@ class Harness:
                 lambda case=case: self._produce_profiled(cluster, case, seconds),
             )
 
+    def _runs_in_own_dirs(
+        self,
+        name: str,
+        reps: int,
+        label: Callable[[int], str],
+        run_once: Callable[[Path], dict[str, Any]],
+        describe: Callable[[dict[str, Any]], str],
+    ) -> list[dict[str, Any]]:
+        """``run_once(work_dir)`` ``reps`` times, each under a directory of its own in the
+        data directory (removed afterwards); a failed repetition is recorded and the rest
+        go on. The runs that finished, in order."""
+        runs: list[dict[str, Any]] = []
+        for rep in range(reps):
+            work_dir = self.data_dir / f"{name}-{rep + 1}"
+            try:
+                run = run_once(work_dir)
+            except Exception as error:  # kazoo's errors too: the rest of the run goes on
+                self.errors.append(f"{name} rep {rep + 1}: {error}")
+                self.progress.report(label(rep), f"FAILED ({str(error)[:200]})")
+                continue
+            finally:
+                remove_tree(work_dir)
+            runs.append(run)
+            self.progress.report(label(rep), describe(run))
+        return runs
+
     def measure_failover(self) -> None:
         """``bench.failover`` in this process, once per repetition, each with a cluster of
         its own under the data directory (removed afterwards)."""
         from bench import failover
 
         s = self.settings
-        runs: list[dict[str, Any]] = []
-        for rep in range(s.failover_reps):
-            label = (
+        runs = self._runs_in_own_dirs(
+            "failover",
+            s.failover_reps,
+            lambda rep: (
                 f"failover, {s.failover_partitions:,} partitions on 3 brokers "
                 f"rep {rep + 1}/{s.failover_reps}"
-            )
-            work_dir = self.data_dir / f"failover-{rep + 1}"
-            try:
-                run = failover.run_once(s.failover_partitions, work_dir)
-            except Exception as error:  # kazoo's errors too: the rest of the run goes on
-                self.errors.append(f"failover rep {rep + 1}: {error}")
-                self.progress.report(label, f"FAILED ({str(error)[:200]})")
-                continue
-            finally:
-                remove_tree(work_dir)
-            runs.append(run)
-            self.progress.report(
-                label,
+            ),
+            lambda work_dir: failover.run_once(s.failover_partitions, work_dir),
+            lambda run: (
                 f"detection {run['detection_s']:.2f} s, election {run['election_s']:.2f} s "
                 f"(written {run['election_written_s']:.2f} s; {run['led_by_victim']} "
-                f"partitions), total {run['total_s']:.2f} s",
-            )
+                f"partitions), total {run['total_s']:.2f} s"
+            ),
+        )
         self.failover = {
             "partitions": s.failover_partitions,
             "brokers": 3,
@@ -1041,29 +1059,21 @@ class Harness:
         from bench import scale
 
         s = self.settings
-        runs: list[dict[str, Any]] = []
-        for rep in range(s.scale_reps):
-            label = (
+        runs = self._runs_in_own_dirs(
+            "scale",
+            s.scale_reps,
+            lambda rep: (
                 f"scale, {s.scale_partitions:,} partitions on 1 broker, "
                 f"{s.scale_delete_topics:,} topics deleted, rep {rep + 1}/{s.scale_reps}"
-            )
-            work_dir = self.data_dir / f"scale-{rep + 1}"
-            try:
-                run = scale.run_once(s.scale_partitions, s.scale_delete_topics, work_dir)
-            except Exception as error:  # the rest of the run goes on
-                self.errors.append(f"scale rep {rep + 1}: {error}")
-                self.progress.report(label, f"FAILED ({str(error)[:200]})")
-                continue
-            finally:
-                remove_tree(work_dir)
-            runs.append(run)
-            self.progress.report(
-                label,
+            ),
+            lambda work_dir: scale.run_once(s.scale_partitions, s.scale_delete_topics, work_dir),
+            lambda run: (
                 f"create {run['create_s']:.1f} s, {run['fds_log_files']} segment fds, "
                 f"Metadata all p99 {run['metadata_all_p99_ms']:.1f} ms, "
                 f"delete {run['delete_s']:.1f} s, new topic led in "
-                f"{run['newcomer_leader_s']:.2f} s",
-            )
+                f"{run['newcomer_leader_s']:.2f} s"
+            ),
+        )
         self.scale = {
             "partitions": s.scale_partitions,
             "deleted_topics": s.scale_delete_topics,

@@ -22,13 +22,14 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from bench.alternating import alternate, ratio_spread, run_main, spread
+from bench.clients import produce_when_room, wait_for_leaders
 
 VALUE = 1024
 PROTOCOLS = ("PLAINTEXT", "SASL_SSL")
@@ -141,17 +142,12 @@ def produce_phase(
         {**common, "linger.ms": 5, "batch.size": 64 * 1024, "acks": "1",
          "queue.buffering.max.kbytes": 512 * 1024}
     )  # fmt: skip
-    _wait_for_leaders(producer, topic, partitions)
+    wait_for_leaders(producer, topic, partitions)
     value = os.urandom(VALUE)
     count = mib * 1024
     started = time.perf_counter()
     for i in range(count):
-        while True:
-            try:
-                producer.produce(topic, value, partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        produce_when_room(producer, topic, value, partition=i % partitions)
     if producer.flush(300) != 0:
         raise RuntimeError("produce did not finish")
     return {"bytes": count * VALUE, "records": count, "seconds": time.perf_counter() - started}
@@ -210,57 +206,40 @@ def measure(
     }
 
 
-def _wait_for_leaders(producer: Any, topic: str, partitions: int, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = producer.list_topics(topic, timeout=10).topics.get(topic)
-        if (
-            found is not None
-            and found.error is None
-            and len(found.partitions) == partitions
-            and all(p.leader >= 0 for p in found.partitions.values())
-        ):
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"no leaders for {topic}")
-        time.sleep(0.1)
-
-
-def _summary(values: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
 def run(work_dir: Path, *, mib: int = 128, partitions: int = 1, reps: int = 3) -> dict[str, Any]:
     broker = SecureBroker(work_dir)
     broker.start()
-    produce: dict[str, list[float]] = {p: [] for p in PROTOCOLS}
-    consume: dict[str, list[float]] = {p: [] for p in PROTOCOLS}
     try:
-        for rep in range(reps):
-            for protocol in PROTOCOLS if rep % 2 == 0 else reversed(PROTOCOLS):
-                result = measure(
-                    broker.bootstrap[protocol],
-                    broker.client_config(protocol),
-                    f"{protocol.lower()}-{rep}",
-                    mib=mib,
-                    partitions=partitions,
-                )
-                produce[protocol].append(result["bytes"] / result["produce_seconds"] / 1e6)
-                consume[protocol].append(result["bytes"] / result["consume_seconds"] / 1e6)
+
+        def measure_protocol(plaintext: bool, rep: int) -> dict[str, float]:
+            protocol = "PLAINTEXT" if plaintext else "SASL_SSL"
+            result = measure(
+                broker.bootstrap[protocol],
+                broker.client_config(protocol),
+                f"{protocol.lower()}-{rep}",
+                mib=mib,
+                partitions=partitions,
+            )
+            return {
+                "produce": result["bytes"] / result["produce_seconds"] / 1e6,
+                "consume": result["bytes"] / result["consume_seconds"] / 1e6,
+            }
+
+        plain, secure = alternate(reps, measure_protocol)
     finally:
         broker.stop()
-
-    def ratio(values: dict[str, list[float]]) -> dict[str, float]:
-        return _summary(
-            [s / p for s, p in zip(values["SASL_SSL"], values["PLAINTEXT"], strict=True)]
-        )
-
+    rates = {"PLAINTEXT": plain, "SASL_SSL": secure}
     return {
         "options": {"mib": mib, "partitions": partitions, "record_bytes": VALUE, "reps": reps},
         "load_average": os.getloadavg(),
-        "produce_mb_s": {p: _summary(v) for p, v in produce.items()},
-        "consume_mb_s": {p: _summary(v) for p, v in consume.items()},
-        "sasl_ssl_vs_plaintext": {"produce": ratio(produce), "consume": ratio(consume)},
+        **{
+            f"{phase}_mb_s": {p: spread([r[phase] for r in v]) for p, v in rates.items()}
+            for phase in ("produce", "consume")
+        },
+        "sasl_ssl_vs_plaintext": {
+            phase: ratio_spread([r[phase] for r in secure], [r[phase] for r in plain])
+            for phase in ("produce", "consume")
+        },
     }
 
 
@@ -306,13 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--mib", type=int, default=128, help="MiB produced per measurement")
     parser.add_argument("--partitions", type=int, default=1)
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--work-dir", type=Path, default=None)
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(dir=args.work_dir) as work_dir:
-        result = run(Path(work_dir), mib=args.mib, partitions=args.partitions, reps=args.reps)
-    print(json.dumps(result, indent=2))
-    return 0
+    return run_main(parser, argv, run)
 
 
 if __name__ == "__main__":

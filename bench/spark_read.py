@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.clients import consumer_config, producer_config
+from bench.clients import consumer_config, produce_when_room, producer_config
 
 
 def fill(args: argparse.Namespace) -> dict[str, Any]:
@@ -36,12 +36,7 @@ def fill(args: argparse.Namespace) -> dict[str, Any]:
     payload = b"s" * args.size
     started = time.perf_counter()
     for n in range(args.messages):
-        while True:
-            try:
-                producer.produce(args.topic, payload, partition=n % args.partitions)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        produce_when_room(producer, args.topic, payload, partition=n % args.partitions)
     if producer.flush(600):
         raise RuntimeError(f"not every record was delivered while filling {args.topic}")
     return {"messages": args.messages, "seconds": time.perf_counter() - started}

@@ -25,6 +25,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from bench.clients import wait_for_leaders
 from gregor_broker.devtools.local_cluster import BrokerProcess, LocalCluster
 from gregor_broker.devtools.zookeeper_server import ZooKeeperServer, free_port
 
@@ -87,23 +88,10 @@ class Target:
         )
         for future in futures.values():
             future.result(60)
-        self._wait_for_leaders(topic, partitions)
-
-    def _wait_for_leaders(self, topic: str, partitions: int, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            metadata = self.admin().list_topics(topic, timeout=10)
-            info = metadata.topics.get(topic)
-            if (
-                info is not None
-                and info.error is None
-                and len(info.partitions) == partitions
-                and all(p.leader >= 0 for p in info.partitions.values())
-            ):
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.label}: topic {topic} has no leaders after {timeout} s")
-            time.sleep(0.05)
+        try:
+            wait_for_leaders(self.admin(), topic, partitions, timeout=30)
+        except TimeoutError as timeout:
+            raise TimeoutError(f"{self.label}: {timeout}") from None
 
     def delete_topic(self, topic: str) -> None:
         futures = self.admin().delete_topics([topic], operation_timeout=30)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.alternating import alternate, ratio_spread, run_main, spread
+from bench.clients import produce_when_room, wait_for_leaders
 from gregor_broker.devtools.local_cluster import LocalCluster
 
 VALUE = 1024
@@ -63,7 +64,7 @@ def produce_run(
     if txn_records is not None:
         config["transactional.id"] = f"bench-{topic}"
     producer = confluent_kafka.Producer(config)
-    _wait_for_leaders(producer, topic, partitions)
+    wait_for_leaders(producer, topic, partitions)
     # One record before the clock starts: the producer id (InitProducerId, lazy for an
     # idempotent producer, init_transactions for the other) and the connection are set up.
     if txn_records is not None:
@@ -82,36 +83,13 @@ def produce_run(
             if i:
                 producer.commit_transaction(120)
             producer.begin_transaction()
-        while True:
-            try:
-                producer.produce(topic, value, partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        produce_when_room(producer, topic, value, partition=i % partitions)
     if txn_records is not None:
         producer.commit_transaction(120)
     if producer.flush(300) != 0:
         raise RuntimeError("produce did not finish")
     seconds = time.perf_counter() - started
     return {"bytes": count * VALUE, "records": count, "seconds": seconds}
-
-
-def _wait_for_leaders(producer: Any, topic: str, partitions: int, timeout: float = 60.0) -> None:
-    """Until the producer's metadata names a leader for every partition of the new topic,
-    so that the timed part does not include the client's first metadata retries."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = producer.list_topics(topic, timeout=10).topics.get(topic)
-        if (
-            found is not None
-            and found.error is None
-            and len(found.partitions) == partitions
-            and all(p.leader >= 0 for p in found.partitions.values())
-        ):
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"no leaders for {topic}")
-        time.sleep(0.1)
 
 
 def run(
