@@ -1,6 +1,7 @@
 """``gregor completion bash|zsh``: a shell completion script for every command and option.
 
-The script is generated from the argparse tree itself (``main.build_parser``), so it is
+The script is generated from the argparse tree itself (``main.build_parser``, which
+``main`` hands to ``register``: this module does not import ``main``), so it is
 always in step with the commands and needs no extra package or a Python start per TAB
 (argcomplete would run ``gregor`` on each one). It completes commands, subcommands and
 the options of the subcommand typed so far; for zsh it loads bash's completion through
@@ -38,7 +39,11 @@ complete -o default -F _gregor_complete gregor
 _ZSH_PRELUDE = "autoload -U +X bashcompinit && bashcompinit\n"
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    build_parser: Callable[[], argparse.ArgumentParser],
+) -> None:
+    """The ``completion`` command; its script describes what ``build_parser`` builds."""
     completion = subparsers.add_parser(
         "completion",
         help="print a bash or zsh completion script",
@@ -55,14 +60,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     completion.add_argument("shell", choices=("bash", "zsh"))
-    completion.set_defaults(func=lambda args: run(_print_script, args, PROG))
 
+    def print_script(args: argparse.Namespace) -> int:
+        print(script(build_parser, args.shell), end="")
+        return 0
 
-def _print_script(args: argparse.Namespace) -> int:
-    from .main import build_parser
-
-    print(script(build_parser, args.shell), end="")
-    return 0
+    completion.set_defaults(func=lambda args: run(print_script, args, PROG))
 
 
 def _words(parser: argparse.ArgumentParser, path: str, cases: dict[str, list[str]]) -> None:

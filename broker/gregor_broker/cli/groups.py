@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from .kafka_api import (
     ToolError,
     add_bootstrap_argument,
@@ -29,6 +31,7 @@ from .kafka_api import (
     result,
     run,
 )
+from .wire_client import request
 
 PROG = "gregor groups"
 OFFSET_DELETE = 47
@@ -440,10 +443,6 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def _delete_offsets(args: argparse.Namespace) -> int:
-    from kio.schema.errors import ErrorCode
-
-    from .wire_client import request
-
     client = admin(args.bootstrap_server)
     description = _describe_group(client, args.group)
     if _state_name(description.state) == "Dead" and not _committed(client, args.group):
@@ -627,11 +626,11 @@ def _reset_offsets(args: argparse.Namespace) -> int:
             print("\ndry run: nothing changed; add --execute to commit these offsets")
         return 0
     client = admin(args.bootstrap_server)
-    request = ConsumerGroupTopicPartitions(
+    reset = ConsumerGroupTopicPartitions(
         args.group, [TopicPartition(t, p, new) for t, p, _, new in plan]
     )
     done = result(
-        client.alter_consumer_group_offsets([request])[args.group],
+        client.alter_consumer_group_offsets([reset])[args.group],
         f"group {args.group}: cannot commit the new offsets",
     )
     failed = [tp for tp in done.topic_partitions if tp.error is not None]

@@ -52,7 +52,9 @@ COMMAND_GROUPS: list[Register] = [
     acls.register,
     perf.register,
     bench.register,
-    completion.register,
+    # The one group that needs the whole tree (to describe it): build_parser is looked up
+    # when the parser is built, so completion.py need not import this module.
+    lambda subparsers: completion.register(subparsers, build_parser),
 ]
 
 DESCRIPTION = """\

@@ -116,7 +116,8 @@ def terminate_pids(
 
 def zookeeper_client(connect: str, timeout: float = 10.0):  # -> kazoo.client.KazooClient
     """A started kazoo client; ``connect`` may carry a chroot (``host:port/chroot``)."""
-    from kazoo.client import KazooClient  # kazoo is slow to import; only load it when needed
+    # kazoo is slow to import; only load it when needed (cluster.admin imports it too).
+    from kazoo.client import KazooClient
 
     from gregor_broker.cluster.admin import ZOOKEEPER_CONNECTION_RETRY
 
