@@ -1,0 +1,186 @@
+"""The produce path (acks=all, the follower's fetch that completes it) and the consumer's
+fetch path call across the broker's layers downward only (issue 10's acceptance;
+docs/design/architecture.md, "The produce path" and "The fetch path").
+
+``.importlinter`` checks the imports; this checks the calls. Two real brokers run in this
+process (a real ZooKeeper, a topic with replicas on both, min.insync.replicas=2), a real
+confluent-kafka producer (acks=all) and consumer talk to them over sockets, and
+``sys.setprofile`` records every call between two ``gregor_broker`` functions on the event
+loop's thread. A call from a lower layer into a higher one fails the test unless it goes
+through something the higher layer handed down: the API table's handlers and the
+responses they return (the router calls them; the composition root built the table), and
+the coordinator's ``InternalTopicCreator`` (``TopicAdmin``, passed to it by the broker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import confluent_kafka
+
+from gregor_broker.cluster.admin import ZkAdmin
+from gregor_broker.config import load_broker_config
+from gregor_broker.devtools.zookeeper_server import free_port
+from gregor_broker.server.broker import Broker
+
+# .importlinter's layers, lowest first; inside server/ its own contract's order.
+LAYERS = (
+    "stats",
+    "protocol",
+    "log",
+    "config",
+    "security",
+    "cluster",
+    "replication",
+    "coordinator",
+    "server",
+    "devtools",
+    "cli",
+)
+SERVER_LAYERS = ("services", "request_router", "handlers", "broker")
+# Calls up through what the upper layer registered downward (see the module docstring).
+HANDED_DOWN = {
+    ("gregor_broker.server.request_router", "gregor_broker.server.handlers"),
+    ("gregor_broker.coordinator.partition_writer", "gregor_broker.server.topic_admin"),
+}
+RECORDS = 50
+
+
+def rank(module: str) -> tuple[int, int | None] | None:
+    """(package layer, layer inside server/ or None) of a gregor_broker module."""
+    parts = module.split(".")
+    if parts[0] != "gregor_broker" or len(parts) < 2 or parts[1] not in LAYERS:
+        return None
+    inner = None
+    if parts[1] == "server" and len(parts) > 2 and parts[2] in SERVER_LAYERS:
+        inner = SERVER_LAYERS.index(parts[2])
+    return LAYERS.index(parts[1]), inner
+
+
+def upward(caller: str, callee: str) -> bool:
+    a, b = rank(caller), rank(callee)
+    if a is None or b is None:
+        return False
+    if a[0] != b[0]:
+        return b[0] > a[0]
+    # Within one package only server/'s contract orders modules.
+    return a[1] is not None and b[1] is not None and b[1] > a[1]
+
+
+def handed_down(caller: str, callee: str) -> bool:
+    return any(caller == low and callee.startswith(high) for low, high in HANDED_DOWN)
+
+
+class CallRecorder:
+    def __init__(self) -> None:
+        self.upward: Counter[tuple[str, str, str, str]] = Counter()
+        self.modules: set[str] = set()
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event != "call":
+            return
+        callee = frame.f_globals.get("__name__", "")
+        if not callee.startswith("gregor_broker."):
+            return
+        self.modules.add(callee)
+        back = frame.f_back
+        if back is None:
+            return
+        caller = back.f_globals.get("__name__", "")
+        if upward(caller, callee) and not handed_down(caller, callee):
+            key = (caller, back.f_code.co_qualname, callee, frame.f_code.co_qualname)
+            self.upward[key] += 1
+
+
+def produce(bootstrap: str) -> None:
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0}
+    )
+    for i in range(RECORDS):
+        producer.produce("t", b"value-%d" % i, partition=0)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+
+
+def consume(bootstrap: str) -> int:
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "layers", "enable.auto.commit": False}
+    )
+    consumer.assign([confluent_kafka.TopicPartition("t", 0, 0)])
+    got = 0
+    deadline = time.monotonic() + 120
+    try:
+        while got < RECORDS and time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is not None and message.error() is None:
+                got += 1
+    finally:
+        consumer.close()
+    return got
+
+
+async def traced_paths(zk_connect: str, directory: Path, recorder: CallRecorder) -> int:
+    brokers: list[tuple[Broker, int]] = []
+    try:
+        for broker_id in (1, 2):
+            port = free_port()
+            config = {
+                "broker.id": str(broker_id),
+                "zookeeper.connect": zk_connect,
+                "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                "log.dirs": str(directory / f"logs-{broker_id}"),
+                "min.insync.replicas": "2",
+                "offsets.topic.replication.factor": "1",
+            }
+            broker = Broker(load_broker_config(None, config, env={}))
+            await broker.start()
+            brokers.append((broker, port))
+        ZkAdmin(brokers[0][0].zk).create_topic("t", {0: [1, 2]}, {})
+        deadline = time.monotonic() + 120
+        while not any(
+            len(getattr(broker.replica_manager.partitions.get(("t", 0)), "isr", ())) == 2
+            for broker, _ in brokers
+        ):
+            assert time.monotonic() < deadline, "the topic never had both replicas in sync"
+            await asyncio.sleep(0.2)
+        bootstrap = ",".join(f"127.0.0.1:{port}" for _, port in brokers)
+        sys.setprofile(recorder)
+        try:
+            await asyncio.to_thread(produce, bootstrap)
+            return await asyncio.to_thread(consume, bootstrap)
+        finally:
+            sys.setprofile(None)
+    finally:
+        for broker, _ in brokers:
+            await broker.stop()
+
+
+def test_produce_and_fetch_paths_call_downward_only(zk_connect: str, tmp_path: Path) -> None:
+    recorder = CallRecorder()
+    consumed = asyncio.run(traced_paths(zk_connect, tmp_path, recorder))
+    assert consumed == RECORDS
+    # The paths were traced: the modules architecture.md names for them ran.
+    for module in (
+        "gregor_broker.server.connection",
+        "gregor_broker.server.request_router",
+        "gregor_broker.server.handlers.produce",
+        "gregor_broker.server.handlers.fetch",
+        "gregor_broker.replication.replica_manager",
+        "gregor_broker.replication.partition",
+        "gregor_broker.replication.fetch_reader",
+        "gregor_broker.replication.purgatory",
+        "gregor_broker.log.partition_log",
+        "gregor_broker.log.segment",
+        "gregor_broker.protocol.fetch_response",
+    ):
+        assert module in recorder.modules, module
+    assert not recorder.upward, "\n".join(
+        f"{count} x {caller}.{function} -> {callee}.{target}"
+        for (caller, function, callee, target), count in recorder.upward.items()
+    )
