@@ -7,9 +7,10 @@ process (a real ZooKeeper, a topic with replicas on both, min.insync.replicas=2)
 confluent-kafka producer (acks=all) and consumer talk to them over sockets, and
 ``sys.setprofile`` records every call between two ``gregor_broker`` functions on the event
 loop's thread. A call from a lower layer into a higher one fails the test unless it goes
-through something the higher layer handed down: the API table's handlers and the
-responses they return (the router calls them; the composition root built the table), and
-the coordinator's ``InternalTopicCreator`` (``TopicAdmin``, passed to it by the broker).
+through something the higher layer handed down (``HANDED_DOWN``): the API table's handlers
+and the responses they return (the router calls them; the composition root built the
+table), the coordinator's ``InternalTopicCreator`` (``TopicAdmin``), and the listener lists
+and waiter predicates a lower layer calls and an upper one fills.
 """
 
 from __future__ import annotations
@@ -44,11 +45,27 @@ LAYERS = (
     "cli",
 )
 SERVER_LAYERS = ("services", "request_router", "handlers", "broker")
-# Calls up through what the upper layer registered downward (see the module docstring).
-HANDED_DOWN = {
-    ("gregor_broker.server.request_router", "gregor_broker.server.handlers"),
-    ("gregor_broker.coordinator.partition_writer", "gregor_broker.server.topic_admin"),
-}
+# Calls up through what the upper layer handed down: (caller module, caller function or
+# None for any, callee module prefix). docs/design/architecture.md lists them.
+HANDED_DOWN = (
+    # ApiSpec.handler from the API table; Response.encode_frame of what a handler returned.
+    ("gregor_broker.server.request_router", None, "gregor_broker.server.handlers."),
+    # InternalTopicCreator (TopicAdmin), given to the coordinator by the composition root.
+    ("gregor_broker.coordinator.internal_topic", None, "gregor_broker.server.topic_admin"),
+    ("gregor_broker.coordinator.partition_writer", None, "gregor_broker.server.topic_admin"),
+    # MetadataCache.listeners and the predicates of MetadataCache.wait_for.
+    ("gregor_broker.cluster.metadata_cache", "MetadataCache.notify", "gregor_broker."),
+    ("gregor_broker.cluster.metadata_cache", "MetadataCache.wait_for", "gregor_broker."),
+    ("gregor_broker.cluster.metadata_cache", "MetadataCache._check_waiters", "gregor_broker."),
+    # ReplicaManager.leadership_listeners: the coordinators load and unload partitions.
+    (
+        "gregor_broker.replication.replica_manager",
+        "ReplicaManager._notify_leadership",
+        "gregor_broker.coordinator.",
+    ),
+    # LogManager.dir_failure_listeners: a failed log dir taken offline above the log.
+    ("gregor_broker.log.log_manager", "LogManager.log_dir_failed", "gregor_broker."),
+)
 RECORDS = 50
 
 
@@ -73,8 +90,11 @@ def upward(caller: str, callee: str) -> bool:
     return a[1] is not None and b[1] is not None and b[1] > a[1]
 
 
-def handed_down(caller: str, callee: str) -> bool:
-    return any(caller == low and callee.startswith(high) for low, high in HANDED_DOWN)
+def handed_down(caller: str, function: str, callee: str) -> bool:
+    return any(
+        caller == module and name in (None, function) and callee.startswith(high)
+        for module, name, high in HANDED_DOWN
+    )
 
 
 class CallRecorder:
@@ -93,8 +113,9 @@ class CallRecorder:
         if back is None:
             return
         caller = back.f_globals.get("__name__", "")
-        if upward(caller, callee) and not handed_down(caller, callee):
-            key = (caller, back.f_code.co_qualname, callee, frame.f_code.co_qualname)
+        function = back.f_code.co_qualname
+        if upward(caller, callee) and not handed_down(caller, function, callee):
+            key = (caller, function, callee, frame.f_code.co_qualname)
             self.upward[key] += 1
 
 
@@ -137,6 +158,9 @@ async def traced_paths(zk_connect: str, directory: Path, recorder: CallRecorder)
                 "log.dirs": str(directory / f"logs-{broker_id}"),
                 "min.insync.replicas": "2",
                 "offsets.topic.replication.factor": "1",
+                "offsets.topic.num.partitions": "1",
+                # Stopping: nothing to hand over, no wait for a controller to move leaders.
+                "controlled.shutdown.enable": "false",
             }
             broker = Broker(load_broker_config(None, config, env={}))
             await broker.start()
@@ -157,7 +181,9 @@ async def traced_paths(zk_connect: str, directory: Path, recorder: CallRecorder)
         finally:
             sys.setprofile(None)
     finally:
-        for broker, _ in brokers:
+        # The follower first: stopping the leader first would make the follower lead and
+        # then be a follower again while it stops (controlled shutdown moves leadership).
+        for broker, _ in reversed(brokers):
             await broker.stop()
 
 
