@@ -79,17 +79,22 @@ def test_a_restarted_follower_elected_leader_keeps_acknowledged_writes(
 
     # Within the window: freeze the leader, crash and restart the follower.
     leader.signal(signal.SIGSTOP)
+    frozen_at = time.monotonic()
     follower.kill()
     log_before_restart = follower.log_path.stat().st_size
-    follower.start()
+    follower.start()  # forked from the fixtures' zygote: no imports to wait for
     follower.wait_registered(30)
+    registered_after = time.monotonic() - frozen_at
     if truncate_to_high_watermark:
         # The scenario's premise: the follower truncated to its stale high watermark
         # while the leader was frozen but still alive in ZooKeeper.
         assert wait_for(
             lambda: "to its high watermark" in _log_since(follower.log_path, log_before_restart),
             10,
-        ), "the restarted follower did not truncate as a follower"
+        ), (
+            "the restarted follower did not truncate as a follower; registered "
+            f"{registered_after:.1f} s after the leader froze (its session: 12 s)"
+        )
     # The frozen leader's session expires; the follower is the only live ISR member.
     assert wait_for(lambda: _state(follower.bootstrap, "epochs")[0] == 2, 30)
     leader.signal(signal.SIGCONT)
