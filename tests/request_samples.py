@@ -94,3 +94,91 @@ def with_unknown_tag(body: bytes, tag: int = 4242, value: bytes = b"future") -> 
         + encode_unsigned_varint(len(value))
         + value
     )
+
+
+# Nulls anywhere ------------------------------------------------------------------------
+
+_LENGTH_PREFIXED = ("string", "bytes", "records")
+# A placeholder of 40 characters: its length prefix is 0x29 (compact), 00 28 (string)
+# or 00 00 00 28 (bytes), which ``encode_with_nulls`` overwrites with a null.
+_MARK_LENGTH = 40
+
+
+def nullable_fields(cls: type, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], bool]]:
+    """Every string, bytes and array field of ``cls`` and of the structs inside it (not
+    the tagged ones): (path of field names, whether the schema lets it be null)."""
+    hints = typing.get_type_hints(cls)
+    found = []
+    for field in fields(cls):
+        if field.metadata.get("tag") is not None:
+            continue
+        annotation = hints[field.name]
+        nested, sequence = entities.nested_entity_class(annotation)
+        path = (*prefix, field.name)
+        if sequence or field.metadata.get("kafka_type") in _LENGTH_PREFIXED:
+            found.append((path, type(None) in typing.get_args(annotation)))
+        if nested is not None:
+            found += nullable_fields(nested, path)
+    return found
+
+
+def _replace_at(entity: Any, path: tuple[str, ...], value: Any) -> Any:
+    """``entity`` with the field at ``path`` set to ``value``; a path through an array
+    goes through its first element."""
+    import dataclasses
+
+    name, rest = path[0], path[1:]
+    if not rest:
+        return dataclasses.replace(entity, **{name: value})
+    inner = getattr(entity, name)
+    if isinstance(inner, tuple):
+        inner = (_replace_at(inner[0], rest, value), *inner[1:])
+    else:
+        inner = _replace_at(inner, rest, value)
+    return dataclasses.replace(entity, **{name: inner})
+
+
+def encode_with_nulls(entity: Any, nulls: list[tuple[tuple[str, ...], str | None]]) -> bytes:
+    """``entity`` encoded with a null at each path of ``nulls``, whether or not the schema
+    allows one there (kio refuses to write a null string it does not allow: a
+    placeholder is written and its bytes replaced). Each path comes with the field's
+    kafka type (None for an array)."""
+    import uuid as _uuid
+
+    flexible = bool(type(entity).__flexible__)
+    marks: list[tuple[bytes, str]] = []
+    for path, kafka_type in nulls:
+        if kafka_type is None:
+            entity = _replace_at(entity, path, None)  # kio writes a null array as asked
+            continue
+        mark = ("\x7fnull:" + _uuid.uuid4().hex).ljust(_MARK_LENGTH, "~")
+        marks.append((mark.encode(), kafka_type))
+        value: Any = mark if kafka_type == "string" else mark.encode()
+        entity = _replace_at(entity, path, value)
+    encoded = entities.encode(entity)
+    for mark, kafka_type in marks:
+        at = encoded.find(mark)
+        if at < 0:
+            continue  # the path went through an empty array: nothing to null
+        if flexible:
+            prefix, null = 1, b"\x00"
+        elif kafka_type == "string":
+            prefix, null = 2, b"\xff\xff"
+        else:
+            prefix, null = 4, b"\xff\xff\xff\xff"
+        encoded = encoded[: at - prefix] + null + encoded[at + len(mark) :]
+    return encoded
+
+
+def field_type(cls: type, path: tuple[str, ...]) -> str | None:
+    """The kafka type of the field at ``path`` (None for an array or a struct)."""
+    for name in path[:-1]:
+        nested, _ = entities.nested_entity_class(typing.get_type_hints(cls)[name])
+        assert nested is not None
+        cls = nested
+    annotation = typing.get_type_hints(cls)[path[-1]]
+    _, sequence = entities.nested_entity_class(annotation)
+    if sequence:
+        return None
+    found = next(f for f in fields(cls) if f.name == path[-1])
+    return found.metadata.get("kafka_type")
