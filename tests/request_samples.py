@@ -12,7 +12,7 @@ import datetime
 import struct
 import typing
 import uuid
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, fields, replace
 from typing import Any
 
 from gregor_broker.protocol import entities
@@ -125,49 +125,54 @@ def nullable_fields(cls: type, prefix: tuple[str, ...] = ()) -> list[tuple[tuple
 def _replace_at(entity: Any, path: tuple[str, ...], value: Any) -> Any:
     """``entity`` with the field at ``path`` set to ``value``; a path through an array
     goes through its first element."""
-    import dataclasses
-
     name, rest = path[0], path[1:]
     if not rest:
-        return dataclasses.replace(entity, **{name: value})
+        return replace(entity, **{name: value})
     inner = getattr(entity, name)
     if isinstance(inner, tuple):
         inner = (_replace_at(inner[0], rest, value), *inner[1:])
     else:
         inner = _replace_at(inner, rest, value)
-    return dataclasses.replace(entity, **{name: inner})
+    return replace(entity, **{name: inner})
+
+
+def null_mark(kafka_type: str) -> str | bytes:
+    """A placeholder value for a string or bytes field that ``splice_nulls`` later turns
+    into a null on the wire (kio refuses to write a null the schema does not allow)."""
+    mark = ("\x7fnull:" + uuid.uuid4().hex).ljust(_MARK_LENGTH, "~")
+    return mark if kafka_type == "string" else mark.encode()
+
+
+def splice_nulls(encoded: bytes, marks: list[str | bytes], flexible: bool) -> bytes:
+    """``encoded`` with every ``null_mark`` in it (length prefix and all) replaced by a
+    null of its kind; marks not found (inside an array left empty) are ignored."""
+    for mark in marks:
+        raw = mark.encode() if isinstance(mark, str) else mark
+        at = encoded.find(raw)
+        if at < 0:
+            continue
+        if flexible:
+            prefix, null = 1, b"\x00"
+        elif isinstance(mark, str):
+            prefix, null = 2, b"\xff\xff"
+        else:
+            prefix, null = 4, b"\xff\xff\xff\xff"
+        encoded = encoded[: at - prefix] + null + encoded[at + len(raw) :]
+    return encoded
 
 
 def encode_with_nulls(entity: Any, nulls: list[tuple[tuple[str, ...], str | None]]) -> bytes:
     """``entity`` encoded with a null at each path of ``nulls``, whether or not the schema
-    allows one there (kio refuses to write a null string it does not allow: a
-    placeholder is written and its bytes replaced). Each path comes with the field's
-    kafka type (None for an array)."""
-    import uuid as _uuid
-
-    flexible = bool(type(entity).__flexible__)
-    marks: list[tuple[bytes, str]] = []
+    allows one there. Each path comes with the field's kafka type (None for an array:
+    kio writes a null array as asked)."""
+    marks: list[str | bytes] = []
     for path, kafka_type in nulls:
-        if kafka_type is None:
-            entity = _replace_at(entity, path, None)  # kio writes a null array as asked
-            continue
-        mark = ("\x7fnull:" + _uuid.uuid4().hex).ljust(_MARK_LENGTH, "~")
-        marks.append((mark.encode(), kafka_type))
-        value: Any = mark if kafka_type == "string" else mark.encode()
+        value: Any = None
+        if kafka_type is not None:
+            value = null_mark(kafka_type)
+            marks.append(value)
         entity = _replace_at(entity, path, value)
-    encoded = entities.encode(entity)
-    for mark, kafka_type in marks:
-        at = encoded.find(mark)
-        if at < 0:
-            continue  # the path went through an empty array: nothing to null
-        if flexible:
-            prefix, null = 1, b"\x00"
-        elif kafka_type == "string":
-            prefix, null = 2, b"\xff\xff"
-        else:
-            prefix, null = 4, b"\xff\xff\xff\xff"
-        encoded = encoded[: at - prefix] + null + encoded[at + len(mark) :]
-    return encoded
+    return splice_nulls(entities.encode(entity), marks, bool(type(entity).__flexible__))
 
 
 def field_type(cls: type, path: tuple[str, ...]) -> str | None:

@@ -22,7 +22,7 @@ from gregor_broker.protocol import entities
 from gregor_broker.server.handlers import API_TABLE
 
 from ..request_samples import encode_with_nulls, field_type, nullable_fields, sample_request
-from .raw_requests import RawClient, request
+from .raw_requests import RawClient, request, server_errors
 
 CASES = [
     (spec.key, f"{spec.name} v{version}", version, path, nullable)
@@ -30,21 +30,6 @@ CASES = [
     for version in range(spec.min_version, spec.max_version + 1)
     for path, nullable in nullable_fields(entities.payload_class(spec.key, version, "request"))
 ]
-
-
-def _server_errors(value: Any, path: str = "") -> list[str]:
-    """Where a decoded response says UNKNOWN_SERVER_ERROR."""
-    if isinstance(value, ErrorCode):
-        return [path] if value == ErrorCode.unknown_server_error else []
-    if isinstance(value, tuple):
-        return [found for item in value for found in _server_errors(item, path)]
-    if dataclasses.is_dataclass(value):
-        return [
-            found
-            for field in dataclasses.fields(value)
-            for found in _server_errors(getattr(value, field.name), f"{path}.{field.name}")
-        ]
-    return []
 
 
 def _body(key: int, version: int, path: tuple[str, ...]) -> bytes:
@@ -70,8 +55,8 @@ def test_a_null_in_any_request_field_is_answered_or_refused_as_kafka_does(broker
     for key, name, version, path, nullable in CASES:
         where = f"{name} {'.'.join(path)} (nullable: {nullable})"
         answer = _answer(broker.bootstrap, key, version, _body(key, version, path))
-        if answer != "closed" and _server_errors(answer):
-            problems.append(f"{where}: UNKNOWN_SERVER_ERROR at {_server_errors(answer)}")
+        if answer != "closed" and server_errors(answer):
+            problems.append(f"{where}: UNKNOWN_SERVER_ERROR at {server_errors(answer)}")
         elif nullable and answer == "closed":
             problems.append(f"{where}: connection closed")
         elif not nullable and answer != "closed":
