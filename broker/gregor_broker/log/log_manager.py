@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 _REMOVER_THREADS = 4
 # Threads making new partitions' files, and how many partitions one task makes.
-_PREPARER_THREADS = 4
+_PREPARER_THREADS = 2
 _PREPARE_CHUNK = 32
 META_PROPERTIES = "meta.properties"
 
@@ -282,6 +282,10 @@ class LogManager:
 
     def is_preparing(self, key: TopicPartition) -> bool:
         return key in self._preparing
+
+    def preparing(self) -> int:
+        """How many new logs are being made off the loop now."""
+        return len(self._preparing)
 
     async def prepare_new(self, keys: list[TopicPartition]) -> None:
         """Make the directories and empty files of new logs on a thread pool, several at
