@@ -46,9 +46,6 @@ logger = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 _REMOVER_THREADS = 4
-# Threads making new partitions' files, and how many partitions one task makes.
-_PREPARER_THREADS = 2
-_PREPARE_CHUNK = 32
 META_PROPERTIES = "meta.properties"
 
 
@@ -116,13 +113,6 @@ class LogManager:
         # Removes the directories of deleted partitions (renamed to ``*-delete`` first,
         # so a crash before removal is finished at the next start-up).
         self._remover: ThreadPoolExecutor | None = None
-        # New logs whose files are made off the loop (``prepare_new``): the log dir
-        # chosen for each while it is made, and once made, until ``get_or_create``
-        # adopts it; keys whose preparation failed are created the usual way.
-        self._preparer: ThreadPoolExecutor | None = None
-        self._preparing: dict[TopicPartition, Path] = {}
-        self._prepared: dict[TopicPartition, Path] = {}
-        self._prepare_failed: set[TopicPartition] = set()
         self._broker_id: int | None = None
         self._cluster_id: str | None = None
         # Failed log dirs (dir -> what failed) and the partitions that were on them.
@@ -234,17 +224,13 @@ class LogManager:
             raise LogDirOffline(
                 f"{topic}-{partition} is offline: log dir {self._offline[key]} failed"
             )
-        prepared_in = self._prepared.pop(key, None)
-        if prepared_in is not None and prepared_in not in self.offline_dirs:
-            log = PartitionLog.open(
-                prepared_in / f"{topic}-{partition}", config, now_ms=self._now_ms, prepared=True
-            )
-            self._logs[key] = log
-            self._dir_of[key] = prepared_in  # counted when it was chosen
-            return log
-        if prepared_in is not None:
-            self._partitions_in[prepared_in] -= 1
-        log_dir = self._next_log_dir(f"{topic}-{partition}")
+        live = self.live_dirs
+        if not live:
+            raise LogDirOffline(f"cannot create {topic}-{partition}: every log dir has failed")
+        # Kafka's nextLogDirs: the live log dir holding the fewest partitions (counted as
+        # they come and go: counting them per new partition was quadratic).
+        counts = self._partitions_in
+        log_dir = min(live, key=lambda d: counts[d])
         try:
             log = PartitionLog.open(log_dir / f"{topic}-{partition}", config, now_ms=self._now_ms)
         except OSError as error:
@@ -254,98 +240,8 @@ class LogManager:
             ) from error
         self._logs[key] = log
         self._dir_of[key] = log_dir
-        self._partitions_in[log_dir] += 1
-        self._prepare_failed.discard(key)
+        counts[log_dir] += 1
         return log
-
-    def _next_log_dir(self, name: str) -> Path:
-        """Kafka's nextLogDirs: the live log dir holding the fewest partitions (counted
-        as they come and go: counting them per new partition was quadratic)."""
-        live = self.live_dirs
-        if not live:
-            raise LogDirOffline(f"cannot create {name}: every log dir has failed")
-        counts = self._partitions_in
-        return min(live, key=lambda d: counts[d])
-
-    # -- new logs made off the loop ----------------------------------------------------
-
-    def needs_preparing(self, key: TopicPartition) -> bool:
-        """Whether ``key`` has no log yet and none being made or made: its files should
-        be made off the loop (``prepare_new``) before ``get_or_create`` adopts them."""
-        return (
-            key not in self._logs
-            and key not in self._preparing
-            and key not in self._prepared
-            and key not in self._prepare_failed
-            and key not in self._offline
-        )
-
-    def is_preparing(self, key: TopicPartition) -> bool:
-        return key in self._preparing
-
-    def preparing(self) -> int:
-        """How many new logs are being made off the loop now."""
-        return len(self._preparing)
-
-    async def prepare_new(self, keys: list[TopicPartition]) -> None:
-        """Make the directories and empty files of new logs on a thread pool, several at
-        a time; the event loop only chooses their log dirs (Kafka creates logs on its
-        request handler threads, never on its network threads). A key whose files could
-        not be made (the directory exists, an I/O error) is left to ``get_or_create``,
-        which opens it or fails the log dir as before."""
-        chosen = []
-        for key in keys:
-            if not self.needs_preparing(key):
-                continue
-            try:
-                log_dir = self._next_log_dir(f"{key[0]}-{key[1]}")
-            except LogDirOffline:
-                self._prepare_failed.add(key)
-                continue
-            self._partitions_in[log_dir] += 1
-            self._preparing[key] = log_dir
-            chosen.append((key, log_dir))
-        if not chosen:
-            return
-        if self._preparer is None:
-            self._preparer = ThreadPoolExecutor(
-                _PREPARER_THREADS, thread_name_prefix="log-preparer"
-            )
-        loop = asyncio.get_running_loop()
-        chunks = [chosen[i : i + _PREPARE_CHUNK] for i in range(0, len(chosen), _PREPARE_CHUNK)]
-        failed: set[TopicPartition] = set()
-        try:
-            for failed_in_chunk in await asyncio.gather(
-                *(loop.run_in_executor(self._preparer, _prepare_chunk, chunk) for chunk in chunks)
-            ):
-                failed |= failed_in_chunk
-        except Exception:  # the usual creation (``get_or_create``) takes over
-            logger.exception("making %d new logs failed", len(chosen))
-            failed = {key for key, _ in chosen}
-        for key, log_dir in chosen:
-            if self._preparing.pop(key, None) is None:
-                continue
-            if key in failed:
-                self._partitions_in[log_dir] -= 1
-                self._prepare_failed.add(key)
-            else:
-                self._prepared[key] = log_dir
-
-    def prepared_keys(self, topics: set[str] | None) -> list[TopicPartition]:
-        """Made logs not yet adopted by ``get_or_create`` (of ``topics`` when given)."""
-        if not self._prepared:
-            return []
-        return [key for key in self._prepared if topics is None or key[0] in topics]
-
-    def discard_prepared(self, key: TopicPartition) -> None:
-        """A made log no longer wanted here (its topic went, or the replica moved away
-        while its files were being made): its directory goes."""
-        log_dir = self._prepared.pop(key, None)
-        self._prepare_failed.discard(key)
-        if log_dir is None:
-            return
-        self._partitions_in[log_dir] -= 1
-        self._remove_later(log_dir / f"{key[0]}-{key[1]}")
 
     # -- log dir failure -----------------------------------------------------------------
 
@@ -550,9 +446,6 @@ class LogManager:
         for log in self._deleted:
             log.close_deleted_segments(force=True)
         self._deleted = []
-        if self._preparer is not None:
-            self._preparer.shutdown(wait=True)
-            self._preparer = None
         if self._remover is not None:
             self._remover.shutdown(wait=True)
             self._remover = None
@@ -564,15 +457,3 @@ class LogManager:
                 logger.error(
                     "cannot mark %s clean: %s; it is recovered at the next start", log_dir, error
                 )
-
-
-def _prepare_chunk(chunk: list[tuple[TopicPartition, Path]]) -> set[TopicPartition]:
-    """Make the new logs of ``chunk`` (a preparer thread); returns the keys that failed."""
-    failed = set()
-    for key, log_dir in chunk:
-        try:
-            PartitionLog.prepare_empty(log_dir / f"{key[0]}-{key[1]}")
-        except OSError as error:
-            logger.debug("preparing the log of %s-%d failed: %s", *key, error)
-            failed.add(key)
-    return failed

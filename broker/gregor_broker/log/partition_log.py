@@ -172,24 +172,10 @@ class PartitionLog:
         log_start_offset: int = 0,
         now_ms: Callable[[], int] = wall_clock_ms,
         had_clean_shutdown: bool = False,
-        prepared: bool = False,
     ) -> PartitionLog:
         """Open (or create) the log in ``directory``. Without a clean shutdown, every
         segment from the one holding ``recovery_point`` on is validated batch by batch
-        and cut at the first torn or corrupt batch. ``prepared``: ``prepare_empty``
-        made the directory and its files; the log takes them without a system call."""
-        if prepared:
-            log = cls(directory, config, now_ms, new=True)
-            log._add_segment(
-                LogSegment.adopt_created(
-                    directory,
-                    0,
-                    index_interval_bytes=config.index_interval_bytes,
-                    max_index_bytes=config.segment_index_bytes,
-                    created_ms=now_ms(),
-                )
-            )
-            return log
+        and cut at the first torn or corrupt batch."""
         try:
             directory.mkdir(parents=True)
         except FileExistsError:
@@ -202,16 +188,6 @@ class PartitionLog:
         else:
             log._load(recovery_point, log_start_offset, had_clean_shutdown)
         return log
-
-    @staticmethod
-    def prepare_empty(directory: Path) -> None:
-        """Make a new log's directory and its first segment's empty files, on any thread
-        (FileExistsError when the directory exists: that log is opened the usual way).
-        The files of thousands of new partitions, made one after another on the event
-        loop, held it for most of a large CreateTopics (issue 9: 10,000 partitions in
-        42.5 s, the loop blocked in mkdir and open)."""
-        directory.mkdir(parents=True)
-        LogSegment.create_files(directory, 0)
 
     def _start_empty(self) -> None:
         """A log in a directory just created: one empty segment at offset 0, nothing to

@@ -215,39 +215,6 @@ class LogSegment:
         segment.indexes_loaded = True
         return segment
 
-    @staticmethod
-    def create_files(directory: Path, base_offset: int) -> None:
-        """Create a new segment's empty ``.log``, ``.index`` and ``.timeindex`` files and
-        nothing else: no object, no descriptor kept, so it may run on any thread (new
-        partitions' files are made off the event loop; ``adopt_created`` then builds the
-        segment on the loop without a system call)."""
-        stem = directory / f"{base_offset:020d}"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-        for suffix in (".log", ".index", ".timeindex"):
-            os.close(os.open(f"{stem}{suffix}", flags, 0o644))
-
-    @classmethod
-    def adopt_created(
-        cls,
-        directory: Path,
-        base_offset: int,
-        *,
-        index_interval_bytes: int,
-        max_index_bytes: int,
-        created_ms: int,
-    ) -> LogSegment:
-        """The segment whose empty files ``create_files`` made: empty indexes, the
-        ``.log`` descriptor opened on first use."""
-        segment = cls(
-            directory,
-            base_offset,
-            index_interval_bytes=index_interval_bytes,
-            max_index_bytes=max_index_bytes,
-            created_ms=created_ms,
-        )
-        segment.indexes_loaded = True
-        return segment
-
     @property
     def fd(self) -> int:
         """The ``.log`` descriptor, opened on first use; only valid until the next

@@ -67,10 +67,6 @@ class TopicCounters:
         self.bytes_out = 0  # to consumers; followers' fetches are replication_bytes_out
 
 
-# New logs one reconcile call makes in place; more are made off the loop (prepare_new).
-INLINE_NEW_LOGS = 8
-
-
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -116,11 +112,6 @@ class ReplicaManager:
         self.follower_served_bytes_total = 0
         self.leader_replication_quota = LeaderReplicationQuota()
         logs.dir_failure_listeners.append(self._on_log_dir_failure)
-        # Set by the broker: new partitions' files are then made off the event loop
-        # (``LogManager.prepare_new``) and their topics handed back to it when they are
-        # ready. Unset (tests driving ``reconcile`` directly), logs are made in place.
-        self.logs_prepared: Callable[[set[str]], None] | None = None
-        self._preparations: set[asyncio.Task[None]] = set()
 
     # metadata -> local state ---------------------------------------------------------
     def reconcile(
@@ -135,14 +126,6 @@ class ReplicaManager:
         names = set(self.metadata.topics) if topics is None else topics
         wanted: set[TopicPartition] = set()
         unfinished: set[str] = set()
-        to_prepare: list[TopicPartition] = []
-        # Off the loop when this call needs many new logs, or while others are being
-        # made (bulk creation reaches here a few topics at a time).
-        prepare_off_loop = (
-            self.logs_prepared is not None
-            and max_changes is not None
-            and (self.logs.preparing() or self._new_logs_over(names, INLINE_NEW_LOGS))
-        )
         changes = 0
         for name in names:
             topic = self.metadata.topics.get(name)
@@ -157,11 +140,6 @@ class ReplicaManager:
                 if self.logs.is_offline(key):
                     continue  # Kafka: an offline replica stays offline until a restart
                 partition = self.partitions.get(key)
-                if partition is None and self.logs.is_preparing(key):
-                    continue  # its topic comes back when its files are made
-                if partition is None and prepare_off_loop and self.logs.needs_preparing(key):
-                    to_prepare.append(key)
-                    continue
                 if (
                     max_changes is not None
                     and changes >= max_changes
@@ -194,38 +172,7 @@ class ReplicaManager:
         for key in self.logs.offline_partitions():
             if (topics is None or key[0] in topics) and key not in wanted:
                 self.logs.delete_log(*key)  # forgets it; the files stay on the failed dir
-        for key in self.logs.prepared_keys(topics):
-            if key not in wanted:
-                self.logs.discard_prepared(key)  # made for a replica no longer here
-        if to_prepare:
-            task = asyncio.get_running_loop().create_task(self._prepare_logs(to_prepare))
-            self._preparations.add(task)
-            task.add_done_callback(self._preparations.discard)
         return unfinished
-
-    def _new_logs_over(self, names: set[str], limit: int) -> bool:
-        """Whether ``names`` need more than ``limit`` logs this broker does not have: a
-        few are made in place at once (a topic of a few partitions is led here without
-        a trip through the preparer threads), more are made off the loop."""
-        count = 0
-        for name in names:
-            topic = self.metadata.topics.get(name)
-            if topic is None:
-                continue
-            for index, info in topic.partitions.items():
-                if self.broker_id in info.replicas and (name, index) not in self.partitions:
-                    count += 1
-                    if count > limit:
-                        return True
-        return False
-
-    async def _prepare_logs(self, keys: list[TopicPartition]) -> None:
-        """Make new partitions' files off the loop, then hand their topics back to be
-        reconciled: the partitions are created from the made files, and a made log no
-        longer assigned here is removed."""
-        await self.logs.prepare_new(keys)
-        if self.logs_prepared is not None:
-            self.logs_prepared({key[0] for key in keys})
 
     def _create(self, topic: TopicInfo, index: int, config: LogConfig) -> Partition:
         partition_log = self.logs.get_or_create(topic.name, index, config)

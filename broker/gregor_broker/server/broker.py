@@ -250,7 +250,6 @@ class Broker:
             self.metadata.take_changed_topics, self.replica_manager.reconcile
         )
         self.metadata.listeners.append(self.reconciler.schedule)
-        self.replica_manager.logs_prepared = self.reconciler.add
         self.watcher = ZooKeeperMetadataWatcher(self.zk, self.metadata, loop)
         await asyncio.to_thread(self.watcher.start)
 

@@ -13,11 +13,6 @@ call while slices counted topics).
 
 A small change (the usual case: a test creating a few topics) is still applied at once,
 before the loop runs anything else, as before.
-
-New partitions' files (a directory, a segment and two index files) are made on a thread
-pool first (``ReplicaManager.reconcile`` hands them to ``LogManager.prepare_new``); their
-topics come back through ``add`` when the files exist, and the partitions are then
-created from them without a system call on the loop.
 """
 
 from __future__ import annotations
@@ -70,11 +65,6 @@ class SlicedReconcile:
     def pending(self) -> int:
         """Topics changed but not yet applied."""
         return len(self._pending)
-
-    def add(self, topics: set[str]) -> None:
-        """Apply ``topics`` again soon (their new logs' files were made off the loop)."""
-        self._pending |= topics
-        self.schedule()
 
     def schedule(self) -> None:
         """Run a slice soon (on the running loop); once however often it is called."""
