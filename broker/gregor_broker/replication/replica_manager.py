@@ -282,7 +282,11 @@ class ReplicaManager:
         """The leader side of a follower's fetch: its progress, the HW, ISR growth."""
         partition.record_follower_fetch(replica_id, offset, now_ms())
         self._after_high_watermark_inputs_changed(partition)
-        if partition.may_rejoin_isr(replica_id):
+        # Only a live broker joins the ISR (Kafka's isReplicaIsrEligible: in ZooKeeper mode,
+        # hasAliveBroker): a broker in controlled shutdown has deregistered and keeps
+        # fetching until it exits; taken back into the ISR, it would hold every acks=all
+        # write of the partition once it is gone, until the lag timeout drops it.
+        if partition.may_rejoin_isr(replica_id) and replica_id in self.metadata.brokers:
             new_isr = tuple(r for r in partition.replicas if r in partition.isr or r == replica_id)
             self._change_isr(partition, new_isr, expand=True)
 
