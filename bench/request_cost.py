@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from gregor_broker.cluster.admin import ZkAdmin
+from gregor_broker.cluster.models import BrokerRegistration
 from gregor_broker.config import load_broker_config
 from gregor_broker.devtools.zookeeper_server import ZooKeeperServer, free_port
 from gregor_broker.protocol import replica_fetch
@@ -93,6 +94,12 @@ async def _measure(
         connection = _Connection()
         router = broker.router
         router.preparer.prepare_now(0, 9)  # answers now, not after preparing off the loop
+        if replica_fetch_frame:
+            # Broker 2 does not run, but only a registered broker joins an ISR (as in
+            # Kafka): its registration, on this process's session.
+            ZkAdmin(broker.zk).register_broker(
+                BrokerRegistration("127.0.0.1", 1, ("PLAINTEXT://127.0.0.1:1",)), 2
+            )
         ZkAdmin(broker.zk).create_topic(TOPIC, {0: [1, 2] if replica_fetch_frame else [1]}, {})
         deadline = time.monotonic() + 30
         while broker.replica_manager.partitions.get((TOPIC, 0)) is None or not _accepted(
