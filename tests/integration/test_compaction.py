@@ -254,6 +254,7 @@ def test_consumer_offsets_stay_bounded_under_a_committing_group_and_reload(broke
     assert wait_for(lambda: _offsets_log_bytes(broker.log_dir) < 4 * segment_bytes, 60), (
         _offsets_log_bytes(broker.log_dir)
     )
+    settled = _offsets_log_bytes(broker.log_dir)
 
     broker.stop()
     broker.start()
@@ -264,7 +265,12 @@ def test_consumer_offsets_stay_bounded_under_a_committing_group_and_reload(broke
     finally:
         checker.close()
     assert committed.offset == commits
-    print(f"{commits} commits in {elapsed:.0f} s; __consumer_offsets-0 at most {largest} bytes")
+    print(
+        f"{commits} commits in {elapsed:.0f} s (about {written} bytes written); "
+        f"__consumer_offsets-0: {sizes[0]} bytes at the first sample, at most {largest} "
+        f"(first two thirds {max(sizes[:-third])}, last third {max(sizes[-third:])}), "
+        f"{sizes[-1]} at the last sample, {settled} once the commits stopped"
+    )
 
 
 def _produce_updates(bootstrap: str, run: int, count: int, keys: int) -> dict[int, tuple]:
@@ -444,3 +450,63 @@ def test_topics_describe_shows_the_dirty_ratio_falling_after_cleaning(
     # Without the brokers' endpoints there is no column (and no error).
     plain = _describe(zk_connect, topic, "--data-dir", "/nonexistent").stdout
     assert "DirtyRatio" not in plain, plain
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started (its threads' children lists)."""
+    found: list[int] = []
+    with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running, as opposed to gone or a zombie nobody reaped yet."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _cleaner_worker(broker_pid: int) -> int | None:
+    for child in _children(broker_pid):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                return child
+    return None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_cleaner_worker_is_background_work_and_dies_with_a_killed_broker(
+    broker_factory,
+) -> None:
+    """The worker process runs niced (``log.cleaner.worker.nice``, default 19) under
+    SCHED_BATCH, and a SIGKILLed broker takes it along: it does not finish its pass (here
+    throttled to a minute or more) on a core of its own after the broker is gone."""
+    broker = broker_factory(
+        **{"log.cleaner.backoff.ms": "100", "log.cleaner.io.max.bytes.per.second": "4000"}
+    )
+    create_topic(
+        broker.bootstrap,
+        "crashing",
+        config={"cleanup.policy": "compact", "segment.bytes": "8192", "segment.ms": "500",
+                "min.cleanable.dirty.ratio": "0.01"},
+    )  # fmt: skip
+    _produce_updates(broker.bootstrap, 0, 3000, 100)
+    # The pool starts its worker for the first pass, which the throttle makes long.
+    assert broker.pid is not None
+    assert wait_for(lambda: _cleaner_worker(broker.pid) is not None, timeout=60)
+    worker = _cleaner_worker(broker.pid)
+    assert worker is not None
+    assert wait_for(lambda: os.getpriority(os.PRIO_PROCESS, worker) == 19, timeout=30)
+    assert os.sched_getscheduler(worker) == os.SCHED_BATCH
+    assert "cleaned crashing-0" not in broker.log_path.read_text()  # still mid-pass
+    others = [pid for pid in _children(broker.pid) if pid != worker]
+
+    broker.kill()
+    assert wait_for(lambda: not _alive(worker), timeout=15), "the worker outlived the broker"
+    # The resource tracker the spawn context started goes once the worker has.
+    assert wait_for(lambda: not any(_alive(pid) for pid in others), timeout=15), others
