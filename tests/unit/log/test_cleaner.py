@@ -27,7 +27,7 @@ from gregor_broker.log.cleaner import (
 )
 from gregor_broker.log.log_config import LogConfig
 from gregor_broker.log.partition_log import PartitionLog
-from gregor_broker.log.producer_state import ProducerStateManager
+from gregor_broker.log.producer_state import ProducerStateManager, snapshot_offsets
 from gregor_broker.protocol.record_batch import Compression, scan_batches
 from gregor_broker.protocol.records import Record, iter_batch_records, make_batch
 
@@ -350,6 +350,33 @@ def test_a_producers_last_batch_stays_as_an_empty_batch_and_its_state_survives(t
     state = ProducerStateManager(log).state()  # rebuilt from the log alone
     assert state.entries[7].last_sequence == 0 and state.entries[7].producer_epoch == 2
     assert state.entries[8].last_sequence == 1
+
+
+def test_segments_merged_by_a_pass_take_their_producer_snapshots_along(tmp_path):
+    """Each roll writes a producer snapshot; when a pass merges segments into the first of
+    their group, the others' snapshots go (Kafka's ``replaceSegments``), so a compacted
+    log that keeps rolling, like ``__consumer_offsets``, does not gather a file a roll."""
+    log = open_log(tmp_path, replace(COMPACT, segment_bytes=10**6))
+    log.producer_state.state()  # built, as an idempotent producer's first write builds it
+    for sequence in range(30):
+        entries = [(b"key-%d" % (sequence % 3), b"v%d" % sequence)]
+        produce(log, keyed_batch(entries, producer_id=4, producer_epoch=0, base_sequence=sequence))
+        roll(log)
+    assert len(snapshot_offsets(log.directory)) == 30
+    checkpoint = run_pass(log).end
+    bases = {segment.base_offset for segment in log.segments}
+    assert len(bases) <= 3
+    assert set(snapshot_offsets(log.directory)) <= bases
+    for sequence in range(30, 40):  # a second pass merges the new segments into the first
+        entries = [(b"key-%d" % (sequence % 3), b"v%d" % sequence)]
+        produce(log, keyed_batch(entries, producer_id=4, producer_epoch=0, base_sequence=sequence))
+        roll(log)
+    run_pass(log, checkpoint)
+    assert set(snapshot_offsets(log.directory)) <= {s.base_offset for s in log.segments}
+    # The producer's state still loads: its sequence goes on from the last batch.
+    log.close()
+    reopened = open_log(tmp_path, replace(COMPACT, segment_bytes=10**6))
+    assert reopened.producer_state.state().entries[4].last_sequence == 39
 
 
 def test_a_batch_that_loses_records_keeps_its_offsets_codec_and_producer_fields(tmp_path):
