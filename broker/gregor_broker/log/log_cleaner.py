@@ -8,9 +8,9 @@ the loop, and has the copy done in a worker process of its own (``processes``, w
 broker uses): Kafka's cleaner threads run on other cores, and in Python only a process
 does; a cleaning on the loop cost a producer about four fifths of its throughput
 (``bench.compaction``). The worker runs at a lower priority (``worker_nice``), so where
-it and the broker contend for a core the broker's request handling wins, and it dies with
-the broker (``start_worker``). The swap happens back on the loop. In-process (tests), the copy
-runs a batch at a time between turns of the loop. Either way it sleeps as long as
+it and the broker contend for a core the broker's request handling wins, and it dies
+with the broker (``start_worker``). The swap happens back on the loop. In-process
+(tests), the copy runs a batch at a time between turns of the loop. Either way it sleeps as long as
 ``log.cleaner.io.max.bytes.per.second`` asks. With nothing to clean a worker sleeps
 ``log.cleaner.backoff.ms``. Each worker has its own key map of
 ``log.cleaner.dedupe.buffer.size`` / threads bytes. A pass that fails with anything but a
