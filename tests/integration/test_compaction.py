@@ -320,9 +320,9 @@ def test_a_broker_killed_while_cleaning_keeps_a_consistent_log(broker_factory) -
     as an unkilled one would: records only at their original offsets with their original
     values, each key's last value there, the log end unchanged. Two kills in three wait
     for the copy to start (a ``.cleaned`` file) and land a random moment after it (in the
-    copy, a swap, or after the pass; the first at once); the others land anywhere.
-    The throttle makes a pass last a second or two. ``GREGOR_CLEANER_CRASH_RUNS`` sets
-    the number of kills (the acceptance run: 20)."""
+    copy, a swap, or after the pass; the first at once); the third waits for a pass to
+    complete and lands after it. The throttle makes a pass last a second or more.
+    ``GREGOR_CLEANER_CRASH_RUNS`` sets the number of kills (the acceptance run: 20)."""
     runs = int(os.environ.get("GREGOR_CLEANER_CRASH_RUNS", "3"))
     rng = random.Random(int(os.environ.get("GREGOR_CLEANER_CRASH_SEED", "14")))
     properties = {
@@ -360,30 +360,35 @@ def test_a_broker_killed_while_cleaning_keeps_a_consistent_log(broker_factory) -
         # Every key's last record, tombstones included (delete.retention.ms is a day).
         assert {key: (offset, value) for offset, key, value in records} == last, run
 
+    def passes() -> int:
+        return broker.log_path.read_text().count("cleaned crashing-0")
+
     for run in range(runs):
+        passes_before = passes()
         written.update(_produce_updates(bootstrap, run, 4000, 100))
-        if run % 3 != 2 and wait_for(
+        if run % 3 == 2:
+            # A pass completes (the checkpoint moves, so later passes stay short); the kill
+            # lands after it, in the next pass or while the cleaner waits.
+            wait_for(lambda before=passes_before: passes() > before, timeout=90, interval=0.05)
+            time.sleep(rng.uniform(0, 0.5))
+        elif wait_for(
             lambda: ".cleaned" in _cleaning_files(partition_dir), timeout=60, interval=0.02
         ):
-            time.sleep(rng.uniform(0, 2.0) if run else 0)  # the first: at once, mid-copy
-        else:
-            time.sleep(rng.uniform(0.05, 2.0))
+            # In the copy, a swap, or just after the pass (the first kill at once: mid-copy).
+            time.sleep(rng.uniform(0, 1.5) if run else 0)
         broker.kill()
         on_disk = _cleaning_files(partition_dir)
         landed["swap" if ".swap" in on_disk else "copy" if on_disk else "other"] += 1
         broker.start()
         broker.wait_registered(60)
         check_consistent(run)
-    passes_between_kills = broker.log_path.read_text().count("cleaned crashing-0")
+    passes_between_kills = passes()
     # Left alone (and unthrottled), the cleaner finishes: the log holds one record a key.
     broker.stop()
     del broker.properties["log.cleaner.io.max.bytes.per.second"]
     broker.start()
     broker.wait_registered(60)
-    assert wait_for(
-        lambda: broker.log_path.read_text().count("cleaned crashing-0") > passes_between_kills,
-        60,
-    )
+    assert wait_for(lambda: passes() > passes_between_kills, 60)
     end = max(written) + 1
     assert wait_for(lambda: len(_read_with_librdkafka(bootstrap, end, "crashing")) == 100, 60)
     check_consistent(runs)
