@@ -518,11 +518,15 @@ def _cleaner_worker(broker_pid: int) -> int | None:
 def test_the_cleaner_worker_is_background_work_and_dies_with_a_killed_broker(
     broker_factory,
 ) -> None:
-    """The worker process runs niced (``log.cleaner.worker.nice``, default 19) under
-    SCHED_BATCH, and a SIGKILLed broker takes it along: it does not finish its pass (here
-    throttled to a minute or more) on a core of its own after the broker is gone."""
+    """With ``log.cleaner.worker.nice`` the worker process runs niced under SCHED_BATCH,
+    and a SIGKILLed broker takes it along: it does not finish its pass (here throttled to
+    a minute or more) on a core of its own after the broker is gone."""
     broker = broker_factory(
-        **{"log.cleaner.backoff.ms": "100", "log.cleaner.io.max.bytes.per.second": "4000"}
+        **{
+            "log.cleaner.backoff.ms": "100",
+            "log.cleaner.io.max.bytes.per.second": "4000",
+            "log.cleaner.worker.nice": "19",
+        }
     )
     create_topic(
         broker.bootstrap,

@@ -329,10 +329,11 @@ class BrokerConfig:
         validator=at_least(0),
     )  # fmt: skip
     log_cleaner_worker_nice: int = _key(
-        19, _T.INT,
+        0, _T.INT,
         "Gregor only: the niceness the cleaners' worker processes add to their own (0-19; "
         "above 0 they also run as SCHED_BATCH), so the broker's request handling wins a "
-        "contended core; 0 runs them at the broker's priority.",
+        "core the two contend for and compaction waits; 0 runs them at the broker's "
+        "priority.",
         validator=between(0, 19),
     )  # fmt: skip
     producer_id_expiration_ms: int = _key(
