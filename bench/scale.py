@@ -12,7 +12,8 @@ Starts ZooKeeper and one Gregor broker, then measures, through Kafka's protocol:
   longer lists any of them and their directories are gone; meanwhile (right after the
   DeleteTopics request) a new topic is created, and its time to a leader is recorded.
 
-Run: ``.venv/bin/python -m bench.scale [--partitions 10000] [--delete-topics 2000]``. The
+Run: ``.venv/bin/python -m bench.scale [--partitions 10000] [--delete-topics 2000]``
+(``--create-only``: the create phase alone, with the broker's CPU seconds over it). The
 harness (``python -m bench --only scale``) calls ``run_once`` too; so does the short test
 in ``tests/bench/test_scale.py`` with small numbers.
 """
@@ -31,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.clients import broker_cpu_seconds
 from gregor_broker.devtools.local_cluster import LocalCluster
 from gregor_broker.protocol import entities
 from gregor_broker.protocol.wire import read_unsigned_varint
@@ -221,6 +223,7 @@ def run_once(
     metadata_requests: int = 200,
     timeout: float = 600,
     produce: bool = True,
+    create_only: bool = False,
 ) -> dict[str, Any]:
     """One broker, one pass; the broker and ZooKeeper are stopped whatever happens."""
     topic_count = partitions // PARTITIONS_PER_TOPIC
@@ -237,6 +240,8 @@ def run_once(
     connection = KafkaConnection(broker.bootstrap, timeout)
     try:
         fds_at_start = open_fds(broker.pid)[0]
+        cpu_at_start = broker_cpu_seconds([broker.pid])
+        load_at_start = os.getloadavg()[0]
         started = time.monotonic()
         failed: list[str] = []
         for first in range(0, topic_count, TOPICS_PER_REQUEST):
@@ -249,6 +254,16 @@ def run_once(
                 raise ScaleTimedOut(f"{missing} partitions without a leader after {timeout} s")
             time.sleep(0.1)
         create_s = time.monotonic() - started
+        if create_only:
+            cpu = broker_cpu_seconds([broker.pid])
+            return {
+                "partitions": partitions,
+                "create_s": create_s,
+                "create_broker_cpu_s": None
+                if cpu is None or cpu_at_start is None
+                else cpu - cpu_at_start,
+                "load_average": [load_at_start, os.getloadavg()[0]],
+            }
         if produce:
             produce_one_record_each(broker.bootstrap, topics)
         fds_total, fds_logs, _ = open_fds(broker.pid)
@@ -333,11 +348,19 @@ def run_once(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="example: python -m bench.scale --partitions 10000 --create-only --repeat 3",
+    )
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--delete-topics", type=int, default=2_000)
     parser.add_argument("--max-open-files", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument(
+        "--create-only",
+        action="store_true",
+        help="only create the partitions: time until all are led, broker CPU",
+    )
     args = parser.parse_args()
     runs = []
     for index in range(args.repeat):
@@ -347,6 +370,7 @@ def main() -> None:
                 args.delete_topics,
                 Path(work_dir),
                 max_open_files=args.max_open_files,
+                create_only=args.create_only,
             )
         runs.append(result)
         print(f"run {index + 1}: {json.dumps(result)}", flush=True)

@@ -12,7 +12,8 @@ measurement per process, printed as JSON for the harness.
 - ``stream``: the same through ``readStream`` with ``Trigger.AvailableNow``: records/s a
   streaming query sustains from a backlog.
 
-Spark runs also report ``phases``: where the timed window went, from Spark's event log.
+Spark runs also report ``phases``: where the timed window went, from Spark's event log; batch
+runs also ``cpu``: CPU seconds of Spark's JVM and of its Python processes in that window.
 """
 
 from __future__ import annotations
@@ -148,6 +149,38 @@ def phases(event_dir: str, started: float, finished: float) -> dict[str, Any]:
     }
 
 
+def process_tree_cpu(root: int) -> dict[str, float]:
+    """CPU seconds (user + system) so far of process ``root`` (Spark's JVM) and, apart, of
+    every live descendant (the Python daemons and workers it started), from /proc. A
+    descendant that exited in between is missed: Spark keeps its Python daemons and reused
+    workers alive until the session stops. Empty where /proc is missing."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    cpu: dict[int, int] = {}
+    for entry in Path("/proc").iterdir() if Path("/proc/self/stat").exists() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+        cpu[int(entry.name)] = int(fields[11]) + int(fields[12])
+    if root not in cpu:
+        return {}
+    python, stack = 0, list(children.get(root, []))
+    while stack:
+        pid = stack.pop()
+        python += cpu.get(pid, 0)
+        stack.extend(children.get(pid, []))
+    return {"jvm": cpu[root] / tick, "python": python / tick}
+
+
+def cpu_spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: round(after[k] - before[k], 2) for k in after if k in before}
+
+
 def batch(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gregor-bench-events-") as events:
         return _batch(args, events)
@@ -162,10 +195,13 @@ def _batch(args: argparse.Namespace, events: str) -> dict[str, Any]:
             .option("subscribe", args.topic)
             .load()
         )
+        jvm = spark.sparkContext._gateway.proc.pid
+        cpu_before = process_tree_cpu(jvm)
         wall_started, started = time.time(), time.perf_counter()
         df.write.format("noop").mode("overwrite").save()
         seconds = time.perf_counter() - started
         wall_finished = time.time()
+        cpu = cpu_spent(cpu_before, process_tree_cpu(jvm))
         # Counted after the clock stops: the number of rows the timed job produced.
         records = df.count()
     finally:
@@ -175,6 +211,7 @@ def _batch(args: argparse.Namespace, events: str) -> dict[str, Any]:
         "bytes": records * args.size,
         "seconds": seconds,
         "phases": phases(events, wall_started, wall_finished),
+        "cpu": cpu,
     }
 
 

@@ -7,6 +7,14 @@
 - ``cluster_factory`` / ``cluster``: a ``LocalCluster`` of N brokers (3, racks a, b, c for
   ``cluster``) on the test's chroot.
 
+Brokers are forked from one pre-imported zygote per pytest worker (``broker_launcher``,
+``gregor_broker.devtools.launcher``): a broker start costs a fork, not the 1-2 s of CPU of
+the broker's imports (10-20 s of wall time with 4 workers on 2 cores), and each broker is
+still its own process (own pid and session; kill -9 is a real crash). Brokers with a
+``command_prefix`` (network namespaces, small disks) are spawned as before, and
+``GREGOR_TEST_SPAWN_BROKERS=1`` spawns every broker (to compare, or to rule the zygote
+out).
+
 Safe under pytest-xdist: ports come from the kernel, directories from ``tmp_path_factory``
 (per worker), chroots from ``zk_connect`` (per test). A broker that does not start fails
 the test with the tail of its log.
@@ -14,21 +22,39 @@ the test with the tail of its log.
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Callable, Iterator
 
 import pytest
 
+from gregor_broker.devtools.launcher import BrokerLauncher
 from gregor_broker.devtools.local_cluster import BrokerProcess, LocalCluster
 
 REGISTRATION_TIMEOUT = 90.0  # a broker starts in seconds; CI runs 4 workers on 2 cores
 
-__all__ = ["broker", "broker_factory", "cluster", "cluster_factory"]
+__all__ = ["broker", "broker_factory", "broker_launcher", "cluster", "cluster_factory"]
+
+
+@pytest.fixture(scope="session")
+def broker_launcher() -> Iterator[BrokerLauncher | None]:
+    """The worker's broker zygote (None with ``GREGOR_TEST_SPAWN_BROKERS=1``): pass it as
+    ``BrokerProcess(launcher=...)`` or ``LocalCluster(launcher=...)``."""
+    if os.environ.get("GREGOR_TEST_SPAWN_BROKERS") == "1":
+        yield None
+        return
+    launcher = BrokerLauncher()
+    try:
+        yield launcher
+    finally:
+        launcher.close()
 
 
 @pytest.fixture
 def broker_factory(
-    zk_connect: str, tmp_path_factory: pytest.TempPathFactory
+    zk_connect: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    broker_launcher: BrokerLauncher | None,
 ) -> Iterator[Callable[..., BrokerProcess]]:
     """``broker_factory(broker_id=None, *, rack=None, port=0, wait=True, command_prefix=(),
     **properties)``.
@@ -62,6 +88,8 @@ def broker_factory(
             rack=rack,
             properties={key: str(value) for key, value in properties.items()},
             command_prefix=command_prefix,
+            # The zygote runs outside any command prefix (namespace, prlimit): spawn those.
+            launcher=None if command_prefix else broker_launcher,
         )
         started.append(broker)
         broker.start()
@@ -86,7 +114,9 @@ def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
 
 @pytest.fixture
 def cluster_factory(
-    zk_connect: str, tmp_path_factory: pytest.TempPathFactory
+    zk_connect: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    broker_launcher: BrokerLauncher | None,
 ) -> Iterator[Callable[..., LocalCluster]]:
     """``cluster_factory(brokers=3, racks="a,b,c", **properties)``: a started LocalCluster
     (ids 1..N, free ports) on the test's chroot; stopped after the test."""
@@ -104,6 +134,7 @@ def cluster_factory(
             racks=racks,
             zookeeper_connect=zk_connect,
             properties={key: str(value) for key, value in properties.items()},
+            launcher=broker_launcher,
         )
         clusters.append(local_cluster)
         local_cluster.start(timeout)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import datetime
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSourceReader,
     EqualTo,
@@ -31,9 +31,11 @@ from pyspark.sql.datasource import (
 )
 
 from gregor_spark.client import ClusterView
-from gregor_spark.fetch import read_partition
 from gregor_spark.options import SourceOptions, TopicPartition
 from gregor_spark.planning import OffsetRange, plan_partitions
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 INT64_MAX = 2**63 - 1
 
@@ -143,6 +145,10 @@ class GregorBatchReader(DataSourceReader):
         return ranges
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        # Imported here, in the task: the planning worker, which only calls partitions(),
+        # then skips the task side's modules (the Arrow builders, the consumer loop).
+        from gregor_spark.fetch import read_partition
+
         return read_partition(self.options, partition)
 
 

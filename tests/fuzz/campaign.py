@@ -3,8 +3,11 @@
 The violations (``result["violations"]`` sums them): ``crashes`` (the broker process
 died), ``hangs`` (a batch during which another client waited over ``latency_limit_s``
 for ApiVersions, or a fresh client could not round-trip), ``control_damaged`` (the
-control topic changed), ``rss_over`` (a check saw RSS above ``rss_limit_mb``) and
-``stored_invalid`` (batches on disk that Kafka would have rejected). Each violation
+control topic changed), ``rss_over`` (a check saw RSS above ``rss_limit_mb``),
+``stored_invalid`` (batches on disk that Kafka would have rejected), ``server_errors``
+(a schema-valid request answered UNKNOWN_SERVER_ERROR: a handler failed on it) and
+``served_nulls`` (a request with a null its schema does not allow was answered; Kafka
+refuses to parse it). Each violation
 names the batch's input range: ``--first``/``--inputs`` replay it with the same seed.
 """
 
@@ -84,6 +87,8 @@ def run_fuzz(settings: Settings, log: Callable[[str], None] = print) -> dict[str
     rss_over: list[str] = []
     stored_invalid: list[str] = []
     generator_errors: list[str] = []
+    server_errors: list[str] = []
+    served_nulls: list[str] = []
     all_latencies: list[float] = []
     # The broker's event-loop delay samples, per histogram bucket, over every batch.
     loop_delays: Counter[float] = Counter()
@@ -129,8 +134,13 @@ def run_fuzz(settings: Settings, log: Callable[[str], None] = print) -> dict[str
                         outcomes[outcome] += 1
                         if outcome == "silent":
                             silent[f"{item.kind} api {item.api_key}"] += 1
-                        if outcome == "closed" and item.kind in ("structured", "unknown_tag"):
+                        well_formed = item.kind in ("structured", "unknown_tag")
+                        if outcome == "closed" and well_formed and not item.null_where_not_allowed:
                             closed_well_formed[item.detail.split(" (")[0]] += 1
+                        if outcome == "server_error":
+                            server_errors.append(f"input {index}: {item.detail}")
+                        if outcome == "served_null":
+                            served_nulls.append(f"input {index}: {item.detail}")
                         if not target.broker.is_running():
                             _bring_back(index, item)
 
@@ -237,6 +247,8 @@ def run_fuzz(settings: Settings, log: Callable[[str], None] = print) -> dict[str
         "rss_over": len(rss_over),
         "stored_invalid": len(stored_invalid),
         "generator_errors": len(generator_errors),
+        "server_errors": len(server_errors),
+        "served_nulls": len(served_nulls),
         "rss_max_mb": round(rss_max, 1),
         "rss_limit_mb": settings.rss_limit_mb,
         "other_client_latency_ms": {
@@ -263,12 +275,20 @@ def run_fuzz(settings: Settings, log: Callable[[str], None] = print) -> dict[str
             "rss_over": rss_over[:10],
             "stored_invalid": stored_invalid[:50],
             "generator_errors": generator_errors[:20],
+            "server_errors": server_errors[:20],
+            "served_nulls": served_nulls[:20],
         },
         "directory": str(directory),
         "elapsed_s": round(time.monotonic() - began, 1),
     }
     result["violations"] = (
-        len(crashes) + len(hangs) + len(damaged) + len(rss_over) + len(stored_invalid)
+        len(crashes)
+        + len(hangs)
+        + len(damaged)
+        + len(rss_over)
+        + len(stored_invalid)
+        + len(server_errors)
+        + len(served_nulls)
     )
     return result
 
@@ -297,6 +317,8 @@ def summary(result: dict[str, Any]) -> str:
         f"{'control topic damaged':34s} {result['control_damaged']:7d}",
         f"{'RSS over limit':34s} {result['rss_over']:7d}",
         f"{'stored invalid batches':34s} {result['stored_invalid']:7d}",
+        f"{'UNKNOWN_SERVER_ERROR answers':34s} {result['server_errors']:7d}",
+        f"{'nulls Kafka refuses, answered':34s} {result['served_nulls']:7d}",
         f"{'generator errors (not violations)':34s} {result['generator_errors']:7d}",
         f"RSS max {result['rss_max_mb']} MB (limit {result['rss_limit_mb']} MB); other client's "
         f"ApiVersions median {latency['median']} ms, p99 {latency['p99']} ms, "

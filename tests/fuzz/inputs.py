@@ -71,6 +71,9 @@ class Input:
     expect_response: bool = True
     abuse: str | None = None
     params: dict[str, Any] | None = None
+    # A structured request with a null where its schema allows none: Kafka refuses it
+    # (the connection closes), so a closed connection is the right answer.
+    null_where_not_allowed: bool = False
 
 
 def rng_for(seed: int, index: int) -> random.Random:
@@ -116,7 +119,7 @@ def _structured(
 ) -> Input:
     builder = RequestBuilder(rng, NAMES, plausible=rng.random() < 0.4)
     entity = builder.request(api_key, version)
-    body = encode(entity)
+    body = builder.encode(entity)
     return Input(
         index,
         "structured",
@@ -124,7 +127,8 @@ def _structured(
         api_key,
         version,
         _request_frame(api_key, version, correlation_id, body, rng),
-        _expects_response(entity, api_key),
+        _expects_response(entity, api_key) and not builder.forced_nulls,
+        null_where_not_allowed=builder.forced_nulls > 0,
     )
 
 
@@ -133,7 +137,7 @@ def _unknown_tag(
 ) -> Input:
     builder = RequestBuilder(rng, NAMES, plausible=True)
     entity = builder.request(api_key, version, default_tags=True)
-    body = encode(entity)
+    body = builder.encode(entity)
     head = header(api_key, version, correlation_id, True, "fuzz")
     where = rng.choice(["body", "header", "both"])
     if where in ("body", "both"):
@@ -147,7 +151,8 @@ def _unknown_tag(
         api_key,
         version,
         frame(head, body),
-        _expects_response(entity, api_key),
+        _expects_response(entity, api_key) and not builder.forced_nulls,
+        null_where_not_allowed=builder.forced_nulls > 0,
     )
 
 
@@ -156,7 +161,7 @@ def _mutated(
 ) -> Input:
     builder = RequestBuilder(rng, NAMES, plausible=True)
     entity = builder.request(api_key, version)
-    valid = _request_frame(api_key, version, correlation_id, encode(entity), rng)
+    valid = _request_frame(api_key, version, correlation_id, builder.encode(entity), rng)
     data = bytearray(valid[4:])
     operations = []
     for _ in range(rng.randint(1, 4)):

@@ -3,8 +3,9 @@
 kio generates one frozen dataclass per message version from Kafka's JSON specs; every
 field carries its Kafka type in ``metadata["kafka_type"]`` (nested structs and arrays are
 dataclasses and tuples). ``RequestBuilder`` walks a class and fills each field from the
-type's interesting values: extreme integers, nulls where the field is nullable, empty,
-short or long arrays, long and odd strings, zero and random UUIDs. ``plausible`` mode
+type's interesting values: extreme integers, nulls where the field is nullable (and, more
+rarely, where it is not: Kafka refuses such a request), empty, short or long arrays, long
+and odd strings, zero and random UUIDs. ``plausible`` mode
 leans towards ordinary values (topics that exist, small counts) so that requests get past
 the first checks and reach the handlers.
 
@@ -24,8 +25,10 @@ import uuid
 from functools import cache
 from typing import Any
 
-from gregor_broker.protocol.entities import nested_entity_class, payload_class
+from gregor_broker.protocol.entities import encode, nested_entity_class, payload_class
 from gregor_broker.protocol.wire import encode_unsigned_varint
+
+from ..request_samples import null_mark, splice_nulls
 
 INT_RANGES = {
     "int8": (-(2**7), 2**7 - 1),
@@ -55,10 +58,19 @@ class RequestBuilder:
         self.names = names
         self.plausible = plausible
         self.budget = 0  # array items left for this request (keeps requests bounded)
+        # Placeholders of strings and bytes to send as null where the schema allows none.
+        self.null_marks: list[str | bytes] = []
+        self.forced_nulls = 0  # nulls where the schema allows none, arrays included
 
     def request(self, api_key: int, version: int, *, default_tags: bool = False) -> Any:
         self.budget = 2000
+        self.null_marks = []
+        self.forced_nulls = 0
         return self.entity(payload_class(api_key, version, "request"), default_tags)
+
+    def encode(self, entity: Any) -> bytes:
+        """The request's bytes, with the nulls the schema does not allow in place."""
+        return splice_nulls(encode(entity), self.null_marks, bool(type(entity).__flexible__))
 
     def entity(self, cls: type, default_tags: bool = False) -> Any:
         values = {}
@@ -75,6 +87,18 @@ class RequestBuilder:
             return None
         nested, sequence = nested_entity_class(annotation)
         kafka_type = field.metadata.get("kafka_type")
+        if (
+            not nullable
+            and "tag" not in field.metadata
+            and (sequence or kafka_type in ("string", "bytes"))
+            and rng.random() < (0.005 if self.plausible else 0.03)
+        ):
+            self.forced_nulls += 1
+            if sequence:
+                return None  # kio writes a null array whatever the schema says
+            mark = null_mark(kafka_type)
+            self.null_marks.append(mark)
+            return mark
         if sequence:
             count = self.array_length()
             if nested is not None:

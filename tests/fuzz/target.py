@@ -28,6 +28,7 @@ from gregor_broker.devtools.local_cluster import BrokerProcess, log_tail
 from gregor_broker.devtools.zookeeper_server import ZooKeeperServer
 
 from ..integration.broker_helpers import create_topic
+from ..integration.raw_requests import decode_response, server_errors
 from ..seeded_run import BackgroundLoop
 from .inputs import COMPACT_TOPIC, DELETE_TOPIC, Input, api_versions_frame
 
@@ -368,7 +369,10 @@ class Sender:
 
     def send(self, item: Input) -> str:
         """Send one input; returns "answered", "closed", "silent", "unreachable" or
-        "abused" (connection abuse runs on connections of its own)."""
+        "abused" (connection abuse runs on connections of its own); for a schema-valid
+        request, "server_error" when an answer says UNKNOWN_SERVER_ERROR (a handler
+        failed), and for one with a null its schema does not allow, "served_null" when
+        it was answered at all (Kafka refuses to parse it and closes)."""
         if item.abuse is not None:
             return self.target.abuse(item)
         broker = self.target.broker
@@ -382,12 +386,24 @@ class Sender:
         wait = ANSWER_TIMEOUT_S if item.expect_response else 0.05
         answer = read_frame(self._sock, time.monotonic() + wait)
         if answer is not None:
-            return "answered"
+            return _judge(item, answer)
         # No answer: either closed, or still busy. Start afresh for the next input, so
         # one unanswered request never delays the next.
         closed = _closed(self._sock)
         self.close()
         return "closed" if closed else "silent"
+
+
+def _judge(item: Input, answer: bytes) -> str:
+    if item.kind not in ("structured", "unknown_tag"):
+        return "answered"  # a mutated frame's answer may be to any request, or none
+    if item.null_where_not_allowed:
+        return "served_null"
+    try:
+        _correlation, decoded = decode_response(item.api_key, item.version, answer)
+    except Exception:  # an error response kio cannot read: not this check's business
+        return "answered"
+    return "server_error" if server_errors(decoded) else "answered"
 
 
 def _closed(sock: socket.socket) -> bool:

@@ -221,9 +221,11 @@ def test_consumer_offsets_stay_bounded_under_a_committing_group_and_reload(broke
     started = time.monotonic()
     try:
         # At least ``seconds``, and enough commits to fill many segments (a loaded machine
-        # commits slowly), at most three minutes.
+        # commits slowly) and to sample the cleaner in its stride six times (its worker
+        # process takes 15-30 s to start at load 20: the commits alone could end the loop
+        # before its second pass), at most three minutes.
         while time.monotonic() - started < seconds or (
-            commits < 4000 and time.monotonic() - started < 180
+            (commits < 4000 or len(sizes) < 6) and time.monotonic() - started < 180
         ):
             commits += 1
             consumer.commit(

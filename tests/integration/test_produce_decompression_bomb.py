@@ -37,7 +37,7 @@ def _status(pid: int, field: str) -> int:
 
 
 @pytest.fixture
-def bounded_broker(zk_connect, tmp_path_factory):
+def bounded_broker(zk_connect, tmp_path_factory, broker_launcher):
     broker = BrokerProcess(
         broker_id=1,
         directory=tmp_path_factory.mktemp("bomb-broker-"),
@@ -45,6 +45,7 @@ def bounded_broker(zk_connect, tmp_path_factory):
         port=0,
         rack=None,
         properties={},
+        launcher=broker_launcher,
     )
     broker.start()
     broker.wait_registered(30)

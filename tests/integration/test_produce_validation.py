@@ -8,12 +8,16 @@ one of these batches was accepted and stored (poison pills for every consumer).
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
+from gregor_broker.devtools.local_cluster import BrokerProcess
 from gregor_broker.protocol.record_batch import CONTROL_FLAG, TRANSACTIONAL_FLAG
 from gregor_broker.protocol.record_batch import rewrite_header as rewrite
 from gregor_broker.protocol.records import Compression, make_batch
 
+from ..cluster_fixtures import REGISTRATION_TIMEOUT
 from .broker_helpers import consume_values, create_topic
 from .produce_crafting import (
     batch_around,
@@ -31,24 +35,22 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 
 
 @pytest.fixture(scope="module")
-def validating_broker(zookeeper, tmp_path_factory):
+def validating_broker(zookeeper, tmp_path_factory, broker_launcher):
     """One broker for the module (each test uses its own topic)."""
-    import uuid
-
-    from gregor_broker.devtools.local_cluster import BrokerProcess
-
     broker = BrokerProcess(
         broker_id=1,
         directory=tmp_path_factory.mktemp("validating-broker-"),
         zookeeper_connect=f"{zookeeper.connect_string}/gregor-{uuid.uuid4().hex[:12]}",
-        port=0,
-        rack=None,
-        properties={},
+        launcher=broker_launcher,
     )
     broker.start()
-    broker.wait_registered(30)
-    yield broker
-    broker.stop()
+    try:
+        # The fixtures' registration timeout: a 30 s one ran out with 4 workers on 2 cores
+        # (CI), and the module's first tests on that worker failed in setup.
+        broker.wait_registered(REGISTRATION_TIMEOUT)
+        yield broker
+    finally:
+        broker.stop()
 
 
 _topics = iter(range(1_000_000))

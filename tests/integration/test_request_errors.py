@@ -254,3 +254,33 @@ def test_offset_commit_with_a_retention_time_beyond_any_timedelta_is_answered(br
         )
         assert [p.committed_offset for t in fetched.topics for p in t.partitions] == [5]
         _still_answers(client)
+
+
+def test_scram_credentials_of_a_user_no_znode_can_name_are_answered(broker) -> None:
+    """The fuzzer's DescribeUserScramCredentials for a user "." was answered
+    UNKNOWN_SERVER_ERROR: "/config/users/." is no ZooKeeper path (nor are "" and "..").
+    No credentials can exist there: RESOURCE_NOT_FOUND, as Kafka answers for the empty
+    name; altering them is UNACCEPTABLE_CREDENTIAL."""
+    names = ["", ".", ".."]
+    with RawClient(broker.bootstrap) as client:
+        described = client.call(50, 0, request(50, 0, users=[{"name": n} for n in names]))
+        assert described.error_code == ErrorCode.none
+        assert {r.user: r.error_code for r in described.results} == {
+            name: ErrorCode.resource_not_found for name in names
+        }
+        upsert = {"mechanism": 1, "iterations": 8192, "salt": b"s", "salted_password": b"p"}
+        altered = client.call(
+            51,
+            0,
+            request(
+                51,
+                0,
+                deletions=[{"name": "..", "mechanism": 1}],
+                upsertions=[{"name": ".", **upsert}],
+            ),
+        )
+        assert {r.user: r.error_code for r in altered.results} == {
+            ".": ErrorCode.unacceptable_credential,
+            "..": ErrorCode.unacceptable_credential,
+        }
+        _still_answers(client)

@@ -51,7 +51,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
 
 
 @pytest.fixture(scope="module")
-def spark_broker(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+def spark_broker(
+    zookeeper, tmp_path_factory: pytest.TempPathFactory, broker_launcher
+) -> Iterator[BrokerProcess]:
     """One real broker shared by a test module (its tests use distinct topics), with fast
     consumer-group settings; a broker per test would cost more than the Spark jobs."""
     broker = BrokerProcess(
@@ -61,6 +63,7 @@ def spark_broker(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         port=0,
         rack=None,
         properties=dict(GROUP_BROKER_PROPERTIES),
+        launcher=broker_launcher,
     )
     broker.start()
     try:

@@ -26,3 +26,24 @@ def test_registration_and_schema_import_no_arrow_or_kafka_client() -> None:
     assert out[0].startswith("key binary, value binary, topic string")
     assert out[0].endswith("headers array<struct<key: string, value: binary>>")
     assert out[1] == ""
+
+
+def test_planning_skips_task_modules_and_tasks_skip_arrow_compute() -> None:
+    """Spark's planning worker only creates the batch reader and calls ``partitions()``: it
+    needs no Arrow builders nor the task's consumer loop. The task side builds its columns
+    with numpy (loaded with pyspark anyway), not ``pyarrow.compute`` (40 ms more CPU per
+    worker to import)."""
+    probe = (
+        "import sys, pyspark_gregor\n"
+        "source = pyspark_gregor.DefaultSource({'subscribe': 't',"
+        " 'kafka.bootstrap.servers': '127.0.0.1:1'})\n"
+        "reader = source.reader(source.schema())\n"
+        "print(','.join(m for m in ('gregor_spark.fetch', 'gregor_spark.arrow_batch',"
+        " 'pyarrow.compute') if m in sys.modules))\n"
+        "import gregor_spark.fetch\n"
+        "print('pyarrow.compute' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    ).stdout.splitlines()
+    assert out == ["", "False"]

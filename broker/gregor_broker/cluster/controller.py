@@ -239,9 +239,21 @@ class Controller:
         ``/controller`` is created in the same session, so while this holds the two
         ephemeral nodes live and die together.
         """
+        return self._registration_check()()
+
+    def _registration_check(self) -> Callable[[], bool]:
+        """``_registered`` in two halves: the read is sent now, the answer awaited when
+        the returned function is called, so a topic event's reads go out alongside it
+        (one round trip fewer per event: bulk topic creation spent a fifth of the
+        controller's time waiting on this check alone)."""
         session = self.client.client_id
-        stat = self.client.exists(zk_paths.broker_path(self.broker_id))
-        return stat is not None and session is not None and stat.ephemeralOwner == session[0]
+        pending = self.client.exists_async(zk_paths.broker_path(self.broker_id))
+
+        def registered() -> bool:
+            stat = pending.get()
+            return stat is not None and session is not None and stat.ephemeralOwner == session[0]
+
+        return registered
 
     def _resign(self, reason: str) -> None:
         log.warning("broker %d resigns as controller: %s", self.broker_id, reason)
@@ -262,6 +274,9 @@ class Controller:
             self.epoch = None
         elif not self.active:
             return
+        elif kind == "topic":
+            # Checked before the first write, its read sent with the topics' reads.
+            self._reconcile_topics(sorted(payload), registration=self._registration_check())
         elif not self._registered():
             self._resign(f"its registration {zk_paths.broker_path(self.broker_id)} is missing")
             return
@@ -274,8 +289,6 @@ class Controller:
             self._watched_topics.update(new)
             for topic in new:
                 AsyncDataWatch(self.client, zk_paths.topic_path(topic), self._topic_changed(topic))
-        elif kind == "topic":
-            self._reconcile_topics(sorted(payload))
         elif kind == "delete_topics":
             self._delete_requested_topics()
         elif kind == "reassign_request":
@@ -438,11 +451,15 @@ class Controller:
     def _reconcile_all(self) -> None:
         self._reconcile_topics(self.client.get_children(zk_paths.BROKER_TOPICS))
 
-    def _reconcile_topics(self, topics: list[str]) -> None:
+    def _reconcile_topics(
+        self, topics: list[str], *, registration: Callable[[], bool] | None = None
+    ) -> None:
         """Bring every partition of ``topics`` in line with the live brokers.
 
         Reads and writes are pipelined (kazoo's async calls), so thousands of partitions
         cost a few round trips, not thousands: failover time depends on it.
+        ``registration``: this broker's registration check (``_registration_check``),
+        answered before anything is written; without it the caller checked already.
         """
         if not self.active:
             return
@@ -511,6 +528,9 @@ class Controller:
             if decision is not None:
                 decisions.append((topic, index, decision))
         decided = time.monotonic()
+        if registration is not None and not registration():
+            self._resign(f"its registration {zk_paths.broker_path(self.broker_id)} is missing")
+            return
         created = self._create_new_partitions_in_transactions(
             [
                 (topic, index, state)

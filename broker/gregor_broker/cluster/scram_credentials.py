@@ -23,6 +23,13 @@ def user_entity_path(user: str) -> str:
     return f"users/{sanitize(user)}"
 
 
+def storable_user(user: str) -> bool:
+    """Whether ``user`` has a znode of its own: the empty name, "." and ".." (which
+    sanitizing keeps) are no znode names ZooKeeper accepts, so no credentials can be
+    stored under them, and reading them fails with a path error."""
+    return sanitize(user) not in ("", ".", "..")
+
+
 def credentials_in(config: Mapping[str, str]) -> dict[str, ScramCredential]:
     """The readable SCRAM credentials of one user's entity config, by mechanism."""
     found = {}

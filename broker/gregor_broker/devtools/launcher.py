@@ -7,9 +7,9 @@ the part of ``subprocess.Popen``'s interface ``BrokerProcess`` uses (``pid``, ``
 broker that has exited and whose pid was reused is never signalled by mistake; exit
 statuses come from the zygote, which is the brokers' parent and reaps them.
 
-Opt-in (``BrokerProcess(launcher=...)``): the chaos campaign uses it to restart brokers in
-milliseconds instead of seconds; ``gregor local`` and the test fixtures spawn brokers
-directly.
+Opt-in (``BrokerProcess(launcher=...)``, ``LocalCluster(launcher=...)``): the chaos campaign
+and the test fixtures (one zygote per pytest worker) use it to start brokers in
+milliseconds instead of seconds; ``gregor local`` spawns brokers directly.
 """
 
 from __future__ import annotations

@@ -123,7 +123,15 @@ def log_delete_dir_name(topic: str, partition: int) -> str:
 class PartitionLog:
     """A partition's segments and offsets. Create with ``PartitionLog.open``."""
 
-    def __init__(self, directory: Path, config: LogConfig, now_ms: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        now_ms: Callable[[], int],
+        *,
+        new: bool = False,
+    ) -> None:
+        """``new``: ``directory`` was just made (nothing in it to read)."""
         self.directory = directory
         self.topic, self.partition = parse_partition_directory(directory.name)
         self.config = config
@@ -141,7 +149,7 @@ class PartitionLog:
         # Idempotent producers' state (sequence numbers, duplicates), rebuilt from the log.
         self.producer_state = ProducerStateManager(self)
         self.leader_epoch_cache = LeaderEpochCache(
-            directory / LEADER_EPOCH_CHECKPOINT, lambda: self.log_end_offset
+            directory / LEADER_EPOCH_CHECKPOINT, lambda: self.log_end_offset, new=new
         )
         self._deleted_segments: list[tuple[int, LogSegment]] = []  # (close after ms, segment)
         # Counts truncations (``truncate_to`` that removed batches, or a full truncation):
@@ -174,7 +182,7 @@ class PartitionLog:
             fresh = False
         else:
             fresh = True
-        log = cls(directory, config, now_ms)
+        log = cls(directory, config, now_ms, new=fresh)
         if fresh and log_start_offset <= 0:
             log._start_empty()
         else:

@@ -28,7 +28,7 @@ import typing
 from collections.abc import Callable
 from dataclasses import fields
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from .entities import nested_entity_class
 from .wire import MalformedRequest, encode_unsigned_varint, read_unsigned_varint
@@ -49,8 +49,15 @@ _FIXED = {
 }
 _LENGTH_PREFIXED = {"string", "bytes", "records"}
 
-# A field step: (kafka type or nested class, is an array, tag or None)
-_Step = tuple[Any, bool, int | None]
+
+class _Step(NamedTuple):
+    """One field of a schema, as the walkers need it."""
+
+    kind: Any  # a kafka type name, or the nested entity class
+    sequence: bool  # an array
+    tag: int | None
+    nullable: bool  # a string, bytes or array field that may be sent as null
+    name: str
 
 
 @cache
@@ -62,7 +69,8 @@ def _steps(cls: type) -> tuple[list[_Step], dict[int, _Step], bool]:
         nested, sequence = nested_entity_class(hints[field.name])
         kind: Any = nested if nested is not None else field.metadata.get("kafka_type")
         tag = field.metadata.get("tag")
-        step = (kind, sequence, tag)
+        nullable = type(None) in typing.get_args(hints[field.name])
+        step = _Step(kind, sequence, tag, nullable, field.name)
         if tag is None:
             ordered.append(step)
         else:
@@ -83,7 +91,9 @@ def _varint(buffer: memoryview, position: int, end: int) -> tuple[int, int]:
     return value, position
 
 
-def _check_value(buffer: memoryview, position: int, end: int, kind: Any, flexible: bool) -> int:
+def _check_value(
+    buffer: memoryview, position: int, end: int, kind: Any, flexible: bool, nullable: bool = True
+) -> int:
     if isinstance(kind, type):
         return _check_entity(buffer, position, end, kind)
     size = _FIXED.get(kind)
@@ -99,6 +109,8 @@ def _check_value(buffer: memoryview, position: int, end: int, kind: Any, flexibl
             position += length
         elif length < -1:
             raise MalformedRequest(f"negative {kind} length {length}")
+        elif length == -1 and not nullable:
+            raise MalformedRequest(f"a non-nullable {kind} was serialized as null")
     else:
         raise MalformedRequest(f"unknown field type {kind!r}")
     if position > end:
@@ -107,12 +119,14 @@ def _check_value(buffer: memoryview, position: int, end: int, kind: Any, flexibl
 
 
 def _check_step(buffer: memoryview, position: int, end: int, step: _Step, flexible: bool) -> int:
-    kind, sequence, _tag = step
+    kind, sequence = step.kind, step.sequence
     if not sequence:
-        return _check_value(buffer, position, end, kind, flexible)
+        return _check_value(buffer, position, end, kind, flexible, step.nullable)
     count, position = _array_count(buffer, position, end, flexible)
+    if count == -1 and not step.nullable:
+        raise _non_nullable(step)
     for _ in range(count):
-        position = _check_value(buffer, position, end, kind, flexible)
+        position = _check_value(buffer, position, end, kind, flexible, nullable=False)
     return position
 
 
@@ -129,6 +143,14 @@ def _array_count(buffer: memoryview, position: int, end: int, flexible: bool) ->
     if count > end - position:
         raise MalformedRequest(f"array of {count} elements in {end - position} bytes")
     return count, position
+
+
+def _non_nullable(step: _Step) -> MalformedRequest:
+    """Kafka's generated readers refuse a null where the schema has no
+    ``nullableVersions`` ("non-nullable field X was serialized as null"), and the
+    request then fails to parse: the connection closes. kio would decode it as None and
+    hand a handler a request no Kafka broker accepts."""
+    return MalformedRequest(f"non-nullable field {step.name} was serialized as null")
 
 
 def _check_entity(buffer: memoryview, position: int, end: int, cls: type) -> int:
@@ -176,11 +198,17 @@ def _clamped_duration(value: int) -> int:
 
 
 def _copy_value(
-    buffer: memoryview, position: int, end: int, kind: Any, flexible: bool, out: bytearray
+    buffer: memoryview,
+    position: int,
+    end: int,
+    kind: Any,
+    flexible: bool,
+    out: bytearray,
+    nullable: bool = True,
 ) -> int:
     if isinstance(kind, type):
         return _copy_entity(buffer, position, end, kind, out)
-    after = _check_value(buffer, position, end, kind, flexible)
+    after = _check_value(buffer, position, end, kind, flexible, nullable)
     if kind == "timedelta_i64":
         value = int.from_bytes(buffer[position:after], "big", signed=True)
         out += _clamped_duration(value).to_bytes(8, "big", signed=True)
@@ -192,14 +220,16 @@ def _copy_value(
 def _copy_step(
     buffer: memoryview, position: int, end: int, step: _Step, flexible: bool, out: bytearray
 ) -> int:
-    kind, sequence, _tag = step
+    kind, sequence = step.kind, step.sequence
     if not sequence:
-        return _copy_value(buffer, position, end, kind, flexible, out)
+        return _copy_value(buffer, position, end, kind, flexible, out, step.nullable)
     start = position
     count, position = _array_count(buffer, position, end, flexible)
+    if count == -1 and not step.nullable:
+        raise _non_nullable(step)
     out += buffer[start:position]
     for _ in range(count):
-        position = _copy_value(buffer, position, end, kind, flexible, out)
+        position = _copy_value(buffer, position, end, kind, flexible, out, nullable=False)
     return position
 
 
@@ -223,7 +253,7 @@ def _copy_entity(buffer: memoryview, position: int, end: int, cls: type, out: by
             raise MalformedRequest("tagged field runs past the end of the request")
         step = tagged.get(tag)
         null = position < field_end and buffer[position] == 0
-        if null and (step is None or step[1] or step[0] in _LENGTH_PREFIXED):
+        if null and (step is None or step.sequence or step.kind in _LENGTH_PREFIXED):
             if step is not None and tag not in _null_by_default(cls):
                 raise MalformedRequest(f"null in tagged field {tag}, which cannot be null")
             step = None  # null is the field's default: as if the tag were not sent
@@ -253,7 +283,7 @@ def _check_known_tag(buffer: memoryview, position: int, end: int, step: _Step) -
     """Check a known tagged field's value; a struct in it may hold unknown tags of its
     own, which its generated checker reports. A null string or array in a tag (Fetch
     v12+'s cluster id) is valid, but kio refuses it: the copy leaves such a tag out."""
-    kind, sequence, _tag = step
+    kind, sequence = step.kind, step.sequence
     if position < end and buffer[position] == 0 and (sequence or kind in _LENGTH_PREFIXED):
         raise _NeedsCopy
     if not isinstance(kind, type):
@@ -297,8 +327,11 @@ def _length_lines(kind: str, flexible: bool, target: str, indent: str) -> list[s
     ]
 
 
-def _value_lines(kind: Any, flexible: bool, indent: str, names: dict[str, Any]) -> list[str]:
-    """Lines checking one value of ``kind`` at ``position`` (advancing it)."""
+def _value_lines(
+    kind: Any, flexible: bool, indent: str, names: dict[str, Any], null: str | None = None
+) -> list[str]:
+    """Lines checking one value of ``kind`` at ``position`` (advancing it); ``null`` is
+    the error for a null, None where the field may be null."""
     if isinstance(kind, type):
         name = f"_entity_{len(names)}"
         names[name] = _compiled(kind)
@@ -317,6 +350,11 @@ def _value_lines(kind: Any, flexible: bool, indent: str, names: dict[str, Any]) 
             f"{indent}    position += length",
             f"{indent}elif length < -1:",
             f"{indent}    raise _Malformed(f'negative {kind} length {{length}}')",
+            *(
+                [f"{indent}elif length == -1:", f"{indent}    raise _Malformed({null!r})"]
+                if null is not None
+                else []
+            ),
             f"{indent}if position > end:",
             f"{indent}    raise _Malformed('{kind} runs past the end of the request')",
         ]
@@ -324,14 +362,20 @@ def _value_lines(kind: Any, flexible: bool, indent: str, names: dict[str, Any]) 
 
 
 def _step_lines(step: _Step, flexible: bool, names: dict[str, Any]) -> list[str]:
-    kind, sequence, _tag = step
+    kind, sequence = step.kind, step.sequence
     indent = "    "
+    null = None if step.nullable else str(_non_nullable(step))
     if not sequence:
-        return _value_lines(kind, flexible, indent, names)
+        return _value_lines(kind, flexible, indent, names, null)
     lines = [
         *_length_lines("array", flexible, "count", indent),
         f"{indent}if count < -1:",
         f"{indent}    raise _Malformed(f'negative array length {{count}}')",
+        *(
+            [f"{indent}if count == -1:", f"{indent}    raise _Malformed({null!r})"]
+            if null is not None
+            else []
+        ),
         # Every element takes at least one byte, so a count above the bytes left is a lie.
         f"{indent}if count > end - position:",
         f"{indent}    raise _Malformed(f'array of {{count}} elements in {{end - position}} bytes')",
@@ -348,7 +392,7 @@ def _step_lines(step: _Step, flexible: bool, names: dict[str, Any]) -> list[str]
     return [
         *lines,
         f"{indent}for _ in range(count):",
-        *_value_lines(kind, flexible, indent + "    ", names),
+        *_value_lines(kind, flexible, indent + "    ", names, f"{step.name}: a null element"),
     ]
 
 
@@ -388,7 +432,7 @@ def _compiled(cls: type) -> Checker:
     lines = ["def check(buffer, position, end):"]
     fixed = 0  # bytes of consecutive fixed-size fields, skipped with one add and one check
     for step in ordered:
-        kind, sequence, _tag = step
+        kind, sequence = step.kind, step.sequence
         if kind == "timedelta_i64" and not sequence:
             lines += _skip_lines(fixed)
             fixed = 0

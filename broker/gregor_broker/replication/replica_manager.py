@@ -92,6 +92,10 @@ class ReplicaManager:
         self.replication_config = replication_config or ReplicationConfig()
         self.truncate_to_high_watermark = self.replication_config.truncate_to_high_watermark
         self.partitions: dict[TopicPartition, Partition] = {}
+        # The indexes in ``partitions`` per topic: reconciling a few topics looks at their
+        # partitions only (scanning all of them per call was quadratic while thousands of
+        # partitions were created, a slice of topics at a time).
+        self._indexes_of: dict[str, set[int]] = {}
         self.append_waiters = Waiters()
         self.high_watermark_waiters = Waiters()
         self.fetchers = ReplicaFetcherManager(self)
@@ -154,8 +158,12 @@ class ReplicaManager:
                     partition.log.update_config(config)
                 if self._apply_state(partition, info):
                     changes += 1
-        for key in list(self.partitions):
-            if (topics is None or key[0] in topics) and key not in wanted:
+        if topics is None:
+            local = list(self.partitions)
+        else:
+            local = [(name, i) for name in topics for i in self._indexes_of.get(name, ())]
+        for key in local:
+            if key not in wanted:
                 if max_changes is not None and changes >= max_changes:
                     unfinished.add(key[0])
                     continue
@@ -170,6 +178,7 @@ class ReplicaManager:
         partition_log = self.logs.get_or_create(topic.name, index, config)
         partition = Partition(topic.name, index, topic.topic_id, partition_log)
         self.partitions[(topic.name, index)] = partition
+        self._indexes_of.setdefault(topic.name, set()).add(index)
         return partition
 
     def _apply_state(self, partition: Partition, info: PartitionInfo) -> bool:
@@ -218,16 +227,25 @@ class ReplicaManager:
 
     def _drop(self, key: TopicPartition) -> None:
         partition = self.partitions.pop(key)
+        self._forget_index(key)
         partition.leader = -1
         self._notify_leadership(partition)
         self.fetchers.unfollow(key)
         log.info("deleting local log of %s-%d (topic deleted or replica moved)", *key)
         self.logs.delete_log(partition.topic, partition.index)
 
+    def _forget_index(self, key: TopicPartition) -> None:
+        indexes = self._indexes_of.get(key[0])
+        if indexes is not None:
+            indexes.discard(key[1])
+            if not indexes:
+                del self._indexes_of[key[0]]
+
     def _on_log_dir_failure(self, log_dir: object, keys: list[TopicPartition]) -> None:
         """Partitions on a failed log dir go offline here (Kafka's handleLogDirFailure)."""
         for key in keys:
             partition = self.partitions.pop(key, None)
+            self._forget_index(key)
             self.fetchers.unfollow(key)
             if partition is not None:
                 partition.leader = -1

@@ -40,7 +40,7 @@ TOPIC_CONFIG, BROKER_CONFIG = 2, 4
 
 
 @pytest.fixture(scope="module")
-def acl_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+def acl_env(tmp_path_factory: pytest.TempPathFactory, broker_launcher) -> Iterator[dict]:
     """A ZooKeeper and one broker for the module (the per-test fixtures are
     function-scoped, so this one builds its own from the same parts)."""
     from gregor_broker.devtools.local_cluster import BrokerProcess
@@ -59,6 +59,7 @@ def acl_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             rack=None,
             metrics_port=0,
             properties=properties,
+            launcher=broker_launcher,
         )
         started.append(broker)
         broker.start()

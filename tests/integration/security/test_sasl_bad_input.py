@@ -27,7 +27,7 @@ FUZZ_CASES = 200
 
 
 @pytest.fixture(scope="module")
-def bad_input_broker(tmp_path_factory, zookeeper):
+def bad_input_broker(tmp_path_factory, zookeeper, broker_launcher):
     """One broker for the module (the cases only open connections)."""
     from gregor_broker.devtools.local_cluster import BrokerProcess
 
@@ -42,6 +42,7 @@ def bad_input_broker(tmp_path_factory, zookeeper):
             **sasl_properties(sasl_port, plain_port),
             "connections.max.idle.ms": str(IDLE_MS),
         },
+        launcher=broker_launcher,
     )
     broker.start()
     try:

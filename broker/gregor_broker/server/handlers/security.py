@@ -20,6 +20,7 @@ from ...cluster.scram_credentials import (
     alter_scram_credentials,
     read_all_scram_credentials,
     read_scram_credentials,
+    storable_user,
 )
 from ...protocol.requests import (
     AlterUserScramCredentialsRequest,
@@ -125,7 +126,12 @@ async def handle_describe_user_scram_credentials(
 
 
 def _read_users(broker: BrokerServices, users: list[str]) -> dict[str, dict[str, ScramCredential]]:
-    return {user: read_scram_credentials(broker.zk_admin, user) for user in users}
+    """The users' credentials; none for a name no znode can have (Kafka answers
+    RESOURCE_NOT_FOUND for the empty name; "." and ".." were read as paths and failed)."""
+    return {
+        user: read_scram_credentials(broker.zk_admin, user) if storable_user(user) else {}
+        for user in users
+    }
 
 
 def _describe_error(user: str, code: ErrorCode, message: str) -> dict[str, Any]:
@@ -156,6 +162,9 @@ async def handle_alter_user_scram_credentials(
         mechanism = MECHANISM_BY_TYPE.get(int(change.mechanism))
         if not user:
             fail(user, ErrorCode.unacceptable_credential, "Username must not be empty")
+            continue
+        if not storable_user(user):
+            fail(user, ErrorCode.unacceptable_credential, f"Username {user!r} cannot be stored")
             continue
         if mechanism is None:
             fail(user, ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism")
