@@ -256,6 +256,13 @@ def test_consumer_offsets_stay_bounded_under_a_committing_group_and_reload(broke
     assert wait_for(lambda: _offsets_log_bytes(broker.log_dir) < 4 * segment_bytes, 60), (
         _offsets_log_bytes(broker.log_dir)
     )
+    settled = _offsets_log_bytes(broker.log_dir)
+    # Nor do the files of the partition pile up: a producer snapshot a roll went with the
+    # segments the cleaner merged (there were hundreds of rolls).
+    partition_dir = broker.log_dir / "__consumer_offsets-0"
+    rolls = commits * 100 // segment_bytes
+    snapshots = len(list(partition_dir.glob("*.snapshot")))
+    assert snapshots < 20, (snapshots, rolls)
 
     broker.stop()
     broker.start()
@@ -266,7 +273,13 @@ def test_consumer_offsets_stay_bounded_under_a_committing_group_and_reload(broke
     finally:
         checker.close()
     assert committed.offset == commits
-    print(f"{commits} commits in {elapsed:.0f} s; __consumer_offsets-0 at most {largest} bytes")
+    print(
+        f"{commits} commits in {elapsed:.0f} s (about {written} bytes written); "
+        f"__consumer_offsets-0: {sizes[0]} bytes at the first sample, at most {largest} "
+        f"(first two thirds {max(sizes[:-third])}, last third {max(sizes[-third:])}), "
+        f"{sizes[-1]} at the last sample, {settled} once the commits stopped; "
+        f"{snapshots} producer snapshots after about {rolls} rolls"
+    )
 
 
 def _produce_updates(bootstrap: str, run: int, count: int, keys: int) -> dict[int, tuple]:
@@ -295,17 +308,28 @@ def _produce_updates(bootstrap: str, run: int, count: int, keys: int) -> dict[in
     return acknowledged
 
 
+def _cleaning_files(partition_dir: Path) -> set[str]:
+    """The suffixes of a pass under way on disk: ``.cleaned`` (copying) or ``.swap``."""
+    found = set()
+    with contextlib.suppress(FileNotFoundError):
+        for path in partition_dir.iterdir():
+            found |= {suffix for suffix in (".cleaned", ".swap") if path.name.endswith(suffix)}
+    return found
+
+
 def test_a_broker_killed_while_cleaning_keeps_a_consistent_log(broker_factory) -> None:
-    """SIGKILL at random moments while the cleaner works (throttled, so a pass spans
-    seconds and kills land in the map, the copy and the swap); after each restart the
-    log reads as an unkilled one would: records only at their original offsets with
-    their original values, each key's last value there, the log end unchanged.
+    """SIGKILL at random moments while the cleaner works; after each restart the log reads
+    as an unkilled one would: records only at their original offsets with their original
+    values, each key's last value there, the log end unchanged. Two kills in three wait
+    for the copy to start (a ``.cleaned`` file) and land a random moment after it (in the
+    copy, a swap, or after the pass; the first at once); the third waits for a pass to
+    complete and lands after it. The throttle makes a pass last a second or more.
     ``GREGOR_CLEANER_CRASH_RUNS`` sets the number of kills (the acceptance run: 20)."""
     runs = int(os.environ.get("GREGOR_CLEANER_CRASH_RUNS", "3"))
     rng = random.Random(int(os.environ.get("GREGOR_CLEANER_CRASH_SEED", "14")))
     properties = {
         "log.cleaner.backoff.ms": "100",
-        "log.cleaner.io.max.bytes.per.second": "100000",
+        "log.cleaner.io.max.bytes.per.second": "300000",
         "zookeeper.session.timeout.ms": "4000",
     }
     broker = broker_factory(**properties)
@@ -321,7 +345,7 @@ def test_a_broker_killed_while_cleaning_keeps_a_consistent_log(broker_factory) -
         },
     )
     written: dict[int, tuple] = {}
-    interrupted = 0
+    landed = {"copy": 0, "swap": 0, "other": 0}
     partition_dir = broker.log_dir / "crashing-0"
 
     def check_consistent(run: int) -> None:
@@ -338,27 +362,44 @@ def test_a_broker_killed_while_cleaning_keeps_a_consistent_log(broker_factory) -
         # Every key's last record, tombstones included (delete.retention.ms is a day).
         assert {key: (offset, value) for offset, key, value in records} == last, run
 
+    def passes() -> int:
+        return broker.log_path.read_text().count("cleaned crashing-0")
+
     for run in range(runs):
+        passes_before = passes()
         written.update(_produce_updates(bootstrap, run, 4000, 100))
-        time.sleep(rng.uniform(0.05, 4.0))
+        if run % 3 == 2:
+            # A pass completes (the checkpoint moves, so later passes stay short); the kill
+            # lands after it, in the next pass or while the cleaner waits.
+            wait_for(lambda before=passes_before: passes() > before, timeout=90, interval=0.05)
+            time.sleep(rng.uniform(0, 0.5))
+        elif wait_for(
+            lambda: ".cleaned" in _cleaning_files(partition_dir), timeout=60, interval=0.02
+        ):
+            # In the copy, a swap, or just after the pass (the first kill at once: mid-copy).
+            time.sleep(rng.uniform(0, 1.5) if run else 0)
         broker.kill()
-        names = [p.name for p in partition_dir.iterdir()]
-        interrupted += any(name.endswith((".cleaned", ".swap")) for name in names)
+        on_disk = _cleaning_files(partition_dir)
+        landed["swap" if ".swap" in on_disk else "copy" if on_disk else "other"] += 1
         broker.start()
         broker.wait_registered(60)
         check_consistent(run)
+    passes_between_kills = passes()
     # Left alone (and unthrottled), the cleaner finishes: the log holds one record a key.
     broker.stop()
     del broker.properties["log.cleaner.io.max.bytes.per.second"]
     broker.start()
     broker.wait_registered(60)
-    assert wait_for(lambda: "cleaned crashing-0" in broker.log_path.read_text(), 60)
+    assert wait_for(lambda: passes() > passes_between_kills, 60)
     end = max(written) + 1
     assert wait_for(lambda: len(_read_with_librdkafka(bootstrap, end, "crashing")) == 100, 60)
     check_consistent(runs)
-    cleaned_passes = broker.log_path.read_text().count("cleaned crashing-0")
-    print(f"{runs} kills, {interrupted} left a cleaning mid-way, {cleaned_passes} passes logged")
-    assert cleaned_passes > 0
+    print(
+        f"{runs} kills: {landed['copy']} with a copy under way, {landed['swap']} in a swap, "
+        f"{landed['other']} elsewhere; {passes_between_kills} passes completed between kills"
+    )
+    # The kills did land while the cleaner was writing its copy.
+    assert landed["copy"] + landed["swap"] > 0, landed
 
 
 def _describe(zk_connect: str, topic: str, *options: str) -> subprocess.CompletedProcess[str]:
@@ -446,3 +487,67 @@ def test_topics_describe_shows_the_dirty_ratio_falling_after_cleaning(
     # Without the brokers' endpoints there is no column (and no error).
     plain = _describe(zk_connect, topic, "--data-dir", "/nonexistent").stdout
     assert "DirtyRatio" not in plain, plain
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started (its threads' children lists)."""
+    found: list[int] = []
+    with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running, as opposed to gone or a zombie nobody reaped yet."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _cleaner_worker(broker_pid: int) -> int | None:
+    for child in _children(broker_pid):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                return child
+    return None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_cleaner_worker_is_background_work_and_dies_with_a_killed_broker(
+    broker_factory,
+) -> None:
+    """With ``log.cleaner.worker.nice`` the worker process runs niced under SCHED_BATCH,
+    and a SIGKILLed broker takes it along: it does not finish its pass (here throttled to
+    a minute or more) on a core of its own after the broker is gone."""
+    broker = broker_factory(
+        **{
+            "log.cleaner.backoff.ms": "100",
+            "log.cleaner.io.max.bytes.per.second": "4000",
+            "log.cleaner.worker.nice": "19",
+        }
+    )
+    create_topic(
+        broker.bootstrap,
+        "crashing",
+        config={"cleanup.policy": "compact", "segment.bytes": "8192", "segment.ms": "500",
+                "min.cleanable.dirty.ratio": "0.01"},
+    )  # fmt: skip
+    _produce_updates(broker.bootstrap, 0, 3000, 100)
+    # The pool starts its worker for the first pass, which the throttle makes long.
+    assert broker.pid is not None
+    assert wait_for(lambda: _cleaner_worker(broker.pid) is not None, timeout=60)
+    worker = _cleaner_worker(broker.pid)
+    assert worker is not None
+    assert wait_for(lambda: os.getpriority(os.PRIO_PROCESS, worker) == 19, timeout=30)
+    assert os.sched_getscheduler(worker) == os.SCHED_BATCH
+    assert "cleaned crashing-0" not in broker.log_path.read_text()  # still mid-pass
+    others = [pid for pid in _children(broker.pid) if pid != worker]
+
+    broker.kill()
+    assert wait_for(lambda: not _alive(worker), timeout=15), "the worker outlived the broker"
+    # The resource tracker the spawn context started goes once the worker has.
+    assert wait_for(lambda: not any(_alive(pid) for pid in others), timeout=15), others

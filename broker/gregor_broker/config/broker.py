@@ -328,6 +328,14 @@ class BrokerConfig:
         1.7976931348623157e308, _T.DOUBLE, "Bytes per second the cleaners read and write at most.",
         validator=at_least(0),
     )  # fmt: skip
+    log_cleaner_worker_nice: int = _key(
+        0, _T.INT,
+        "Gregor only: the niceness the cleaners' worker processes add to their own (0-19; "
+        "above 0 they also run as SCHED_BATCH), so the broker's request handling wins a "
+        "core the two contend for and compaction waits; 0 runs them at the broker's "
+        "priority.",
+        validator=between(0, 19),
+    )  # fmt: skip
     producer_id_expiration_ms: int = _key(
         86400000, _T.INT,
         "How long a partition keeps a producer id after its last write (no open transaction).",

@@ -7,8 +7,10 @@ takes the dirtiest compacted log whose dirty ratio reaches ``min.cleanable.dirty
 the loop, and has the copy done in a worker process of its own (``processes``, what the
 broker uses): Kafka's cleaner threads run on other cores, and in Python only a process
 does; a cleaning on the loop cost a producer about four fifths of its throughput
-(``bench.compaction``). The swap happens back on the loop. In-process (tests), the copy
-runs a batch at a time between turns of the loop. Either way it sleeps as long as
+(``bench.compaction``). The worker runs at a lower priority (``worker_nice``), so where
+it and the broker contend for a core the broker's request handling wins, and it dies
+with the broker (``start_worker``). The swap happens back on the loop. In-process
+(tests), the copy runs a batch at a time between turns of the loop. Either way it sleeps as long as
 ``log.cleaner.io.max.bytes.per.second`` asks. With nothing to clean a worker sleeps
 ``log.cleaner.backoff.ms``. Each worker has its own key map of
 ``log.cleaner.dedupe.buffer.size`` / threads bytes. A pass that fails with anything but a
@@ -24,8 +26,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import ctypes
 import logging
 import multiprocessing
+import os
+import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -63,6 +68,34 @@ class CleanerConfig:
     io_max_bytes_per_second: float = float("inf")
     backoff_ms: int = 15_000
     processes: bool = False  # copy in worker processes (the broker) or on the loop
+    worker_nice: int = 0  # what the worker processes add to their niceness
+
+
+_PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def start_worker(nice: int, broker_pid: int) -> None:
+    """Run in each cleaner worker process as it starts.
+
+    It dies with the broker: a broker killed with SIGKILL cannot stop it, and a worker
+    left behind would go on copying (and sleeping for the throttle) for the rest of its
+    pass, holding a core and writing ``.cleaned`` files into a log directory the restarted
+    broker cleans again. It is background work: ``nice`` more niceness and, above 0,
+    ``SCHED_BATCH`` (it does not preempt others on waking), so the broker's event loop
+    wins a core the two contend for, as request handlers win over Kafka's cleaner
+    threads; the worker still takes any idle core. Where the system refuses either, the
+    worker runs as it is."""
+    with contextlib.suppress(OSError, AttributeError):  # AttributeError: not Linux
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != broker_pid:  # the broker died before prctl took effect
+        os._exit(1)
+    if nice <= 0:
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    with contextlib.suppress(OSError):
+        os.nice(nice)
 
 
 class Throttler:
@@ -143,6 +176,8 @@ class LogCleaner:
             self._pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=max(self.config.threads, 1),
                 mp_context=multiprocessing.get_context("spawn"),
+                initializer=start_worker,
+                initargs=(self.config.worker_nice, os.getpid()),
             )
         self._tasks = [
             asyncio.create_task(self._run(i), name=f"log-cleaner-{i}")

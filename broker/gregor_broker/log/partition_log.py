@@ -383,7 +383,8 @@ class PartitionLog:
         Crash safety: renaming ``.cleaned`` to ``.swap`` is the commit point (the copy
         is fsynced before); then the old segments are unlinked (readers keep their
         descriptors, the deletion rule) and the swap file takes the plain name. Start-up
-        completes a swap found on disk (``_complete_swaps``)."""
+        completes a swap found on disk (``_complete_swaps``). The producer snapshots of
+        the segments merged into an earlier one go too (Kafka's ``deletedNotReplaced``)."""
         if self._closed or not old:
             return False
         first = bisect.bisect_left(self._base_offsets, old[0][0])
@@ -401,6 +402,7 @@ class PartitionLog:
         _fsync_directory(self.directory)
         self._segments[first:stop] = [cleaned]
         self._base_offsets[first:stop] = [cleaned.base_offset]
+        self.producer_state.delete_snapshots_at(base for base, _, _ in old[1:])
         return True
 
     @property

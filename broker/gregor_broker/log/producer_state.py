@@ -59,6 +59,7 @@ import logging
 import os
 import struct
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -530,6 +531,14 @@ class ProducerStateManager:
         for offset in snapshot_offsets(log.directory):
             if offset < log.log_start_offset:
                 snapshot_path(log.directory, offset).unlink(missing_ok=True)
+
+    def delete_snapshots_at(self, offsets: Iterable[int]) -> None:
+        """Segments starting at ``offsets`` went without a successor starting there (the
+        cleaner merged them into an earlier one): their roll snapshots go with them, as
+        Kafka's ``replaceSegments`` removes them, or a compacted log that rolls often
+        (``__consumer_offsets``) would keep a file for every roll it ever made."""
+        for offset in offsets:
+            snapshot_path(self._log.directory, offset).unlink(missing_ok=True)
 
     def delete_snapshots_after(self, offset: int) -> None:
         """A truncation to ``offset``: snapshots past it describe batches that are gone."""

@@ -225,6 +225,7 @@ class Broker:
                 io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
                 backoff_ms=config.log_cleaner_backoff_ms,
                 processes=True,
+                worker_nice=config.log_cleaner_worker_nice,
             ),
         )
         self.log_cleaner.start()

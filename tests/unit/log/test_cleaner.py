@@ -4,10 +4,11 @@ on real segment files."""
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from log_helpers import FakeClock, produce
 
@@ -26,7 +27,7 @@ from gregor_broker.log.cleaner import (
 )
 from gregor_broker.log.log_config import LogConfig
 from gregor_broker.log.partition_log import PartitionLog
-from gregor_broker.log.producer_state import ProducerStateManager
+from gregor_broker.log.producer_state import ProducerStateManager, snapshot_offsets
 from gregor_broker.protocol.record_batch import Compression, scan_batches
 from gregor_broker.protocol.records import Record, iter_batch_records, make_batch
 
@@ -163,6 +164,103 @@ def test_each_key_keeps_its_last_value_at_its_original_offset(
     assert reopened.log_end_offset == written[-1][0] + 1
 
 
+RETENTION_MS = 60_000
+
+
+def _age_segments(log: PartitionLog, gaps: list[int]) -> dict[int, int]:
+    """Give the closed segments modification times ``gaps`` apart (oldest first, a minute
+    ago at the newest); return base offset -> mtime in ms."""
+    closed = log.segments[:-1]
+    now_ms = int(time.time() * 1000) - 60_000
+    times: list[int] = []
+    for i in range(len(closed)):
+        times.append(now_ms - sum(gaps[j % len(gaps)] for j in range(i, len(closed))))
+    for segment, mtime_ms in zip(closed, times, strict=True):
+        os.utime(segment.log_path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+    return {segment.base_offset: mtime for segment, mtime in zip(closed, times, strict=True)}
+
+
+def _segment_of(bases: list[int], offset: int) -> int:
+    return max(base for base in bases if base <= offset)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    batches=batches_strategy.filter(lambda batches: len(batches) >= 8),
+    # Small: cleaned groups stay apart, so a tombstone can be older than the last one.
+    segment_bytes=st.integers(min_value=150, max_value=600),
+    # After each batch: no pass (None), or a pass after rolling the active segment or not.
+    passes=st.lists(st.sampled_from([True, None, False]), min_size=25, max_size=25),
+    # Times between segments: none, some, just under and just over delete.retention.ms.
+    gaps=st.lists(
+        st.sampled_from([RETENTION_MS + 1_000, 0, RETENTION_MS - 1_000, 1_000]),
+        min_size=1,
+        max_size=10,
+    ),
+)
+def test_passes_at_random_points_keep_kafkas_view_and_drop_tombstones_only_past_retention(
+    tmp_path_factory, batches, segment_bytes, passes, gaps
+):
+    """Several passes, each after a random batch (rolling the active segment or not), each
+    from the checkpoint the last one left, with segments of random ages. After every pass
+    the log holds exactly Kafka's view: below the pass's end each key's latest record, a
+    tombstone only while its segment is newer than the delete horizon (the last cleaned
+    segment's time minus ``delete.retention.ms``); at or past it, everything written."""
+    directory = tmp_path_factory.mktemp("log")
+    config = replace(COMPACT, segment_bytes=segment_bytes, delete_retention_ms=RETENTION_MS)
+    log = open_log(directory, config)
+    model: list[tuple[int, bytes, bytes | None]] = []  # what a consumer must read
+    written: list[tuple[int, bytes, bytes | None]] = []
+    checkpoint: int | None = None
+    tombstones_dropped = 0
+    effective = 0
+    for i, entries in enumerate(batches):
+        result = produce(log, keyed_batch(entries))
+        records = [(result.first_offset + k, key, value) for k, (key, value) in enumerate(entries)]
+        written += records
+        model += records
+        if (rolls := passes[i]) is not None:
+            if rolls:
+                roll(log)
+            mtimes = _age_segments(log, gaps)
+            bases = sorted(mtimes)
+            first_dirty = log.log_start_offset if checkpoint is None else checkpoint
+            uppers = [*bases, log.active_segment.base_offset][1:]
+            below = [
+                base for base, upper in zip(bases, uppers, strict=True) if upper <= first_dirty
+            ]
+            horizon = mtimes[below[-1]] - RETENTION_MS if below else 0
+            outcome = run_pass(log, checkpoint)
+            if outcome is None:
+                assert read_all(log) == model
+                continue
+            end = outcome.end
+            assert first_dirty < end == log.active_segment.base_offset  # the map holds all keys
+            latest = {key: offset for offset, key, _ in written if offset < end}
+            kept = []
+            for offset, key, value in model:
+                if offset >= end:
+                    kept.append((offset, key, value))  # newer than the cleaner's point
+                elif latest[key] == offset and (
+                    value is not None or mtimes[_segment_of(bases, offset)] > horizon
+                ):
+                    kept.append((offset, key, value))
+                elif latest[key] == offset:
+                    tombstones_dropped += 1
+            model = kept
+            assert read_all(log) == model, (first_dirty, end, horizon)
+            checkpoint = end
+            effective += 1
+    log.close()
+    reopened = open_log(directory, config)
+    assert read_all(reopened) == model
+    assert reopened.log_end_offset == written[-1][0] + 1
+    event(f"tombstones dropped: {min(tombstones_dropped, 3)}")
+    event(f"passes: {min(effective, 4)}")
+
+
 def test_a_key_map_too_small_cleans_what_it_covers_and_the_next_pass_goes_on(tmp_path):
     log = open_log(tmp_path, replace(COMPACT, segment_bytes=10**6))
     written = []
@@ -252,6 +350,33 @@ def test_a_producers_last_batch_stays_as_an_empty_batch_and_its_state_survives(t
     state = ProducerStateManager(log).state()  # rebuilt from the log alone
     assert state.entries[7].last_sequence == 0 and state.entries[7].producer_epoch == 2
     assert state.entries[8].last_sequence == 1
+
+
+def test_segments_merged_by_a_pass_take_their_producer_snapshots_along(tmp_path):
+    """Each roll writes a producer snapshot; when a pass merges segments into the first of
+    their group, the others' snapshots go (Kafka's ``replaceSegments``), so a compacted
+    log that keeps rolling, like ``__consumer_offsets``, does not gather a file a roll."""
+    log = open_log(tmp_path, replace(COMPACT, segment_bytes=10**6))
+    log.producer_state.state()  # built, as an idempotent producer's first write builds it
+    for sequence in range(30):
+        entries = [(b"key-%d" % (sequence % 3), b"v%d" % sequence)]
+        produce(log, keyed_batch(entries, producer_id=4, producer_epoch=0, base_sequence=sequence))
+        roll(log)
+    assert len(snapshot_offsets(log.directory)) == 30
+    checkpoint = run_pass(log).end
+    bases = {segment.base_offset for segment in log.segments}
+    assert len(bases) <= 3
+    assert set(snapshot_offsets(log.directory)) <= bases
+    for sequence in range(30, 40):  # a second pass merges the new segments into the first
+        entries = [(b"key-%d" % (sequence % 3), b"v%d" % sequence)]
+        produce(log, keyed_batch(entries, producer_id=4, producer_epoch=0, base_sequence=sequence))
+        roll(log)
+    run_pass(log, checkpoint)
+    assert set(snapshot_offsets(log.directory)) <= {s.base_offset for s in log.segments}
+    # The producer's state still loads: its sequence goes on from the last batch.
+    log.close()
+    reopened = open_log(tmp_path, replace(COMPACT, segment_bytes=10**6))
+    assert reopened.producer_state.state().entries[4].last_sequence == 39
 
 
 def test_a_batch_that_loses_records_keeps_its_offsets_codec_and_producer_fields(tmp_path):
