@@ -22,6 +22,11 @@ from tests.operator.load import (
     wait_phase,
 )
 
+# The three longest operator scenarios (real brokers, the operator and client load each)
+# take turns on one xdist worker: run at the same time on CI's two cores they starved the
+# workers' ZooKeepers (2 s sessions expired, connects timed out).
+pytestmark = [pytest.mark.xdist_group("kube-heavy")]
+
 
 # About 2-3 minutes on an idle 2-core machine; 9 minutes at a load average of 25.
 @pytest.mark.timeout(900)

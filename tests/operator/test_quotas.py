@@ -7,10 +7,18 @@ import json
 import time
 from typing import Any
 
+import pytest
+
 from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.devtools.local_cluster import zookeeper_client
 from tests.integration.broker_helpers import create_topic
 from tests.integration.quota_helpers import ProducerLoop
+
+# The three longest operator scenarios (real brokers, the operator and client load each)
+# take turns on one xdist worker: run at the same time on CI's two cores they starved the
+# workers' ZooKeepers (2 s sessions expired, connects timed out).
+pytestmark = [pytest.mark.xdist_group("kube-heavy")]
+
 
 API = "gregor.dev/v1alpha1"
 QUOTA = 256 * 1024

@@ -28,6 +28,11 @@ from tests.operator.load import (
     wait_phase,
 )
 
+# The three longest operator scenarios (real brokers, the operator and client load each)
+# take turns on one xdist worker: run at the same time on CI's two cores they starved the
+# workers' ZooKeepers (2 s sessions expired, connects timed out).
+pytestmark = [pytest.mark.xdist_group("kube-heavy")]
+
 
 def pods(client: Any) -> dict[str, dict[str, Any]]:
     return {
