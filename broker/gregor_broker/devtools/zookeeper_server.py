@@ -95,6 +95,12 @@ class ZooKeeperServer:
                     "admin.enableServer=false",
                     "4lw.commands.whitelist=ruok,srvr,mntr",
                     "maxClientCnxns=0",
+                    # A development and test server: no fsync per transaction. A killed
+                    # ZooKeeper (kill -9) loses nothing, its writes are in the page cache;
+                    # only an OS crash could. With fsync, a busy disk stalled every session
+                    # (a 21 s fsync during CI's image build expired brokers and operators).
+                    # Production ensembles (the chart's, or an existing one) keep fsync.
+                    "forceSync=no",
                     # Sessions as short as 1 s so tests can expire a broker's session quickly.
                     "minSessionTimeout=1000",
                     "maxSessionTimeout=60000",
