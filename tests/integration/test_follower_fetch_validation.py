@@ -34,78 +34,78 @@ TOPIC = "forged"
 FAR_AHEAD = 10**9
 
 
-def _fetch_as(bootstrap: str, replica_id: int, fetch_offset: int, leader_epoch: int = -1) -> Any:
-    """One Fetch v11 for TOPIC-0 with the given replica id; the partition's answer."""
+def _request(bootstrap: str, api_key: int, version: int, data: dict[str, Any]) -> Any:
+    """One raw request built with kio's schemas (nothing of a broker's state in it)."""
 
     async def run() -> Any:
         client = BrokerClient(*host_port(bootstrap), "forger", timeout=10)
         try:
-            response = await client.request(
-                1,
-                11,
-                {
-                    "replica_id": replica_id,
-                    "max_wait": 0,
-                    "min_bytes": 1,
-                    "max_bytes": 1 << 20,
-                    "isolation_level": 0,
-                    "session_id": 0,
-                    "session_epoch": -1,
-                    "topics": [
-                        {
-                            "topic": TOPIC,
-                            "partitions": [
-                                {
-                                    "partition": 0,
-                                    "current_leader_epoch": leader_epoch,
-                                    "fetch_offset": fetch_offset,
-                                    "log_start_offset": 0,
-                                    "partition_max_bytes": 1 << 20,
-                                }
-                            ],
-                        }
-                    ],
-                    "forgotten_topics_data": [],
-                    "rack_id": "",
-                },
-            )
+            return await client.request(api_key, version, data)
         finally:
             await client.close()
-        return response.responses[0].partitions[0]
 
     return asyncio.run(run())
+
+
+def _fetch_as(bootstrap: str, replica_id: int, fetch_offset: int, leader_epoch: int = -1) -> Any:
+    """One Fetch v11 for TOPIC-0 with the given replica id; the partition's answer."""
+    response = _request(
+        bootstrap,
+        1,
+        11,
+        {
+            "replica_id": replica_id,
+            "max_wait": 0,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": TOPIC,
+                    "partitions": [
+                        {
+                            "partition": 0,
+                            "current_leader_epoch": leader_epoch,
+                            "fetch_offset": fetch_offset,
+                            "log_start_offset": 0,
+                            "partition_max_bytes": 1 << 20,
+                        }
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        },
+    )
+    return response.responses[0].partitions[0]
 
 
 def _latest_offset(bootstrap: str) -> int:
     """The latest offset of TOPIC-0 as a read_uncommitted consumer's ListOffsets gets it."""
 
-    async def run() -> Any:
-        client = BrokerClient(*host_port(bootstrap), "watermarks", timeout=10)
-        try:
-            return await client.request(
-                2,
-                7,
-                {
-                    "replica_id": -1,
-                    "isolation_level": 0,
-                    "topics": [
-                        {
-                            "name": TOPIC,
-                            "partitions": [
-                                {
-                                    "partition_index": 0,
-                                    "current_leader_epoch": -1,
-                                    "timestamp": -1,
-                                }
-                            ],
-                        }
-                    ],
-                },
-            )
-        finally:
-            await client.close()
-
-    answer = asyncio.run(run()).topics[0].partitions[0]
+    answer = (
+        _request(
+            bootstrap,
+            2,
+            7,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "name": TOPIC,
+                        "partitions": [
+                            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}
+                        ],
+                    }
+                ],
+            },
+        )
+        .topics[0]
+        .partitions[0]
+    )
     assert answer.error_code == ErrorCode.none, answer
     return answer.offset
 
