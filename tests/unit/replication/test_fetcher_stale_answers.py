@@ -14,8 +14,8 @@ from pathlib import Path
 from gregor_broker.log.log_config import LogConfig
 from gregor_broker.log.partition_log import PartitionLog
 from gregor_broker.protocol.record_batch import BatchHeader
-from gregor_broker.protocol.replica_fetch import FetchedPartition
 from gregor_broker.protocol.records import Record, make_batch
+from gregor_broker.protocol.replica_fetch import FetchedPartition
 from gregor_broker.replication.fetcher import FollowedPartition, ReplicaFetcher
 from gregor_broker.replication.partition import Partition
 
