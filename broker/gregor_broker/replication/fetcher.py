@@ -64,6 +64,17 @@ class FollowedPartition:
     # time.monotonic() before which its OffsetForLeaderEpoch is not asked again (after an
     # error): the other partitions of the leader are fetched meanwhile.
     truncation_retry_at: float = 0.0
+    # The fetch offset of the request in flight for it (-1: none yet). Kafka's fetcher
+    # applies a partition's data only if the request's fetch offset is still the current
+    # one: an answer to a request made for an earlier state (a log deleted and made again
+    # by a reassignment away and back, a truncation) would leave a gap below its records.
+    fetch_offset: int = -1
+
+
+def _requested(item: FollowedPartition) -> int:
+    """The fetch offset of a request being built for ``item``, remembered for its answer."""
+    item.fetch_offset = item.partition.log.log_end_offset
+    return item.fetch_offset
 
 
 def complete_batches(records: memoryview) -> memoryview:
@@ -361,7 +372,7 @@ class ReplicaFetcher:
                     FetchPosition(
                         item.partition.index,
                         item.leader_epoch,
-                        item.partition.log.log_end_offset,
+                        _requested(item),
                         item.partition.log.log_start_offset,
                         throttled_partition_max_bytes
                         if throttled and (topic, item.partition.index) in throttled
@@ -427,6 +438,8 @@ class ReplicaFetcher:
         """Append what the leader sent; False when the partition needs a pause."""
         partition = item.partition
         partition_log = partition.log
+        if item.fetch_offset != partition_log.log_end_offset:
+            return True  # answers a request made for an earlier state of this partition
         error = data.error_code
         if error == ErrorCode.offset_out_of_range:
             item.needs_truncation = True

@@ -168,6 +168,15 @@ class Partition:
             if replica != broker_id
         }
 
+    def update_assignment(self, replicas: tuple[int, ...]) -> None:
+        """The controller's replica list. Kafka's ``updateAssignmentAndIsr``: a replica no
+        longer assigned is forgotten, so one assigned again (a reassignment away and back,
+        its log deleted meanwhile) starts with an unknown log end offset instead of the
+        progress of the log it no longer has."""
+        self.replicas = replicas
+        for replica in [r for r in self.followers if r not in replicas]:
+            del self.followers[replica]
+
     def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
         """A follower fetched at ``fetch_offset``: that is its log end offset (Kafka)."""
         follower = self.followers.get(replica_id)

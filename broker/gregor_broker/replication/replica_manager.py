@@ -183,7 +183,7 @@ class ReplicaManager:
 
     def _apply_state(self, partition: Partition, info: PartitionInfo) -> bool:
         """Whether leadership changed (a new term: the costly case)."""
-        partition.replicas = info.replicas
+        partition.update_assignment(info.replicas)
         if info.state is None:
             return False
         if info.state_version < partition.state_version:

@@ -164,3 +164,23 @@ def test_replicas_an_isr_expansion_in_flight_adds_hold_the_high_watermark(partit
     partition.pending_isr_additions = ()  # refused: only the ISR counts again
     assert partition.maybe_advance_high_watermark(LEADER)
     assert partition.log.high_watermark == 10
+
+
+def test_a_replica_assigned_away_and_back_rejoins_only_from_what_it_fetches(
+    partition: Partition,
+):
+    """Found by the short chaos campaign: broker 3 left a partition's assignment (its log
+    deleted) and was assigned again at once; the leader still held its old progress and
+    took it back into the ISR before it had copied anything."""
+    append(partition.log, 10)
+    partition.record_follower_fetch(FOLLOWER_A, 10, now_ms=1)
+    partition.record_follower_fetch(FOLLOWER_B, 10, now_ms=1)
+    assert partition.maybe_advance_high_watermark(LEADER)
+    partition.isr = (LEADER, FOLLOWER_A)
+    partition.update_assignment((LEADER, FOLLOWER_A))
+    partition.update_assignment((LEADER, FOLLOWER_A, FOLLOWER_B))
+    assert not partition.may_rejoin_isr(FOLLOWER_B)
+    partition.record_follower_fetch(FOLLOWER_B, 0, now_ms=2)  # its new, empty log
+    assert not partition.may_rejoin_isr(FOLLOWER_B)
+    partition.record_follower_fetch(FOLLOWER_B, 10, now_ms=3)
+    assert partition.may_rejoin_isr(FOLLOWER_B)
