@@ -30,11 +30,15 @@ class NumberedProducer:
         prefix: str = "message",
         acks: str | int = "all",
         pause_every: int = 50,
+        interval_s: float = 0.0,
         **config: Any,
     ) -> None:
+        """``interval_s``: a pause after every message (a slow producer: followers'
+        fetches then wait at the leader for data, as on a quiet partition)."""
         self.topic = topic
         self.prefix = prefix
         self.pause_every = pause_every
+        self.interval_s = interval_s
         self.acknowledged: dict[bytes, Position] = {}
         self.errors: list[str] = []
         self.sent = 0
@@ -72,7 +76,9 @@ class NumberedProducer:
             except BufferError:
                 self._producer.poll(0.01)
             self._producer.poll(0)
-            if self.sent % self.pause_every == 0:
+            if self.interval_s:
+                self._stop.wait(self.interval_s)
+            elif self.sent % self.pause_every == 0:
                 time.sleep(0.001)
 
     @property

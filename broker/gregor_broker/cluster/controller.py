@@ -72,6 +72,8 @@ TICK_S = 0.5
 DELETE_BATCH = 200
 # Partition state updates per ZooKeeper transaction (elections, ISR changes).
 STATE_WRITE_BATCH = 100
+# Tries of a leader epoch bump that loses to a leader's ISR change (re-read each time).
+EPOCH_BUMP_TRIES = 5
 
 
 KnownPartitionState = Callable[[str, str | None, int], tuple[PartitionState, int] | None]
@@ -941,6 +943,12 @@ class Controller:
         _set_or_drop(adding, index, plan.adding)
         _set_or_drop(removing, index, plan.removing)
         updated = TopicAssignment(partitions, assignment.topic_id, adding, removing)
+        # The new epoch goes before the new replica set (Kafka sends both in one
+        # LeaderAndIsr; brokers here read them from two znodes): no broker sees the
+        # replica set at the epoch of the old one.
+        if not self._bump_leader_epoch(topic, index, plan.replicas):
+            self._events.put(("reassign_request", None))  # try again with fresh data
+            return
         try:
             self.admin.set_topic_assignment(topic, updated, version)
         except BadVersion:
@@ -948,18 +956,40 @@ class Controller:
             return
         log.info("reassigning %s-%d from %s to %s", topic, index, list(original), list(target))
         self.reassignments[(topic, index)] = target
-        # Replicas dropped from an earlier target must leave the ISR too.
-        current_state = self.admin.get_partition_state(topic, index)
-        if current_state is not None:
-            state, state_version = current_state
-            isr = tuple(r for r in state.isr if r in plan.replicas)
-            if isr != state.isr and state.leader in isr:
-                self._write_state(
-                    topic,
-                    index,
-                    PartitionState(self.epoch or 0, state.leader, state.leader_epoch, isr),
-                    state_version,
-                )
+
+    def _bump_leader_epoch(self, topic: str, index: int, replicas: tuple[int, ...]) -> bool:
+        """Kafka's ``updateLeaderEpoch`` when a reassignment starts (phase A): same
+        leader, epoch + 1, so that fetches and follower progress from before the change
+        are fenced. A follower's fetch carries its epoch and the leader refuses an old
+        one; the leader starts its followers' state afresh at a new epoch. Without it, a
+        replica reassigned away (its log deleted) and straight back rejoined the ISR
+        from the progress of the deleted log, empty (chaos seed 20261123, issue 9).
+
+        Replicas no longer in ``replicas`` (dropped from an earlier target) leave the
+        ISR in the same write, as Kafka's U3 takes them offline. False when the state
+        kept changing under it (a leader's ISR changes)."""
+        for _ in range(EPOCH_BUMP_TRIES):
+            current = self.admin.get_partition_state(topic, index)
+            if current is None:
+                return True  # no leader yet: nothing to fence
+            state, version = current
+            isr = tuple(r for r in state.isr if r in replicas)
+            if state.leader not in isr:
+                isr = state.isr
+            bumped = PartitionState(self.epoch or 0, state.leader, state.leader_epoch + 1, isr)
+            try:
+                self.admin.set_partition_state(topic, index, bumped, version)
+            except BadVersion:
+                continue
+            log.info(
+                "leader epoch of %s-%d bumped to %d for its reassignment",
+                topic,
+                index,
+                bumped.leader_epoch,
+            )
+            return True
+        log.info("state of %s-%d kept changing; reassignment retried later", topic, index)
+        return False
 
     def _advance_reassignments(self) -> None:
         for (topic, index), target in list(self.reassignments.items()):
@@ -981,11 +1011,14 @@ class Controller:
         completion = reassignment.complete(target, state.leader, state.isr)
         if completion is None:
             return
-        if completion.leader_changes or completion.isr != state.isr:
-            epoch = state.leader_epoch + (1 if completion.leader_changes else 0)
-            new_state = PartitionState(self.epoch, completion.leader, epoch, completion.isr)
-            if not self._write_state(topic, index, new_state, state_version):
-                return
+        # Always at a new epoch, as Kafka's phase B (B3 elects or bumps the epoch, B4
+        # shrinks the ISR at another): the removed replicas' fetches and progress are
+        # fenced, and a leader forgets what it knew of its followers.
+        new_state = PartitionState(
+            self.epoch, completion.leader, state.leader_epoch + 1, completion.isr
+        )
+        if not self._write_state(topic, index, new_state, state_version):
+            return
         assignment, version = found
         partitions = dict(assignment.partitions)
         adding = dict(assignment.adding_replicas)
