@@ -2,11 +2,13 @@
 
 A reassignment moves a partition from its original replicas (ORS) to target replicas
 (TRS) without a moment below the ISR it had:
-1. the topic znode lists the full set RS = TRS + ORS, with ``adding_replicas`` = TRS - ORS
-   and ``removing_replicas`` = ORS - TRS (new replicas start fetching);
+1. the leader epoch is bumped, then the topic znode lists the full set RS = TRS + ORS,
+   with ``adding_replicas`` = TRS - ORS and ``removing_replicas`` = ORS - TRS (new
+   replicas start fetching);
 2. the controller waits until every target replica is in the ISR;
 3. if the leader is not a target replica, leadership moves to one that is in sync;
-4. the old replicas leave the ISR and the topic znode is rewritten with RS = TRS last.
+4. the old replicas leave the ISR (3 and 4 at a new leader epoch) and the topic znode is
+   rewritten with RS = TRS last.
 
 The controller applies these steps; this module only computes them, so the rules are
 tested without ZooKeeper.
