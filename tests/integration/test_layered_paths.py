@@ -181,8 +181,8 @@ async def traced_paths(zk_connect: str, directory: Path, recorder: CallRecorder)
         finally:
             sys.setprofile(None)
     finally:
-        # The follower first: stopping the leader first would make the follower lead and
-        # then be a follower again while it stops (controlled shutdown moves leadership).
+        # The follower first, so that nothing fails over while they stop (either order
+        # completes: tests/integration/test_broker_stop.py).
         for broker, _ in reversed(brokers):
             await broker.stop()
 
