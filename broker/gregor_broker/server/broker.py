@@ -418,7 +418,10 @@ class Broker:
         watch: kazoo drops every watch with the connection), and the metadata they
         bring demotes this broker if another took its partitions meanwhile.
         """
-        if state == KazooState.LOST:
+        if state == KazooState.LOST and self.stopping:
+            # Our own close at the end of ``stop``: no error, nothing to recreate.
+            log.info("ZooKeeper session closed")
+        elif state == KazooState.LOST:
             log.error("ZooKeeper session lost; ephemeral registrations will be recreated")
             self._session_lost = True
         elif state == KazooState.SUSPENDED:
