@@ -20,7 +20,7 @@ from gregor_broker.cli.main import main as gregor
 from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.devtools.local_cluster import zookeeper_client
 
-from .broker_helpers import create_topic, wait_for
+from .broker_helpers import create_topic, produce_values, wait_for
 from .durability import NumberedProducer, lost_messages
 
 
@@ -132,6 +132,10 @@ def _paused_controller_cluster(broker_factory, enable: str):
     assert controller == 1, "broker 1 started first and is the controller"
     admin.create_topic("cs", {0: [2, 3]}, {})
     assert wait_for(lambda: _leader_and_isr(admin, "cs") == (2, (2, 3)), 120)
+    # Broker 2 itself knows it leads (a broker learns its leadership from ZooKeeper a
+    # moment after the state is written; one that does not know has nothing to hand over).
+    values = [b"c%d" % i for i in range(100)]
+    assert len(produce_values(brokers[2].bootstrap, "cs", values)) == 100
     brokers[1].pause()
     return brokers, client, admin
 
