@@ -15,12 +15,11 @@ import time
 from pathlib import Path
 
 from gregor_broker.cluster.admin import ZkAdmin
-from gregor_broker.config import load_broker_config
 from gregor_broker.devtools.local_cluster import zookeeper_client
-from gregor_broker.devtools.zookeeper_server import free_port
 from gregor_broker.server.broker import Broker
 
 from .broker_helpers import produce_values, wait_for
+from .in_process_brokers import start_broker
 
 # A stop takes well under a second here; the bound only turns a hang into a failure.
 STOP_BOUND_S = 30.0
@@ -31,18 +30,9 @@ async def _two_brokers_stopped_leader_first(zk_connect: str, directory: Path) ->
     ports: list[int] = []
     try:
         for broker_id in (1, 2):
-            port = free_port()
-            config = {
-                "broker.id": str(broker_id),
-                "zookeeper.connect": zk_connect,
-                "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-                "log.dirs": str(directory / f"logs-{broker_id}"),
-                "min.insync.replicas": "2",
-                "offsets.topic.replication.factor": "1",
-                "offsets.topic.num.partitions": "1",
-            }
-            broker = Broker(load_broker_config(None, config, env={}))
-            await broker.start()
+            broker, port = await start_broker(
+                broker_id, zk_connect, directory, **{"min.insync.replicas": "2"}
+            )
             brokers.append(broker)
             ports.append(port)
         ZkAdmin(brokers[0].zk).create_topic("t", {0: [1, 2]}, {})
