@@ -497,6 +497,7 @@ class ReplicaFetcherManager:
     def __init__(self, manager: FollowerLogs) -> None:
         self.manager = manager
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._stopped = False
 
     def _address(self, broker_id: int) -> tuple[str, int] | None:
         info = self.manager.metadata.brokers.get(broker_id)
@@ -506,6 +507,8 @@ class ReplicaFetcherManager:
 
     def follow(self, partition: Partition) -> None:
         """Fetch ``partition`` from its current leader (after truncation)."""
+        if self._stopped:
+            return  # the broker is stopping: metadata arriving meanwhile starts no fetcher
         key = (partition.topic, partition.index)
         for leader_id, fetcher in self.fetchers.items():
             if leader_id != partition.leader:
@@ -526,6 +529,7 @@ class ReplicaFetcherManager:
             fetcher.partitions.pop(key, None)
 
     async def stop(self) -> None:
-        for fetcher in self.fetchers.values():
-            await fetcher.stop()
+        self._stopped = True
+        # Together: each is bounded (``STOP_TIMEOUT_S``), and so is the whole.
+        await asyncio.gather(*(fetcher.stop() for fetcher in list(self.fetchers.values())))
         self.fetchers.clear()
