@@ -158,7 +158,7 @@ def test_controlled_shutdown_waits_for_leadership_to_move_before_exiting(broker_
         # It exited because the leadership had moved, not on its 30 s deadline.
         assert _leader_and_isr(admin, "cs") == (3, (3,))
         log = stopping.log_path.read_text()
-        assert "controlled shutdown: leadership moved away" in log
+        assert "controlled shutdown: nothing left to hand over" in log
         assert "leadership not moved within" not in log
     finally:
         brokers[1].resume()

@@ -613,7 +613,7 @@ class Broker:
             nothing_left_to_hand_over, CONTROLLED_SHUTDOWN_TIMEOUT_S
         )
         if handed_over:
-            log.info("controlled shutdown: leadership moved away")
+            log.info("controlled shutdown: nothing left to hand over")
         else:
             log.warning(
                 "controlled shutdown: leadership not moved within %d s; exiting anyway",
