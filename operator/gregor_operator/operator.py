@@ -74,6 +74,12 @@ def build(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, kopf.OperatorS
     settings.queueing.error_delays = [1, 2, 5, 10]
     settings.execution.default_backoff = max(1.0, config.status_interval)
     settings.execution.max_workers = 20
+    # A deleted resource keeps its finalizer until its status timer has exited. A timer
+    # caught mid-run (a thread) is not "instantly" done, and kopf then looks again only
+    # after ``cancellation_polling`` (60 s by default): deletions stalled for a minute.
+    # Wait up to 2 s for the run to end (a refresh takes milliseconds), then poll each second.
+    settings.background.instant_exit_timeout = 2.0
+    settings.background.cancellation_polling = 1.0
     return registry, settings, ctx
 
 

@@ -26,9 +26,9 @@ from typing import Any
 import confluent_kafka
 
 from gregor_broker.cluster.admin import ZkAdmin
-from gregor_broker.config import load_broker_config
-from gregor_broker.devtools.zookeeper_server import free_port
 from gregor_broker.server.broker import Broker
+
+from .in_process_brokers import start_broker
 
 # .importlinter's layers, lowest first; inside server/ its own contract's order.
 LAYERS = (
@@ -150,21 +150,17 @@ async def traced_paths(zk_connect: str, directory: Path, recorder: CallRecorder)
     brokers: list[tuple[Broker, int]] = []
     try:
         for broker_id in (1, 2):
-            port = free_port()
-            config = {
-                "broker.id": str(broker_id),
-                "zookeeper.connect": zk_connect,
-                "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-                "log.dirs": str(directory / f"logs-{broker_id}"),
-                "min.insync.replicas": "2",
-                "offsets.topic.replication.factor": "1",
-                "offsets.topic.num.partitions": "1",
-                # Stopping: nothing to hand over, no wait for a controller to move leaders.
-                "controlled.shutdown.enable": "false",
-            }
-            broker = Broker(load_broker_config(None, config, env={}))
-            await broker.start()
-            brokers.append((broker, port))
+            started = await start_broker(
+                broker_id,
+                zk_connect,
+                directory,
+                **{
+                    "min.insync.replicas": "2",
+                    # Stopping: nothing to hand over, no wait for a controller to move leaders.
+                    "controlled.shutdown.enable": "false",
+                },
+            )
+            brokers.append(started)
         ZkAdmin(brokers[0][0].zk).create_topic("t", {0: [1, 2]}, {})
         deadline = time.monotonic() + 120
         while not any(
@@ -181,8 +177,8 @@ async def traced_paths(zk_connect: str, directory: Path, recorder: CallRecorder)
         finally:
             sys.setprofile(None)
     finally:
-        # The follower first: stopping the leader first would make the follower lead and
-        # then be a follower again while it stops (controlled shutdown moves leadership).
+        # The follower first, so that nothing fails over while they stop (either order
+        # completes: tests/integration/test_broker_stop.py).
         for broker, _ in reversed(brokers):
             await broker.stop()
 

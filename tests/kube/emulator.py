@@ -34,6 +34,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import kmock
 import yaml
 
@@ -147,7 +148,14 @@ class GregorEmulator(kmock.KubernetesEmulator):
                     if spec_changed and _changes(current.get("spec", {}), data["spec"]):
                         generation += 1
                     metadata["generation"] = generation
-        response = await super()._handle(request)
+        try:
+            response = await super()._handle(request)
+        except jsonpatch.JsonPatchException as error:
+            # A JSON patch that does not apply (kopf tests metadata.resourceVersion before it
+            # removes a finalizer) is 422 Unprocessable Entity on a real API server: kopf
+            # then retries on its next cycle. kmock's 500 made kopf back off for tens of
+            # seconds instead, and a deleted resource's finalizer stayed that long.
+            raise kmock.KubernetesError(status=422, reason="Invalid", message=str(error)) from error
         if request.action == kmock.action.CREATE and response.status == 200:
             # A real API server answers 201 Created; clients map response types by status.
             with contextlib.suppress(RuntimeError, AssertionError):

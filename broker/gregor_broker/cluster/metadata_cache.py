@@ -166,7 +166,10 @@ class MetadataCache:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((predicate, future))
         try:
-            await asyncio.wait_for(future, timeout)
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for can lose a
+            # cancellation (a stopping broker waits here in its controlled shutdown).
+            async with asyncio.timeout(timeout):
+                await future
             return True
         except TimeoutError:
             return False

@@ -460,8 +460,12 @@ class BrokerConfig:
     )  # fmt: skip
     # Controller
     controlled_shutdown_enable: bool = _key(
-        True, _T.BOOLEAN, "Move leadership away before a broker shuts down."
-    )
+        True, _T.BOOLEAN,
+        "Move leadership away before a broker shuts down: it deregisters and keeps serving "
+        "until the controller has elected other leaders for what it led (at most 30 s). "
+        "false: it just stops, and the controller fails its partitions over once its "
+        "ZooKeeper session has ended, as after a crash.",
+    )  # fmt: skip
     auto_leader_rebalance_enable: bool = _key(
         True, _T.BOOLEAN, "Periodically move leadership back to preferred leaders."
     )

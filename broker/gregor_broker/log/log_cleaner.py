@@ -249,8 +249,11 @@ class LogCleaner:
                 log = self.grab_filthiest()
                 if log is None:
                     self._wake.clear()
+                    # asyncio.timeout, not wait_for (which can lose a cancellation
+                    # on Python 3.11, and then ``stop`` would wait for good).
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), self.config.backoff_ms / 1000)
+                        async with asyncio.timeout(self.config.backoff_ms / 1000):
+                            await self._wake.wait()
                     continue
                 try:
                     await self.clean_log(log, offset_map, throttler)

@@ -141,16 +141,18 @@ class BrokerClient:
         context = security.ssl_context if security is not None else None
         loop = asyncio.get_running_loop()
         try:
-            _transport, self._protocol = await asyncio.wait_for(
-                loop.create_connection(
+            # Not ``asyncio.wait_for``: on Python 3.11 it returns the connection when the
+            # task is cancelled just as the connection completes, and the cancellation is
+            # lost. A stopping broker's fetcher then ran on, and ``Broker.stop`` waited for
+            # it for good.
+            async with asyncio.timeout(self.timeout):
+                _transport, self._protocol = await loop.create_connection(
                     _FrameProtocol,
                     self.host,
                     self.port,
                     ssl=context,
                     server_hostname=self.host if context is not None else None,
-                ),
-                self.timeout,
-            )
+                )
         except (OSError, TimeoutError) as error:
             raise BrokerConnectionError(f"cannot reach {self.host}:{self.port}: {error}") from error
         if security is not None and security.mechanism:

@@ -11,7 +11,6 @@ only behind ``gregor.unsafe.truncate.to.high.watermark`` to demonstrate the diff
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -52,6 +51,9 @@ log = logging.getLogger(__name__)
 FETCH_VERSION = replica_fetch.VERSION
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 RETRY_BACKOFF_S = 0.2
+# How long ``ReplicaFetcher.stop`` waits for its task after cancelling it and closing its
+# connection (it ends at once unless something swallowed the cancellation).
+STOP_TIMEOUT_S = 10.0
 
 TopicPartition = tuple[str, int]
 
@@ -114,17 +116,30 @@ class ReplicaFetcher:
         # The pipeline's state between responses (``_next_in_pipeline``).
         self._pipeline_correlation_id = 0
         self._pipeline_backoff = False
+        self._stopping = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        """Bounded whatever the leader does (Kafka's fetcher shutdown closes its network
+        client too): the task is cancelled and its connection closed, and a task that lost
+        its cancellation ends at its loop's next turn (``_stopping``)."""
+        self._stopping = True
+        self._wake.set()
+        task = self._task
+        if task is not None:
+            task.cancel()
         if self._client is not None:
             await self._client.close()
+        if task is not None:
+            done, _ = await asyncio.wait({task}, timeout=STOP_TIMEOUT_S)
+            if not done:
+                log.error(
+                    "fetcher for leader %d did not stop within %.0f s; left behind",
+                    self.leader_id,
+                    STOP_TIMEOUT_S,
+                )
 
     def wake(self) -> None:
         self._wake.set()
@@ -145,7 +160,7 @@ class ReplicaFetcher:
         return self._client
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 if not self.partitions:
                     self._wake.clear()
@@ -328,6 +343,8 @@ class ReplicaFetcher:
     def _next_in_pipeline(self, client: BrokerClient, response: memoryview) -> bytes | None:
         """Apply a response inside the connection's callback; the next fetch, or None to
         hand control back to the fetcher's loop."""
+        if self._stopping:
+            return None
         if self._apply_response(client, response, self._pipeline_correlation_id, set(), None):
             self._pipeline_backoff = True
             return None
@@ -480,6 +497,7 @@ class ReplicaFetcherManager:
     def __init__(self, manager: FollowerLogs) -> None:
         self.manager = manager
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._stopped = False
 
     def _address(self, broker_id: int) -> tuple[str, int] | None:
         info = self.manager.metadata.brokers.get(broker_id)
@@ -489,6 +507,8 @@ class ReplicaFetcherManager:
 
     def follow(self, partition: Partition) -> None:
         """Fetch ``partition`` from its current leader (after truncation)."""
+        if self._stopped:
+            return  # the broker is stopping: metadata arriving meanwhile starts no fetcher
         key = (partition.topic, partition.index)
         for leader_id, fetcher in self.fetchers.items():
             if leader_id != partition.leader:
@@ -509,6 +529,7 @@ class ReplicaFetcherManager:
             fetcher.partitions.pop(key, None)
 
     async def stop(self) -> None:
-        for fetcher in self.fetchers.values():
-            await fetcher.stop()
+        self._stopped = True
+        # Together: each is bounded (``STOP_TIMEOUT_S``), and so is the whole.
+        await asyncio.gather(*(fetcher.stop() for fetcher in list(self.fetchers.values())))
         self.fetchers.clear()

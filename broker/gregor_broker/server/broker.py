@@ -3,8 +3,9 @@
 Start-up order matters and follows Kafka's: connect to ZooKeeper, claim the log dirs
 (lock files) and recover the logs, learn the cluster's metadata, open the listener,
 and only then register ``/brokers/ids/<id>`` so that nobody is sent to a broker that
-cannot answer yet. Shutdown reverses it: deregister, stop serving, flush and close
-the logs with a clean-shutdown marker so the next start skips recovery.
+cannot answer yet. Shutdown reverses it: deregister and wait for leadership to move
+(controlled shutdown, unless ``controlled.shutdown.enable=false``), stop serving, flush
+and close the logs with a clean-shutdown marker so the next start skips recovery.
 
 A failed log dir (any I/O error writing to it, e.g. a full disk) takes its partitions
 offline (``LogManager``, ``ReplicaManager``); the broker then tells the controller with a
@@ -417,7 +418,10 @@ class Broker:
         watch: kazoo drops every watch with the connection), and the metadata they
         bring demotes this broker if another took its partitions meanwhile.
         """
-        if state == KazooState.LOST:
+        if state == KazooState.LOST and self.stopping:
+            # Our own close at the end of ``stop``: no error, nothing to recreate.
+            log.info("ZooKeeper session closed")
+        elif state == KazooState.LOST:
             log.error("ZooKeeper session lost; ephemeral registrations will be recreated")
             self._session_lost = True
         elif state == KazooState.SUSPENDED:
@@ -540,7 +544,16 @@ class Broker:
         if self.controller is not None:
             await asyncio.to_thread(self.controller.stop)
         if self.zk is not None and self.zk.connected and getattr(self, "replica_manager", None):
-            await self._controlled_shutdown()
+            if self.config.controlled_shutdown_enable:
+                await self._controlled_shutdown()
+            else:
+                # Kafka's controlled.shutdown.enable=false: just stop. The registration
+                # goes with the ZooKeeper session at the end, and the controller then
+                # fails over what this broker led, as after a crash.
+                log.info(
+                    "controlled.shutdown.enable=false: stopping without moving leadership "
+                    "away first"
+                )
         for task in self._tasks:
             task.cancel()
         await self.router.preparer.stop()
@@ -571,7 +584,7 @@ class Broker:
 
     async def _controlled_shutdown(self) -> None:
         """Hand leadership over before exiting, so a rolling restart keeps every
-        partition available (Kafka's controlled shutdown).
+        partition available (Kafka's controlled shutdown; ``controlled.shutdown.enable``).
 
         Deregistering makes the controller treat this broker as gone: it moves each
         partition led here to another in-sync replica. We keep serving until the
@@ -585,6 +598,7 @@ class Broker:
         except Exception:
             log.warning("controlled shutdown: could not deregister", exc_info=True)
             return
+        log.info("controlled shutdown: deregistered; waiting for leadership to move away")
         metadata = self.metadata
 
         def nothing_left_to_hand_over() -> bool:
@@ -598,7 +612,9 @@ class Broker:
         handed_over = await metadata.wait_for(
             nothing_left_to_hand_over, CONTROLLED_SHUTDOWN_TIMEOUT_S
         )
-        if not handed_over:
+        if handed_over:
+            log.info("controlled shutdown: nothing left to hand over")
+        else:
             log.warning(
                 "controlled shutdown: leadership not moved within %d s; exiting anyway",
                 CONTROLLED_SHUTDOWN_TIMEOUT_S,

@@ -498,9 +498,8 @@ class MetricsServer:
             return ["ZooKeeper unreachable (session suspended or lost)"]
         path = f"/brokers/ids/{broker.broker_id}"
         try:
-            stat = await asyncio.wait_for(
-                asyncio.to_thread(zk.exists, path), ZOOKEEPER_CHECK_TIMEOUT_S
-            )
+            async with asyncio.timeout(ZOOKEEPER_CHECK_TIMEOUT_S):
+                stat = await asyncio.to_thread(zk.exists, path)
         except Exception as error:  # timeouts, connection loss
             return [f"ZooKeeper unreachable: {type(error).__name__} {error}".rstrip()]
         session_id = zk.client_id[0] if zk.client_id else None
