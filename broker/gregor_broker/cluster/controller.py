@@ -123,6 +123,9 @@ class Controller:
         self.leader_imbalance_check_interval_s = leader_imbalance_check_interval_s
         # Reassignments in flight: (topic, partition) -> target replicas.
         self.reassignments: dict[tuple[str, int], tuple[int, ...]] = {}
+        # Reassignments resumed at failover whose leader epoch is not bumped yet: a new
+        # controller fences each one before it advances it (``_fence_resumed``).
+        self._unfenced: set[tuple[str, int]] = set()
         self._timer: threading.Timer | None = None
         self._last_balance_check = time.monotonic()
         self._deletion_queued = False
@@ -871,8 +874,14 @@ class Controller:
 
     # reassignment -------------------------------------------------------------------------
     def _load_reassignments_in_flight(self) -> None:
-        """After a controller change, the topic znodes say what is in flight (KIP-455)."""
+        """After a controller change, the topic znodes say what is in flight (KIP-455).
+
+        Each one is fenced again before it advances (``_fence_resumed``), as Kafka's new
+        controller runs onPartitionReassignment for it: the old controller may have died
+        between writing the replica set and bumping the epoch, and fetches of a replica
+        it was removing must not count at the epoch they were made in."""
         self.reassignments.clear()
+        self._unfenced.clear()
         # Pipelined reads: one after the other, 2,500 topics kept a new controller (and
         # every topic created meanwhile) waiting for seconds, minutes under load.
         reads = [
@@ -901,6 +910,7 @@ class Controller:
                     )
         if self.reassignments:
             log.info("resuming %d reassignments in flight", len(self.reassignments))
+        self._unfenced.update(self.reassignments)
         self._start_requested_reassignments()
 
     def _start_requested_reassignments(self) -> None:
@@ -956,6 +966,7 @@ class Controller:
             return
         log.info("reassigning %s-%d from %s to %s", topic, index, list(original), list(target))
         self.reassignments[(topic, index)] = target
+        self._unfenced.discard((topic, index))  # fenced just now
 
     def _bump_leader_epoch(self, topic: str, index: int, replicas: tuple[int, ...]) -> bool:
         """Kafka's ``updateLeaderEpoch`` when a reassignment starts (phase A): same
@@ -1004,12 +1015,16 @@ class Controller:
         current = self.admin.get_partition_state(topic, index)
         if found is None or current is None:
             self.reassignments.pop((topic, index), None)
+            self._unfenced.discard((topic, index))
             return
         state, state_version = current
-        if not reassignment.target_in_sync(target, state.isr):
-            return
-        completion = reassignment.complete(target, state.leader, state.isr)
+        completion = (
+            reassignment.complete(target, state.leader, state.isr)
+            if reassignment.target_in_sync(target, state.isr)
+            else None
+        )
         if completion is None:
+            self._fence_resumed(topic, index, tuple(found[0].partitions.get(index, ())))
             return
         # Always at a new epoch, as Kafka's phase B (B3 elects or bumps the epoch, B4
         # shrinks the ISR at another): the removed replicas' fetches and progress are
@@ -1032,10 +1047,18 @@ class Controller:
         except BadVersion:
             return  # next tick retries with fresh data
         log.info("reassignment of %s-%d to %s complete", topic, index, list(target))
+        self._unfenced.discard((topic, index))  # phase B fenced it
         # Forgotten only once its request is gone: a connection loss while removing it
         # (raised out of here) is retried by the next tick, which finds the move done.
         self._forget_request(topic, index)
         self.reassignments.pop((topic, index), None)
+
+    def _fence_resumed(self, topic: str, index: int, replicas: tuple[int, ...]) -> None:
+        """Phase A's epoch bump for a reassignment this controller resumed and cannot
+        complete yet (one it can complete gets phase B's bump instead, as in Kafka's
+        onPartitionReassignment). A failed bump is retried on the next tick."""
+        if (topic, index) in self._unfenced and self._bump_leader_epoch(topic, index, replicas):
+            self._unfenced.discard((topic, index))
 
     def _forget_request(self, topic: str, index: int) -> None:
         """Remove a finished partition from /admin/reassign_partitions (and the node
