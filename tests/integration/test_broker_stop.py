@@ -10,7 +10,9 @@ fetcher, reconnecting, lost the cancellation ``Broker.stop`` sent it (Python 3.1
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -97,3 +99,97 @@ def test_a_broker_whose_leader_is_paused_still_exits_on_sigterm(
         leader.resume()
         client.stop()
         client.close()
+
+
+class _HeldStateReads:
+    """Holds the watched reads of ``topic``'s partition states on one broker's ZooKeeper
+    client (its metadata cache's watches) until released: a cache that has not loaded a
+    freshly written state yet. Other reads of that client pass. Injected at kazoo, the
+    ZooKeeper client, as ``test_controller_reassignment_connection_loss`` does."""
+
+    def __init__(self, client, topic: str) -> None:
+        self._client = client
+        self._prefix = f"/brokers/topics/{topic}/partitions/"
+        self._real = client.get_async
+        self._released = threading.Event()
+        self.held: list[str] = []
+        client.get_async = self._get_async
+
+    def _get_async(self, path, *args, **kwargs):
+        if not (path.startswith(self._prefix) and kwargs.get("watch") is not None):
+            return self._real(path, *args, **kwargs)
+        self.held.append(path)
+        held = self._client.handler.async_result()
+
+        def read_once_released() -> None:
+            self._released.wait()
+            try:
+                held.set(self._real(path, *args, **kwargs).get())
+            except Exception as error:
+                held.set_exception(error)
+
+        threading.Thread(target=read_once_released, daemon=True).start()
+        return held
+
+    def release(self) -> None:
+        self._client.get_async = self._real
+        self._released.set()
+
+
+def _messages(caplog, text: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if text in r.getMessage()]
+
+
+async def _stop_right_after_a_topic_was_created(zk_connect: str, directory: Path, caplog) -> None:
+    brokers: list[Broker] = []
+    hold = None
+    try:
+        for broker_id in (2, 1):  # broker 2 first: the controller, not the one stopped
+            broker, _ = await start_broker(broker_id, zk_connect, directory)
+            brokers.append(broker)
+        controller, stopped = brokers
+        admin = ZkAdmin(controller.zk)
+        assert admin.get_controller().broker_id == 2
+        hold = _HeldStateReads(stopped.zk, "fresh")
+        admin.create_topic("fresh", {0: [1, 2]}, {})
+        deadline = time.monotonic() + 120
+        while _state(admin, "fresh") != (1, (1, 2)) or not hold.held:
+            assert time.monotonic() < deadline, "fresh-0 never led by broker 1"
+            await asyncio.sleep(0.2)
+        # ZooKeeper says broker 1 leads fresh-0; its cache has not seen that yet.
+        cached = stopped.metadata.topics.get("fresh")
+        assert (
+            cached is None or cached.partitions.get(0) is None or cached.partitions[0].leader == -1
+        )
+        stopping = asyncio.create_task(stopped.stop())
+        deadline = time.monotonic() + 120
+        while _state(admin, "fresh") != (2, (2,)):
+            assert time.monotonic() < deadline, "the controller never moved fresh-0 to broker 2"
+            assert not stopping.done()
+            await asyncio.sleep(0.2)
+        # Handed over in ZooKeeper, but broker 1 has not seen it: it must not have
+        # decided that it had nothing to hand over (it did at once, from its cache).
+        await asyncio.sleep(2)
+        assert not _messages(caplog, "nothing left to hand over"), (
+            "broker 1 stopped waiting before it saw fresh-0 handed over"
+        )
+        hold.release()
+        async with asyncio.timeout(STOP_BOUND_S):
+            await stopping
+        assert _messages(caplog, "nothing left to hand over")
+        assert not _messages(caplog, "exiting anyway")
+    finally:
+        if hold is not None:
+            hold.release()
+        for broker in brokers:
+            if not broker.stopping:
+                await broker.stop()
+
+
+def test_a_sigterm_right_after_a_topic_was_created_hands_its_leadership_over(
+    zk_connect: str, tmp_path: Path, caplog
+) -> None:
+    """The stopping broker leads a partition in ZooKeeper that its metadata cache has not
+    loaded yet: its controlled shutdown waits until the cache shows it handed over."""
+    caplog.set_level(logging.INFO, logger="gregor_broker.server.broker")
+    asyncio.run(_stop_right_after_a_topic_was_created(zk_connect, tmp_path, caplog))

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
@@ -505,6 +506,58 @@ class ZkAdmin:
                 continue
             found[index] = PartitionState.from_json(data), stat.version
         return found
+
+    def partitions_led_by(
+        self, broker_id: int, timeout_s: float
+    ) -> dict[tuple[str, int], tuple[str | None, int]]:
+        """The partitions whose state znode names ``broker_id`` leader: (topic,
+        partition) -> (topic id, state znode version). ZooKeeper's truth, for a broker
+        whose metadata cache may not have loaded its latest states yet.
+
+        Two pipelined rounds (every topic znode, then the states of the partitions
+        assigned to ``broker_id``), not a round trip per partition. TimeoutError when
+        they take over ``timeout_s``; a connection loss is raised too."""
+        deadline = time.monotonic() + timeout_s
+
+        def result(pending: Any) -> tuple[bytes, Any]:
+            left = deadline - time.monotonic()
+            try:
+                if left <= 0:
+                    raise self.client.handler.timeout_exception()
+                return pending.get(timeout=left)
+            except self.client.handler.timeout_exception as error:
+                raise TimeoutError(f"partitions led by {broker_id} not read in time") from error
+
+        topics = [
+            (topic, self.client.get_async(paths.topic_path(topic))) for topic in self.list_topics()
+        ]
+        states = []
+        for topic, pending in topics:
+            try:
+                data, _ = result(pending)
+                assignment = TopicAssignment.from_json(data)
+            except NoNodeError:
+                continue  # deleted meanwhile
+            except (ValueError, ZkDataError):
+                log.warning("skipping unreadable topic znode %s", topic)
+                continue
+            for index, replicas in assignment.partitions.items():
+                if broker_id in replicas:
+                    path = paths.partition_state_path(topic, index)
+                    states.append((topic, index, assignment.topic_id, self.client.get_async(path)))
+        led: dict[tuple[str, int], tuple[str | None, int]] = {}
+        for topic, index, topic_id, pending in states:
+            try:
+                data, stat = result(pending)
+                state = PartitionState.from_json(data)
+            except NoNodeError:
+                continue  # no leader elected yet
+            except (ValueError, ZkDataError):
+                log.warning("skipping unreadable state of %s-%d", topic, index)
+                continue
+            if state.leader == broker_id:
+                led[(topic, index)] = (topic_id, stat.version)
+        return led
 
     def create_partition_state(self, topic: str, partition: int, state: PartitionState) -> int:
         """Create the state znode (and its parents); returns its version (0).

@@ -62,6 +62,9 @@ log = logging.getLogger(__name__)
 
 
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30
+# Reading which partitions ZooKeeper says a stopping broker leads: two pipelined rounds,
+# well under a second for thousands of partitions; past this, the cache alone decides.
+CONTROLLED_SHUTDOWN_READ_TIMEOUT_S = 10
 # Re-registration after a ZooKeeper session loss: first retry after this, doubling up to
 # the maximum (Kafka retries its registration until it succeeds, too).
 REGISTRATION_RETRY_MIN_S = 0.5
@@ -589,8 +592,31 @@ class Broker:
         Deregistering makes the controller treat this broker as gone: it moves each
         partition led here to another in-sync replica. We keep serving until the
         metadata shows that done (or the timeout passes), then exit.
+
+        What this broker leads comes from ZooKeeper, not only from its metadata cache:
+        a state the controller wrote just before (a topic created a moment ago) may not
+        be in the cache yet, and the cache alone then said "nothing left to hand over"
+        at once though ZooKeeper named this broker leader. The cache must first have
+        caught up with those states (Kafka's controller answers a controlled shutdown
+        from its own view, ZooKeeper's, for the same reason).
         """
         assert self.zk is not None
+        # Read before deregistering: until then no controller moves anything away, so
+        # this is everything this broker leads (after it, a move already made would not
+        # be listed, and the cache alone would decide for that partition).
+        try:
+            led = await asyncio.to_thread(
+                self.zk_admin.partitions_led_by,
+                self.broker_id,
+                CONTROLLED_SHUTDOWN_READ_TIMEOUT_S,
+            )
+        except Exception:
+            log.warning(
+                "controlled shutdown: could not read what ZooKeeper says this broker leads; "
+                "deciding from the metadata cache alone",
+                exc_info=True,
+            )
+            led = {}
         try:
             await asyncio.to_thread(self.zk_admin.deregister_broker, self.broker_id)
         except NoNodeError:
@@ -598,10 +624,28 @@ class Broker:
         except Exception:
             log.warning("controlled shutdown: could not deregister", exc_info=True)
             return
-        log.info("controlled shutdown: deregistered; waiting for leadership to move away")
+        log.info(
+            "controlled shutdown: deregistered; waiting for leadership to move away "
+            "(%d partitions led here, says ZooKeeper)",
+            len(led),
+        )
         metadata = self.metadata
 
+        def cache_caught_up() -> bool:
+            # Pruned as states arrive, so a check costs what is still missing.
+            for (topic, index), (topic_id, version) in list(led.items()):
+                info = metadata.topics.get(topic)
+                partition = None
+                if info is not None and info.topic_id == topic_id:
+                    partition = info.partitions.get(index)
+                if partition is None or partition.state_version < version:
+                    return False
+                del led[(topic, index)]
+            return True
+
         def nothing_left_to_hand_over() -> bool:
+            if not cache_caught_up():
+                return False
             others = set(metadata.brokers) - {self.broker_id}
             for topic in metadata.topics.values():
                 for info in topic.partitions.values():
