@@ -33,7 +33,6 @@ below the server layer: the broker wires it to its replica manager and topic adm
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
@@ -50,6 +49,7 @@ from ..protocol.errors import KafkaError
 from ..protocol.record_batch import TRANSACTIONAL_FLAG, InvalidBatch, rewrite_header, scan_batches
 from ..protocol.records import Record, iter_batch_records, make_batch
 from ..replication.partition import Partition
+from ..tasks import cancel_and_wait
 from .group_coordinator import CoordinatorConfig, GroupCoordinator, Records
 from .internal_topic import InternalTopic
 from .leadership_lease import LeadershipLease
@@ -150,12 +150,7 @@ class CoordinatorService:
 
     async def stop(self) -> None:
         await self.transactions.stop()
-        tasks = [*self._tasks, *self._replication_waits]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait([*self._tasks, *self._replication_waits], "group coordinator")
         self._tasks = []
 
     async def _tick_forever(self) -> None:

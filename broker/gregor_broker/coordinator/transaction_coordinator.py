@@ -27,7 +27,6 @@ I/O around them:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -41,6 +40,7 @@ from ..log.partition_log import PartitionLog
 from ..protocol.errors import KafkaError
 from ..protocol.records import Record, make_batch
 from ..replication.partition import Partition
+from ..tasks import cancel_and_wait
 from .internal_topic import InternalTopic
 from .partition_writer import InternalTopicCreator, PartitionWriter
 from .records import partition_for
@@ -251,12 +251,7 @@ class TransactionCoordinator:
         ]
 
     async def stop(self) -> None:
-        tasks = self._tasks + list(self._completions)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait([*self._tasks, *self._completions], "transaction coordinator")
         self._tasks = []
         await self.markers.close()
 

@@ -35,6 +35,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from ..tasks import cancel_and_wait
 from .checkpoints import read_offset_checkpoint, write_offset_checkpoint
 from .cleaner import (
     OffsetMap,
@@ -185,11 +186,8 @@ class LogCleaner:
         ]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(BaseException):  # cancelled, or already counted dead
-                await task
+        # A task that died is already counted and logged (``dead_threads``).
+        await cancel_and_wait(self._tasks, "log cleaner")
         self._tasks = []
         if self._pool is not None:
             # A copy still running finishes on its own; its .cleaned files are removed

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import logging
 from collections.abc import Iterable
 from typing import Any
 
+from ..tasks import cancel_and_wait
 from . import entities
 from .frame_guard import prepare_checker
 
@@ -89,8 +89,5 @@ class Preparer:
             await asyncio.sleep(BACKGROUND_PAUSE_S)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        await cancel_and_wait([self._task], "request preparer")
         self._executor.shutdown(wait=False, cancel_futures=True)

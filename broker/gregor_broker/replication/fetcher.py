@@ -24,6 +24,7 @@ from ..log.checkpoints import UNDEFINED_EPOCH
 from ..protocol import replica_fetch
 from ..protocol.record_batch import BatchHeader, InvalidBatch, peek_offset_and_length, scan_batches
 from ..protocol.replica_fetch import FetchedPartition, FetchPosition
+from ..tasks import cancel_and_wait
 from .client import BrokerClient, BrokerConnectionError
 from .partition import Partition
 from .replication_config import ReplicationConfig
@@ -51,9 +52,6 @@ log = logging.getLogger(__name__)
 FETCH_VERSION = replica_fetch.VERSION
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 RETRY_BACKOFF_S = 0.2
-# How long ``ReplicaFetcher.stop`` waits for its task after cancelling it and closing its
-# connection (it ends at once unless something swallowed the cancellation).
-STOP_TIMEOUT_S = 10.0
 
 TopicPartition = tuple[str, int]
 
@@ -129,17 +127,10 @@ class ReplicaFetcher:
         self._wake.set()
         task = self._task
         if task is not None:
-            task.cancel()
+            task.cancel()  # before the close: no reconnecting meanwhile
         if self._client is not None:
             await self._client.close()
-        if task is not None:
-            done, _ = await asyncio.wait({task}, timeout=STOP_TIMEOUT_S)
-            if not done:
-                log.error(
-                    "fetcher for leader %d did not stop within %.0f s; left behind",
-                    self.leader_id,
-                    STOP_TIMEOUT_S,
-                )
+        await cancel_and_wait([task], f"fetcher for leader {self.leader_id}")
 
     def wake(self) -> None:
         self._wake.set()
@@ -530,6 +521,6 @@ class ReplicaFetcherManager:
 
     async def stop(self) -> None:
         self._stopped = True
-        # Together: each is bounded (``STOP_TIMEOUT_S``), and so is the whole.
+        # Together: each is bounded (``tasks.STOP_TIMEOUT_S``), and so is the whole.
         await asyncio.gather(*(fetcher.stop() for fetcher in list(self.fetchers.values())))
         self.fetchers.clear()
