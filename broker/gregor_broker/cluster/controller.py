@@ -1034,6 +1034,7 @@ class Controller:
         )
         if not self._write_state(topic, index, new_state, state_version):
             return
+        self._unfenced.discard((topic, index))  # phase B fenced it
         assignment, version = found
         partitions = dict(assignment.partitions)
         adding = dict(assignment.adding_replicas)
@@ -1047,7 +1048,6 @@ class Controller:
         except BadVersion:
             return  # next tick retries with fresh data
         log.info("reassignment of %s-%d to %s complete", topic, index, list(target))
-        self._unfenced.discard((topic, index))  # phase B fenced it
         # Forgotten only once its request is gone: a connection loss while removing it
         # (raised out of here) is retried by the next tick, which finds the move done.
         self._forget_request(topic, index)
