@@ -165,7 +165,7 @@ async def _stop_right_after_a_topic_was_created(zk_connect: str, directory: Path
         deadline = time.monotonic() + 120
         while _state(admin, "fresh") != (2, (2,)):
             assert time.monotonic() < deadline, "the controller never moved fresh-0 to broker 2"
-            assert not stopping.done()
+            assert not stopping.done(), "broker 1 stopped before fresh-0 was handed over"
             await asyncio.sleep(0.2)
         # Handed over in ZooKeeper, but broker 1 has not seen it: it must not have
         # decided that it had nothing to hand over (it did at once, from its cache).
