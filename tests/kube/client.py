@@ -13,11 +13,18 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+
 
 class ApiError(Exception):
     def __init__(self, status: int, body: str) -> None:
         super().__init__(f"HTTP {status}: {body[:300]}")
         self.status = status
+
+
+# What a probe may raise and still be asked again: an emulator answering late, a loaded
+# ZooKeeper dropping the test's connection (kazoo reconnects by itself).
+TRANSIENT = (ApiError, TimeoutError, ConnectionLoss, SessionExpiredError)
 
 
 def _base(api_version: str) -> str:
@@ -101,9 +108,9 @@ class KubeClient:
         while time.monotonic() < deadline:
             try:
                 last = probe()
-            except (ApiError, TimeoutError) as error:  # a loaded emulator may answer late
+            except TRANSIENT as error:
                 last = error
-            if last and not isinstance(last, ApiError | TimeoutError):
+            if last and not isinstance(last, TRANSIENT):
                 return last
             time.sleep(interval)
         raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}")

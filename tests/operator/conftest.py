@@ -22,7 +22,6 @@ def run_operator(kube: Any) -> Iterator[Callable[..., OperatorConfig]]:
 
     def start(**settings: Any) -> OperatorConfig:
         settings.setdefault("status_interval", 1.0)
-        settings.setdefault("zookeeper_timeout", 2.0)
         settings.setdefault("finalizer_retry_delay", 0.5)
         config = OperatorConfig(kube_server=kube.url, **settings)
         stop = threading.Event()

@@ -246,7 +246,9 @@ def test_deleting_a_topic_completes_when_zookeeper_is_gone(kube, run_operator, t
     try:
         broker.start()
         broker.wait_registered()
-        run_operator(zookeeper_connect=zookeeper.connect_string, finalizer_retries=3)
+        run_operator(
+            zookeeper_connect=zookeeper.connect_string, finalizer_retries=3, zookeeper_timeout=2.0
+        )
         client = kube.client
         client.create(topic("doomed", 1, 1), "topics")
         client.wait_for(

@@ -267,7 +267,9 @@ def test_deleting_a_user_completes_when_zookeeper_is_gone(kube, run_operator, tm
     zookeeper = ZooKeeperServer(tmp_path / "zookeeper")
     zookeeper.start()
     try:
-        run_operator(zookeeper_connect=zookeeper.connect_string, finalizer_retries=3)
+        run_operator(
+            zookeeper_connect=zookeeper.connect_string, finalizer_retries=3, zookeeper_timeout=2.0
+        )
         client = kube.client
         client.create(user("doomed", quotas={"consumerByteRate": 1024}), "users")
         client.wait_for("Ready", lambda: ready(client, "doomed"), timeout=60)

@@ -297,15 +297,20 @@ class BrokerProcess:
                         f"cannot be checked: ZooKeeper {self.zookeeper_connect} unreachable "
                         f"({error})"
                     ) from error
+            from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+
             path = f"/brokers/ids/{self.broker_id}"
             started_ms = int(self._started_at * 1000)
             while True:
                 if self.process.poll() is not None:
                     raise self.failure(f"exited with code {self.process.returncode}")
-                stat = client.exists(path)
-                if stat is not None and stat.ctime >= started_ms:
-                    data, _ = client.get(path)
-                    return json.loads(data.decode() or "{}")
+                try:
+                    stat = client.exists(path)
+                    if stat is not None and stat.ctime >= started_ms:
+                        data, _ = client.get(path)
+                        return json.loads(data.decode() or "{}")
+                except (ConnectionLoss, SessionExpiredError):
+                    pass  # a loaded ZooKeeper dropped us; kazoo reconnects, ask again
                 if time.monotonic() > deadline:
                     raise self.failure(f"did not register {path} within {timeout:.0f} s")
                 time.sleep(0.05)
