@@ -145,3 +145,14 @@ def consume_values(
     finally:
         consumer.close()
     return values
+
+
+def register_broker_znode(admin, broker_id: int) -> None:
+    """A broker registration (``/brokers/ids/<id>``) with no broker behind it: what a
+    controller under test sees as a live broker, on the session of ``admin``'s client."""
+    from gregor_broker.cluster.models import BrokerRegistration
+
+    port = 9000 + broker_id
+    admin.register_broker(
+        BrokerRegistration("127.0.0.1", port, (f"PLAINTEXT://127.0.0.1:{port}",)), broker_id
+    )

@@ -15,24 +15,15 @@ from __future__ import annotations
 
 from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.cluster.controller import STATE_WRITE_BATCH, Controller
-from gregor_broker.cluster.models import BrokerRegistration, PartitionState
+from gregor_broker.cluster.models import PartitionState
 from gregor_broker.devtools.local_cluster import zookeeper_client
 
-from .broker_helpers import wait_for
+from .broker_helpers import register_broker_znode, wait_for
 
 TOPIC = "known"
 # More than two transactions' worth, so that the stale partition's batch is one of several.
 PARTITIONS = STATE_WRITE_BATCH * 2 + 50
 STALE = 7  # replicas (2, 1, 3): broker 2 leads it
-
-
-def _register(admin: ZkAdmin, broker_id: int) -> None:
-    admin.register_broker(
-        BrokerRegistration(
-            "127.0.0.1", 9000 + broker_id, (f"PLAINTEXT://127.0.0.1:{9000 + broker_id}",)
-        ),
-        broker_id,
-    )
 
 
 def _states(admin: ZkAdmin, partitions: list[int]) -> dict[int, tuple[PartitionState, int]]:
@@ -48,9 +39,9 @@ def test_a_stale_known_state_never_elects_a_replica_out_of_the_isr(zk_connect) -
     controller = None
     try:
         admin.ensure_paths()
-        _register(admin, 1)
-        _register(ZkAdmin(broker2), 2)
-        _register(ZkAdmin(broker3), 3)
+        register_broker_znode(admin, 1)
+        register_broker_znode(ZkAdmin(broker2), 2)
+        register_broker_znode(ZkAdmin(broker3), 3)
         assignment = {p: [1, 2, 3] for p in range(PARTITIONS)}
         assignment[STALE] = [2, 1, 3]
         admin.create_topic(TOPIC, assignment, {})

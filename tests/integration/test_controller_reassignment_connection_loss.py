@@ -20,22 +20,12 @@ from kazoo.exceptions import ConnectionLoss
 from gregor_broker.cluster import zk_paths
 from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.cluster.controller import Controller
-from gregor_broker.cluster.models import BrokerRegistration
 from gregor_broker.devtools.local_cluster import zookeeper_client
 
-from .broker_helpers import wait_for
+from .broker_helpers import register_broker_znode, wait_for
 
 TOPIC = "moving"
 TARGET = (1, 2)
-
-
-def _register(admin: ZkAdmin, broker_id: int) -> None:
-    admin.register_broker(
-        BrokerRegistration(
-            "127.0.0.1", 9000 + broker_id, (f"PLAINTEXT://127.0.0.1:{9000 + broker_id}",)
-        ),
-        broker_id,
-    )
 
 
 def test_a_connection_loss_while_forgetting_a_completed_move_is_retried(zk_connect) -> None:
@@ -46,9 +36,9 @@ def test_a_connection_loss_while_forgetting_a_completed_move_is_retried(zk_conne
     try:
         admin = ZkAdmin(controller_client)
         admin.ensure_paths()
-        _register(admin, 1)
-        _register(ZkAdmin(clients[0]), 2)
-        _register(ZkAdmin(clients[1]), 3)
+        register_broker_znode(admin, 1)
+        register_broker_znode(ZkAdmin(clients[0]), 2)
+        register_broker_znode(ZkAdmin(clients[1]), 3)
         admin.create_topic(TOPIC, {0: [1, 2, 3]}, {})
         lost: list[str] = []
         real_get = controller_client.get

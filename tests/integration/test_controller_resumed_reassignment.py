@@ -14,22 +14,12 @@ from __future__ import annotations
 
 from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.cluster.controller import Controller
-from gregor_broker.cluster.models import BrokerRegistration
 from gregor_broker.devtools.local_cluster import zookeeper_client
 
-from .broker_helpers import wait_for
+from .broker_helpers import register_broker_znode, wait_for
 
 TOPIC = "resumed"
 TARGET = (1, 3)
-
-
-def _register(admin: ZkAdmin, broker_id: int) -> None:
-    admin.register_broker(
-        BrokerRegistration(
-            "127.0.0.1", 9000 + broker_id, (f"PLAINTEXT://127.0.0.1:{9000 + broker_id}",)
-        ),
-        broker_id,
-    )
 
 
 def test_a_resumed_reassignment_is_fenced_by_a_new_leader_epoch(zk_connect) -> None:
@@ -39,9 +29,9 @@ def test_a_resumed_reassignment_is_fenced_by_a_new_leader_epoch(zk_connect) -> N
     first = second = None
     try:
         observer.ensure_paths()
-        _register(ZkAdmin(broker1), 1)
-        _register(ZkAdmin(broker2), 2)
-        _register(ZkAdmin(broker3), 3)
+        register_broker_znode(ZkAdmin(broker1), 1)
+        register_broker_znode(ZkAdmin(broker2), 2)
+        register_broker_znode(ZkAdmin(broker3), 3)
         observer.create_topic(TOPIC, {0: [1, 2]}, {})
         first = Controller(broker1, 1)
         first.start()
