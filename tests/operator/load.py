@@ -141,7 +141,10 @@ def status_of(kube: Any) -> dict[str, Any]:
     return kube.client.get(API, "gregorclusters", "default", "gregor").get("status") or {}
 
 
-def wait_phase(kube: Any, phase: str, replicas: int, timeout: float = 120) -> dict[str, Any]:
+def wait_phase(kube: Any, phase: str, replicas: int, timeout: float = 300) -> dict[str, Any]:
+    """Wait for the GregorCluster to reach ``phase`` with ``replicas`` brokers. The default
+    is generous: on two loaded cores (CI) brokers started as pods took minutes to register."""
+
     def check():
         obj = kube.client.get(API, "gregorclusters", "default", "gregor")
         status = obj.get("status") or {}

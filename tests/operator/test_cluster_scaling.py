@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.xdist_group("kube-heavy")]
 
 
 # About 2-3 minutes on an idle 2-core machine; 9 minutes at a load average of 25.
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1200)
 def test_scale_3_to_5_to_3_under_acks_all_load_and_refuse_going_below_rf(
     kube, kubelet, run_operator, zk_connect
 ):
@@ -71,7 +71,7 @@ def test_scale_3_to_5_to_3_under_acks_all_load_and_refuse_going_below_rf(
         # Scale up through the scale subresource, as an HPA would.
         client.patch(API, "gregorclusters", "default", "gregor", {"spec": {"replicas": 5}},
                      subresource="scale")  # fmt: skip
-        status = wait_phase(kube, "Running", 5, timeout=180)
+        status = wait_phase(kube, "Running", 5, timeout=360)
         held = {b["id"]: b["partitionsHeld"] for b in status["brokers"]}
         assert sorted(held) == [0, 1, 2, 3, 4], status
         assert held[3] > 0 and held[4] > 0, status["brokers"]
@@ -81,7 +81,7 @@ def test_scale_3_to_5_to_3_under_acks_all_load_and_refuse_going_below_rf(
 
         # Scale down: replicas leave brokers 3 and 4 before the StatefulSet shrinks.
         client.patch(API, "gregorclusters", "default", "gregor", {"spec": {"replicas": 3}})
-        wait_phase(kube, "Running", 3, timeout=180)
+        wait_phase(kube, "Running", 3, timeout=360)
         assignment = {
             p: r for t in admin.list_topics() for p, r in admin.get_topic(t).partitions.items()
         }

@@ -158,6 +158,7 @@ def test_a_quota_of_each_entity_kind_throttles_its_clients(kube, run_operator, b
                 lambda n=name: (client.get(API, "quotas", "default", n).get("status") or {}).get(
                     "entityPath"
                 ),
+                timeout=90,
             )
             meter = ProducerLoop(broker.bootstrap, "meter-topic", client_id)
             meter.start()
