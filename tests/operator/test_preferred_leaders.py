@@ -153,7 +153,7 @@ def test_checks_run_every_interval_on_a_fixed_schedule(kube, run_operator, clust
                 return None
             return current[0].leader, tuple(found.partitions[0]), tuple(current[0].isr)
 
-        client.wait_for("spin led by 1, ISR full", lambda: state() == (1, (1, 2, 3), (1, 2, 3)))
+        client.wait_for("spin led by 1, ISR full", lambda: state() == (1, (1, 2, 3), (1, 2, 3)), 90)
         requested: list[float] = []
         record_elections(zk, requested)
         run_operator()
@@ -250,7 +250,9 @@ def test_first_check_comes_as_the_operator_process_starts(kube, cluster_factory,
                 return None
             return current[0].leader, tuple(found.partitions[0]), tuple(current[0].isr)
 
-        client.wait_for("first led by 1, ISR full", lambda: state() == (1, (1, 2, 3), (1, 2, 3)))
+        client.wait_for(
+            "first led by 1, ISR full", lambda: state() == (1, (1, 2, 3), (1, 2, 3)), 90
+        )
         admin.request_reassignment(PartitionReassignment({("first", 0): (2, 1, 3)}))
         client.wait_for(
             "1 leading, 2 preferred",

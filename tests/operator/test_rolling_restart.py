@@ -125,7 +125,7 @@ def test_a_config_change_rolls_the_brokers_safely_under_acks_all_load(
         old_hash = {
             p["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] for p in pods(client).values()
         }
-        controller = admin.get_controller().broker_id
+        controller = client.wait_for("the controller", admin.get_controller).broker_id
 
         sampler.start()
         client.patch(API, "gregorclusters", "default", "gregor",
@@ -149,10 +149,10 @@ def test_a_config_change_rolls_the_brokers_safely_under_acks_all_load(
         if producer is not None:
             producer.stopping.set()
             producer.join(150)
-        watcher.stopping.set()
-        watcher.join(10)
-        sampler.stopping.set()
-        sampler.join(10)
+        for thread in (watcher, sampler):
+            thread.stopping.set()
+            if thread.ident is not None:  # started (a failure may come before)
+                thread.join(10)
     try:
         # Restarted pods listen on new ports here (the stand-in's pods share one host).
         bootstrap = ",".join(f"{r.host}:{r.port}" for r in admin.list_brokers().values())
