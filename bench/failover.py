@@ -48,12 +48,39 @@ def _leaders_of(admin: ZkAdmin, partitions: list[tuple[str, int]]) -> dict[tuple
     return {key: state.leader for key, state in _states_of(admin, partitions).items()}
 
 
-def _last_write_unix(admin: ZkAdmin, partitions: list[tuple[str, int]]) -> float:
-    """When the last of ``partitions``' state znodes was written (ZooKeeper's mtime, the
+def _write_times_unix(admin: ZkAdmin, partitions: list[tuple[str, int]]) -> list[float]:
+    """When each of ``partitions``' state znodes was last written (ZooKeeper's mtime, the
     same machine's wall clock), in seconds."""
     client = admin.client
     reads = [client.get_async(zk_paths.partition_state_path(*key)) for key in partitions]
-    return max(read.get()[1].mtime for read in reads) / 1000
+    return [read.get()[1].mtime / 1000 for read in reads]
+
+
+def _last_write_unix(admin: ZkAdmin, partitions: list[tuple[str, int]]) -> float:
+    """When the last of ``partitions``' state znodes was written, in seconds."""
+    return max(_write_times_unix(admin, partitions))
+
+
+def _log_lines_after(path: Path, since_unix: float, marker: str) -> list[tuple[float, str]]:
+    """The lines of a broker's log containing ``marker`` logged at or after
+    ``since_unix``, with their times (the broker logs its local time to the
+    millisecond; same machine, same clock)."""
+    found = []
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return found
+    for line in text.splitlines():
+        if marker not in line:
+            continue
+        try:
+            stamp = time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S"))
+            stamp += int(line[20:23]) / 1000
+        except ValueError:
+            continue
+        if stamp >= since_unix - 0.001:
+            found.append((stamp, line))
+    return found
 
 
 def _leaders(admin: ZkAdmin, topics: list[str]) -> dict[tuple[str, int], int]:
@@ -241,10 +268,14 @@ def _controlled_shutdown(
             for state in _states_of(admin, orphans).values()
         ):
             handover_s = time.monotonic() - started
-            handover_written_s = _last_write_unix(admin, orphans) - started_unix
+            written = _write_times_unix(admin, orphans)
+            handover_written_s = max(written) - started_unix
+            # Partitions that stayed (no other in-sync replica) were written before.
+            moved = [w for w in written if w >= started_unix - 0.001]
+            first_written_s = min(moved, default=max(written)) - started_unix
         time.sleep(0.01)
     states = _states_of(admin, orphans)
-    return {
+    result = {
         "stayed_without_other_isr": sum(1 for s in states.values() if s.leader not in live),
         "partitions": len(leaders),
         "setup_s": setup_s,
@@ -253,6 +284,35 @@ def _controlled_shutdown(
         "handover_written_s": handover_written_s,
         "exit_s": exit_s,
     }
+    result.update(_shutdown_breakdown(cluster, victim_id, started_unix, first_written_s))
+    return result
+
+
+def _shutdown_breakdown(
+    cluster: LocalCluster, victim_id: int, started_unix: float, first_written_s: float
+) -> dict[str, float | str]:
+    """Where a controlled shutdown's time went, from the brokers' logs and ZooKeeper's
+    write times, each in seconds after the SIGTERM: the stopping broker's read of what it
+    leads and its deregistration, the controller's first write (the time it took to
+    notice and decide), and when the stopping broker's own metadata showed it had
+    nothing left to hand over. The controller's ``reconciled ...`` line says how its
+    reconcile split between reads and writes."""
+    breakdown: dict[str, float | str] = {"first_written_s": first_written_s}
+    victim_log = cluster.broker(victim_id).log_path
+    for key, marker in (
+        ("deregistered_s", "controlled shutdown: deregistered"),
+        ("nothing_left_s", "controlled shutdown: nothing left to hand over"),
+    ):
+        lines = _log_lines_after(victim_log, started_unix, marker)
+        if lines:
+            breakdown[key] = lines[0][0] - started_unix
+    for broker in cluster.brokers:
+        if broker.broker_id == victim_id:
+            continue
+        lines = _log_lines_after(broker.log_path, started_unix, "reconciled ")
+        if lines:
+            breakdown["controller_reconcile"] = lines[0][1].split(": ", 1)[-1]
+    return breakdown
 
 
 def main() -> None:
@@ -273,8 +333,18 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="gregor-shutdown-") as work_dir:
                 runs.append(run_once(args.partitions, Path(work_dir), shutdown=True))
             print(f"run {index + 1}: {json.dumps(runs[-1])}", flush=True)
-        for key in ("handover_s", "handover_written_s", "exit_s", "led_by_victim"):
-            values = [r[key] for r in runs]
+        for key in (
+            "deregistered_s",
+            "first_written_s",
+            "handover_written_s",
+            "handover_s",
+            "nothing_left_s",
+            "exit_s",
+            "led_by_victim",
+        ):
+            values = [r[key] for r in runs if key in r]
+            if not values:
+                continue
             print(
                 f"{key}: median {statistics.median(values):.2f} "
                 f"[{min(values):.2f}-{max(values):.2f}]"

@@ -601,6 +601,7 @@ class Broker:
         from its own view, ZooKeeper's, for the same reason).
         """
         assert self.zk is not None
+        started = time.monotonic()
         # Read before deregistering: until then no controller moves anything away, so
         # this is everything this broker leads (after it, a move already made would not
         # be listed, and the cache alone would decide for that partition).
@@ -617,6 +618,7 @@ class Broker:
                 exc_info=True,
             )
             led = {}
+        read_s = time.monotonic() - started
         try:
             await asyncio.to_thread(self.zk_admin.deregister_broker, self.broker_id)
         except NoNodeError:
@@ -626,8 +628,11 @@ class Broker:
             return
         log.info(
             "controlled shutdown: deregistered; waiting for leadership to move away "
-            "(%d partitions led here, says ZooKeeper)",
+            "(%d partitions led here, says ZooKeeper; read in %.3f s, deregistered %.3f s "
+            "after the shutdown began)",
             len(led),
+            read_s,
+            time.monotonic() - started,
         )
         metadata = self.metadata
 
@@ -657,7 +662,10 @@ class Broker:
             nothing_left_to_hand_over, CONTROLLED_SHUTDOWN_TIMEOUT_S
         )
         if handed_over:
-            log.info("controlled shutdown: nothing left to hand over")
+            log.info(
+                "controlled shutdown: nothing left to hand over (%.3f s after the shutdown began)",
+                time.monotonic() - started,
+            )
         else:
             log.warning(
                 "controlled shutdown: leadership not moved within %d s; exiting anyway",
