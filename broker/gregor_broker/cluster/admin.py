@@ -508,7 +508,11 @@ class ZkAdmin:
         return found
 
     def partitions_led_by(
-        self, broker_id: int, timeout_s: float
+        self,
+        broker_id: int,
+        timeout_s: float,
+        *,
+        then: Callable[[], object] | None = None,
     ) -> dict[tuple[str, int], tuple[str | None, int]]:
         """The partitions whose state znode names ``broker_id`` leader: (topic,
         partition) -> (topic id, state znode version). ZooKeeper's truth, for a broker
@@ -516,7 +520,13 @@ class ZkAdmin:
 
         Two pipelined rounds (every topic znode, then the states of the partitions
         assigned to ``broker_id``), not a round trip per partition. TimeoutError when
-        they take over ``timeout_s``; a connection loss is raised too."""
+        they take over ``timeout_s``; a connection loss is raised too.
+
+        ``then`` is called once the state reads are sent, before their answers are
+        awaited: a request it sends on this client goes out right behind them, and
+        ZooKeeper executes one session's requests in the order sent, so the reads see
+        ZooKeeper as it was before that request (a controlled shutdown deregisters
+        there, without waiting for a thousand answers first)."""
         deadline = time.monotonic() + timeout_s
 
         def result(pending: Any) -> tuple[bytes, Any]:
@@ -545,6 +555,8 @@ class ZkAdmin:
                 if broker_id in replicas:
                     path = paths.partition_state_path(topic, index)
                     states.append((topic, index, assignment.topic_id, self.client.get_async(path)))
+        if then is not None:
+            then()
         led: dict[tuple[str, int], tuple[str | None, int]] = {}
         for topic, index, topic_id, pending in states:
             try:
@@ -825,6 +837,10 @@ class ZkAdmin:
     def deregister_broker(self, broker_id: int) -> None:
         """Delete ``/brokers/ids/<id>`` (controlled shutdown); NoNodeError if absent."""
         self.client.delete(paths.broker_path(broker_id))
+
+    def deregister_broker_async(self, broker_id: int) -> Any:
+        """``deregister_broker`` sent now, its outcome (``.get()``) awaited later."""
+        return self.client.delete_async(paths.broker_path(broker_id))
 
     def request_preferred_replica_election(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Create ``/admin/preferred_replica_election``; NodeExistsError if one is pending."""

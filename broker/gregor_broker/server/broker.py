@@ -604,13 +604,27 @@ class Broker:
         started = time.monotonic()
         # Read before deregistering: until then no controller moves anything away, so
         # this is everything this broker leads (after it, a move already made would not
-        # be listed, and the cache alone would decide for that partition).
+        # be listed, and the cache alone would decide for that partition). The
+        # deregistration is sent right behind the reads, in the same pipeline: ZooKeeper
+        # executes one session's requests in order, so the reads still see the states
+        # from before it, and the controller starts moving leadership without waiting
+        # for this broker to receive and parse a thousand answers.
+        deregistration: list[Any] = []
+
+        def deregister() -> None:
+            if not deregistration:
+                deregistration.append(self.zk_admin.deregister_broker_async(self.broker_id))
+
+        def read_and_deregister() -> dict[tuple[str, int], tuple[str | None, int]]:
+            try:
+                return self.zk_admin.partitions_led_by(
+                    self.broker_id, CONTROLLED_SHUTDOWN_READ_TIMEOUT_S, then=deregister
+                )
+            finally:
+                deregister()  # the reads failed before their ``then``: deregister anyway
+
         try:
-            led = await asyncio.to_thread(
-                self.zk_admin.partitions_led_by,
-                self.broker_id,
-                CONTROLLED_SHUTDOWN_READ_TIMEOUT_S,
-            )
+            led = await asyncio.to_thread(read_and_deregister)
         except Exception:
             log.warning(
                 "controlled shutdown: could not read what ZooKeeper says this broker leads; "
@@ -620,7 +634,9 @@ class Broker:
             led = {}
         read_s = time.monotonic() - started
         try:
-            await asyncio.to_thread(self.zk_admin.deregister_broker, self.broker_id)
+            if not deregistration:
+                raise RuntimeError("the deregistration could not be sent")
+            await asyncio.to_thread(deregistration[0].get)
         except NoNodeError:
             pass
         except Exception:
