@@ -399,3 +399,36 @@ def test_partition_states_are_read_in_one_pipelined_call(admin, client):
         1: (second, 0),
         2: None,
     }
+
+
+def test_partitions_led_by_reads_before_what_its_then_sends(admin, client):
+    """A controlled shutdown deregisters from ``then``, right behind the state reads
+    instead of after their answers: ZooKeeper executes one session's requests in the
+    order sent, so the reads still see every state from before it. Here ``then`` moves
+    every partition away at once, on the same session (what the controller does once the
+    broker is gone); the answer must still list them all, at their old versions."""
+    partitions = 150
+    admin.create_topic("led", {p: [1, 2] for p in range(partitions)}, {})
+    admin.create_topic("elsewhere", {0: [2, 3]}, {})
+    topic_id = admin.get_topic("led").topic_id
+    for index in range(partitions):
+        admin.create_partition_state("led", index, PartitionState(1, 1, 0, (1, 2)))
+    admin.create_partition_state("elsewhere", 0, PartitionState(1, 2, 0, (2, 3)))
+    moved = PartitionState(1, 2, 1, (2,)).to_json()
+    sent = []
+
+    def move_away() -> None:
+        sent.extend(
+            client.set_async(zk_paths.partition_state_path("led", index), moved, version=0)
+            for index in range(partitions)
+        )
+
+    led = admin.partitions_led_by(1, 30.0, then=move_away)
+    assert len(sent) == partitions, "then is called once"
+    assert led == {("led", index): (topic_id, 0) for index in range(partitions)}
+    assert all(request.get().version == 1 for request in sent)
+    assert admin.partitions_led_by(1, 30.0) == {}
+    assert admin.partitions_led_by(2, 30.0) == {
+        **{("led", index): (topic_id, 1) for index in range(partitions)},
+        ("elsewhere", 0): (admin.get_topic("elsewhere").topic_id, 0),
+    }
