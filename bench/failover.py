@@ -17,6 +17,7 @@ its own results.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import statistics
@@ -326,12 +327,27 @@ def main() -> None:
         "SIGKILL, and time its handover of leadership and its exit, e.g. "
         "--controlled-shutdown --partitions 3000 (about 1,000 led by each broker)",
     )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="keep each run's cluster (its brokers' logs) under DIR/run-<n> instead of "
+        "a temporary directory, e.g. --keep /tmp/shutdown-logs",
+    )
     args = parser.parse_args()
+
+    def work_dir(prefix: str, index: int) -> contextlib.AbstractContextManager[str]:
+        if args.keep is None:
+            return tempfile.TemporaryDirectory(prefix=prefix)
+        kept = args.keep / f"run-{index + 1}"
+        kept.mkdir(parents=True, exist_ok=False)
+        return contextlib.nullcontext(str(kept))
+
     if args.controlled_shutdown:
         runs = []
         for index in range(args.repeat):
-            with tempfile.TemporaryDirectory(prefix="gregor-shutdown-") as work_dir:
-                runs.append(run_once(args.partitions, Path(work_dir), shutdown=True))
+            with work_dir("gregor-shutdown-", index) as directory:
+                runs.append(run_once(args.partitions, Path(directory), shutdown=True))
             print(f"run {index + 1}: {json.dumps(runs[-1])}", flush=True)
         for key in (
             "deregistered_s",
@@ -352,8 +368,8 @@ def main() -> None:
         return
     runs = []
     for index in range(args.repeat):
-        with tempfile.TemporaryDirectory(prefix="gregor-failover-") as work_dir:
-            result = run_once(args.partitions, Path(work_dir))
+        with work_dir("gregor-failover-", index) as directory:
+            result = run_once(args.partitions, Path(directory))
         runs.append(result)
         print(f"run {index + 1}: {json.dumps(result)}", flush=True)
     summary = {
