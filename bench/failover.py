@@ -112,6 +112,7 @@ def run_once(
     timeout: float = 300,
     *,
     shutdown: bool = False,
+    profile_dir: Path | None = None,
 ) -> dict[str, float]:
     """One cluster, one kill (or with ``shutdown``, one controlled shutdown: SIGTERM).
     Every wait gives up after ``timeout`` seconds (``FailoverTimedOut``); the cluster is
@@ -167,7 +168,7 @@ def run_once(
         setup_s = time.monotonic() - setup_started
         if shutdown:
             return _controlled_shutdown(
-                cluster, admin, topics, leaders, victim_id, setup_s, timeout
+                cluster, admin, topics, leaders, victim_id, setup_s, timeout, profile_dir
             )
         last_present_wall = time.time()
         killed_at = time.monotonic()
@@ -238,14 +239,39 @@ def _controlled_shutdown(
     victim_id: int,
     setup_s: float,
     timeout: float,
-) -> dict[str, float]:
+    profile_dir: Path | None = None,
+) -> dict[str, float | str]:
     """SIGTERM to ``victim_id``: its controlled shutdown hands every partition it leads
     to another in-sync replica before it exits. Times the handover (until every one of
-    them has a live leader in ZooKeeper) and the exit."""
+    them has a live leader in ZooKeeper) and the exit. With ``profile_dir``, py-spy
+    samples every broker meanwhile (``shutdown-broker<id>-<role>.txt``, collapsed
+    stacks of the threads holding the GIL)."""
+    orphans = [key for key, leader in leaders.items() if leader == victim_id]
+    with contextlib.ExitStack() as profiling:
+        if profile_dir is not None:
+            from bench.profiling import Recorder
+
+            for broker in cluster.brokers:
+                assert broker.pid is not None
+                role = "stopping" if broker.broker_id == victim_id else "live"
+                raw = profile_dir / f"shutdown-broker{broker.broker_id}-{role}.txt"
+                profiling.enter_context(Recorder(broker.pid, raw, rate=100))
+            time.sleep(1)  # py-spy attached
+        return _time_the_shutdown(cluster, admin, leaders, victim_id, setup_s, timeout, orphans)
+
+
+def _time_the_shutdown(
+    cluster: LocalCluster,
+    admin: ZkAdmin,
+    leaders: dict[tuple[str, int], int],
+    victim_id: int,
+    setup_s: float,
+    timeout: float,
+    orphans: list[tuple[str, int]],
+) -> dict[str, float | str]:
     victim = cluster.broker(victim_id)
     assert victim.process is not None
     live = {b.broker_id for b in cluster.brokers} - {victim_id}
-    orphans = [key for key, leader in leaders.items() if leader == victim_id]
     started = time.monotonic()
     started_unix = time.time()
     victim.signal(signal.SIGTERM)
@@ -334,6 +360,12 @@ def main() -> None:
         help="keep each run's cluster (its brokers' logs) under DIR/run-<n> instead of "
         "a temporary directory, e.g. --keep /tmp/shutdown-logs",
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="with --controlled-shutdown and --keep: py-spy samples every broker during the "
+        "shutdown (collapsed stacks in the kept directory)",
+    )
     args = parser.parse_args()
 
     def work_dir(prefix: str, index: int) -> contextlib.AbstractContextManager[str]:
@@ -347,7 +379,12 @@ def main() -> None:
         runs = []
         for index in range(args.repeat):
             with work_dir("gregor-shutdown-", index) as directory:
-                runs.append(run_once(args.partitions, Path(directory), shutdown=True))
+                profile_dir = Path(directory) if args.profile else None
+                runs.append(
+                    run_once(
+                        args.partitions, Path(directory), shutdown=True, profile_dir=profile_dir
+                    )
+                )
             print(f"run {index + 1}: {json.dumps(runs[-1])}", flush=True)
         for key in (
             "deregistered_s",
