@@ -105,6 +105,21 @@ class FailoverTimedOut(RuntimeError):
     pass
 
 
+def _wait_for_logs(cluster: LocalCluster, hosted: dict[int, int], deadline: float) -> None:
+    """Until every broker's log dir holds a directory per replica it hosts."""
+    while True:
+        missing = {
+            broker.broker_id: hosted[broker.broker_id]
+            - sum(1 for entry in broker.log_dir.iterdir() if entry.is_dir())
+            for broker in cluster.brokers
+        }
+        if all(count <= 0 for count in missing.values()):
+            return
+        if time.monotonic() > deadline:
+            raise FailoverTimedOut(f"logs not created in time (missing per broker: {missing})")
+        time.sleep(0.5)
+
+
 def run_once(
     partitions: int,
     work_dir: Path,
@@ -138,9 +153,13 @@ def run_once(
             sizes.append(partitions % PARTITIONS_PER_TOPIC)
         topics = [f"failover-{i}" for i in range(len(sizes))]
         brokers = {b.broker_id: b.rack for b in cluster.brokers}
+        hosted = dict.fromkeys(brokers, 0)
         for topic, size in zip(topics, sizes, strict=True):
             plan = assign_replicas(brokers, size, 3)
             admin.create_topic(topic, {p: list(r) for p, r in plan.items()}, {})
+            for replicas in plan.values():
+                for broker_id in replicas:
+                    hosted[broker_id] += 1
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -154,6 +173,11 @@ def run_once(
             raise FailoverTimedOut(
                 f"{partitions} partitions did not all get leaders within {timeout:.0f} s"
             )
+        if shutdown:
+            # A rolling restart stops a broker in a settled cluster: wait until every
+            # broker has created the logs of all its replicas (its metadata applied), or
+            # the SIGTERM lands in the middle of thousands of log creations.
+            _wait_for_logs(cluster, hosted, deadline)
         counts: dict[int, int] = {}
         for leader in leaders.values():
             counts[leader] = counts.get(leader, 0) + 1
@@ -333,6 +357,10 @@ def _shutdown_breakdown(
         lines = _log_lines_after(victim_log, started_unix, marker)
         if lines:
             breakdown[key] = lines[0][0] - started_unix
+            if key == "deregistered_s" and "says ZooKeeper: " in lines[0][1]:
+                # How it learnt what it led: its cache's states checked as it
+                # deregistered, or a read of the states.
+                breakdown["led_from"] = lines[0][1].split("says ZooKeeper: ", 1)[1].split(";")[0]
     for broker in cluster.brokers:
         if broker.broker_id == victim_id:
             continue
