@@ -17,7 +17,7 @@ from ..seeded_run import could_not_run, finish, new_seed, stamped_log
 from .campaign import Settings, run_campaign, summary
 from .nemesis import FAULTS
 
-CONCURRENCY = 12  # workers; more faults wait for claims than run (docs/testing.md)
+CONCURRENCY = 20  # workers; more faults wait for claims than run (docs/testing.md)
 PAUSE_ONE_AT_A_TIME = (0.5, 2.0)
 PAUSE_OVERLAPPING = (0.1, 0.5)
 

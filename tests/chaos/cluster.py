@@ -32,7 +32,10 @@ from ..integration import netns
 
 CHROOT = "/gregor"
 NETNS_BROKER_PORT = 9092  # each broker has its own address, so they share the port
-SESSION_TIMEOUT_MS = 4000
+# Short, so the faults that must outlast a session (a zombie leader, ZooKeeper away) and the
+# restart of a killed broker (its old registration lives until its session expires) are
+# short too: forty faults of every kind fit in ten minutes (docs/testing.md).
+SESSION_TIMEOUT_MS = 2500
 BROKER_PROPERTIES = {
     "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
     "replica.lag.time.max.ms": "5000",
