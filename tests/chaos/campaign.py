@@ -220,7 +220,8 @@ def check_acknowledgements_and_replicas(
         watermarks.close()
     served = read_partitions(bootstrap, TOPIC, verdict.high_watermarks)
     check_unread(verdict, served, verdict.high_watermarks)
-    check_acknowledgements(verdict, acks, served)
+    unreadable = [p for p in range(partitions) if p not in verdict.high_watermarks]
+    check_acknowledgements(verdict, acks, served, unreadable)
     # Replicas' files: stop the brokers first (SIGTERM flushes), so nothing moves.
     assignment = cluster.admin().get_topic(TOPIC)
     assert assignment is not None
