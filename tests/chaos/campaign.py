@@ -34,7 +34,7 @@ from .checker import (
     replica_batches,
     split_resends,
 )
-from .cluster import ChaosCluster
+from .cluster import SESSION_TIMEOUT_MS, ChaosCluster
 from .load import CLIENT_LOG, AckingProducer, CommitSampler, CommittingConsumer
 from .nemesis import SINGLE_BROKER_FAULTS, FaultRecord, Nemesis
 
@@ -56,6 +56,7 @@ class Settings:
     use_zygote: bool = True  # restart brokers by forking a pre-imported zygote
     directory: Path | None = None  # None: a temporary directory, removed when clean
     keep: bool = False  # keep the directory (logs, segments) even when clean
+    session_timeout_ms: int = SESSION_TIMEOUT_MS  # the brokers' zookeeper.session.timeout.ms
 
 
 def run_campaign(settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any]:
@@ -65,7 +66,10 @@ def run_campaign(settings: Settings, log: Callable[[str], None] = print) -> dict
     directory = settings.directory or Path(tempfile.mkdtemp(prefix="gregor-chaos-"))
     directory.mkdir(parents=True, exist_ok=True)
     cluster = ChaosCluster.start(
-        directory, use_netns=settings.use_netns, use_zygote=settings.use_zygote
+        directory,
+        use_netns=settings.use_netns,
+        use_zygote=settings.use_zygote,
+        session_timeout_ms=settings.session_timeout_ms,
     )
     result: dict[str, Any] = {"seed": settings.seed, "directory": str(directory)}
     try:

@@ -37,9 +37,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from .cluster import SESSION_TIMEOUT_MS, ChaosCluster
+from .cluster import ChaosCluster
 
-SESSION_S = SESSION_TIMEOUT_MS / 1000
 SETTLE_TIMEOUT_S = 45.0
 CLAIM_TIMEOUT_S = 180.0
 TORN_TAIL_WAIT_S = 20.0
@@ -501,7 +500,8 @@ def zombie_leader(fault: Fault) -> str:
     partition, victim = fault.claim_leader_of_random_partition()
     fault.cluster.pause(victim)
     # Past the session timeout, so the leader's registration expires while it is stopped.
-    stopped = fault.down_for(SESSION_S + 0.3, SESSION_S + 1.5)
+    session = fault.cluster.session_s
+    stopped = fault.down_for(session + 0.3, session + 1.5)
     fault.cluster.resume(victim)
     return f"SIGSTOP leader {victim} of partition {partition} for {stopped:.1f} s"
 
@@ -523,7 +523,7 @@ def zookeeper_kill(fault: Fault) -> str:
     fault.cluster.kill_zookeeper()
     # Sometimes shorter, sometimes longer than the brokers' session timeout (the restart
     # adds its JVM start, 1-2.5 s, to the time ZooKeeper is away).
-    down = fault.down_for(0.5, SESSION_S + 0.5)
+    down = fault.down_for(0.5, fault.cluster.session_s + 0.5)
     fault.cluster.start_zookeeper()
     return f"kill -9 ZooKeeper, down {down:.1f} s"
 
@@ -531,7 +531,7 @@ def zookeeper_kill(fault: Fault) -> str:
 def zookeeper_pause(fault: Fault) -> str:
     fault.claim(ZOOKEEPER)
     fault.cluster.signal_zookeeper(signal.SIGSTOP)
-    stopped = fault.down_for(0.5, SESSION_S + 0.5)
+    stopped = fault.down_for(0.5, fault.cluster.session_s + 0.5)
     fault.cluster.signal_zookeeper(signal.SIGCONT)
     return f"SIGSTOP ZooKeeper for {stopped:.1f} s"
 
@@ -605,7 +605,7 @@ def _cut_off(fault: Fault, *, inbound_only: bool) -> str:
     fault.cluster.cut_off(victim, inbound_only=inbound_only)
     try:
         # Sometimes shorter, sometimes longer than the session timeout.
-        cut = fault.down_for(1.0, SESSION_S + 2.0)
+        cut = fault.down_for(1.0, fault.cluster.session_s + 2.0)
     finally:
         fault.cluster.heal(victim)
     way = "inbound traffic of" if inbound_only else "both ways"
