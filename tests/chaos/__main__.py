@@ -15,9 +15,10 @@ from pathlib import Path
 
 from ..seeded_run import could_not_run, finish, new_seed, stamped_log
 from .campaign import Settings, run_campaign, summary
+from .cluster import SESSION_TIMEOUT_MS
 from .nemesis import FAULTS
 
-CONCURRENCY = 12  # workers; more faults wait for claims than run (docs/testing.md)
+CONCURRENCY = 20  # workers; more faults wait for claims than run (docs/testing.md)
 PAUSE_ONE_AT_A_TIME = (0.5, 2.0)
 PAUSE_OVERLAPPING = (0.1, 0.5)
 
@@ -61,6 +62,13 @@ def main(argv: list[str] | None = None) -> int:
         f"(default {PAUSE_ONE_AT_A_TIME[0]}-{PAUSE_ONE_AT_A_TIME[1]} one at a time, "
         f"{PAUSE_OVERLAPPING[0]}-{PAUSE_OVERLAPPING[1]} overlapping)",
     )
+    parser.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        default=SESSION_TIMEOUT_MS,
+        help="the brokers' zookeeper.session.timeout.ms; zombie, ZooKeeper and network "
+        f"fault spans scale with it (default {SESSION_TIMEOUT_MS})",
+    )
     parser.add_argument("--no-netns", action="store_true", help="no network namespaces")
     parser.add_argument(
         "--no-zygote",
@@ -90,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         use_zygote=not args.no_zygote,
         directory=args.dir,
         keep=args.keep,
+        session_timeout_ms=args.session_timeout_ms,
     )
     try:
         result = run_campaign(settings, log=stamped_log)

@@ -19,7 +19,8 @@ counts (the names the summary and the JSON use):
   (another base offset, last offset or CRC; a replica missing a batch counts too);
 - ``regressions``: a committed offset of the group read back lower than one whose commit
   was acknowledged before the read began (``load.CommitSampler``);
-- ``unread``: a partition the consumer could not read up to its high watermark;
+- ``unread``: a partition the consumer could not read up to its high watermark (its
+  acknowledgements, when it gave no high watermark at all, are ``unverified``, not lost);
 - ``protocol_errors``: librdkafka log lines saying it could not parse a response;
 - ``longest_unavailable_s``: the longest time a partition went without an acknowledgement
   while the load ran.
@@ -32,7 +33,7 @@ import itertools
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,6 +152,7 @@ def divergence(replicas: dict[int, list[BatchKey]], high_watermark: int) -> list
 class Verdict:
     acknowledged: int = 0
     acked_without_offset: int = 0
+    unverified: int = 0  # acknowledged in a partition the checker could not read
     lost: list[str] = field(default_factory=list)
     wrong_offset: list[str] = field(default_factory=list)
     acked_twice: list[str] = field(default_factory=list)
@@ -182,6 +184,7 @@ class Verdict:
         counts: dict[str, int | float] = {
             "acknowledged": self.acknowledged,
             "acked_without_offset": self.acked_without_offset,
+            "unverified": self.unverified,
         }
         counts.update({name: len(getattr(self, name)) for name in self.VIOLATIONS})
         counts["resent_new_epoch"] = len(self.resent_new_epoch)
@@ -192,10 +195,20 @@ class Verdict:
 
 
 def check_acknowledgements(
-    verdict: Verdict, acks: list[Ack], served: dict[Position, bytes]
+    verdict: Verdict,
+    acks: list[Ack],
+    served: dict[Position, bytes],
+    unreadable: Collection[int] = (),
 ) -> None:
-    """Lost, wrong-offset, acked-twice and duplicate counts from the consumer's read."""
+    """Lost, wrong-offset, acked-twice and duplicate counts from the consumer's read.
+
+    Acknowledgements in an ``unreadable`` partition (no high watermark: it had no leader
+    when the checker asked) are counted as ``unverified``, not lost: nothing read says
+    where they are, and the partition is already a violation in ``unread``."""
     verdict.acknowledged = len(acks)
+    skipped = set(unreadable)
+    verdict.unverified = sum(1 for ack in acks if ack.partition in skipped)
+    acks = [ack for ack in acks if ack.partition not in skipped]
     where: dict[bytes, list[Position]] = defaultdict(list)
     for position, value in served.items():
         where[value].append(position)

@@ -32,9 +32,11 @@ from ..integration import netns
 
 CHROOT = "/gregor"
 NETNS_BROKER_PORT = 9092  # each broker has its own address, so they share the port
-SESSION_TIMEOUT_MS = 4000
+# Short, so the faults that must outlast a session (a zombie leader, ZooKeeper away) and the
+# restart of a killed broker (its old registration lives until its session expires) are
+# short too: forty faults of every kind fit in ten minutes (docs/testing.md).
+SESSION_TIMEOUT_MS = 2500
 BROKER_PROPERTIES = {
-    "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
     "replica.lag.time.max.ms": "5000",
     "min.insync.replicas": "2",
     "default.replication.factor": "3",
@@ -62,7 +64,12 @@ class ChaosCluster:
     # One broker zygote per broker host (devtools/launcher.py): a restart forks a fresh
     # broker process in well under a second instead of importing it again for seconds.
     launchers: list[BrokerLauncher] = field(default_factory=list)
+    session_timeout_ms: int = SESSION_TIMEOUT_MS  # the brokers' ZooKeeper session
     _admin_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def session_s(self) -> float:
+        return self.session_timeout_ms / 1000
 
     # life cycle ------------------------------------------------------------------------
     @classmethod
@@ -73,8 +80,9 @@ class ChaosCluster:
         brokers: int = 3,
         use_netns: bool = True,
         use_zygote: bool = True,
+        session_timeout_ms: int = SESSION_TIMEOUT_MS,
     ) -> ChaosCluster:
-        cluster = cls(Path(directory))
+        cluster = cls(Path(directory), session_timeout_ms=session_timeout_ms)
         reason = netns.unavailable_reason() if use_netns else "disabled (--no-netns)"
         cluster.network_unavailable = reason
         try:
@@ -122,7 +130,10 @@ class ChaosCluster:
                 directory=self.directory / f"broker-{broker_id}",
                 zookeeper_connect=self.zookeeper_connect,
                 rack=racks[(broker_id - 1) % len(racks)],
-                properties=dict(BROKER_PROPERTIES),
+                properties={
+                    **BROKER_PROPERTIES,
+                    "zookeeper.session.timeout.ms": str(self.session_timeout_ms),
+                },
                 **extra,
             )
         for broker in self.brokers.values():

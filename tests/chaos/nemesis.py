@@ -37,13 +37,16 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from .cluster import SESSION_TIMEOUT_MS, ChaosCluster
+from .cluster import ChaosCluster
 
-SESSION_S = SESSION_TIMEOUT_MS / 1000
 SETTLE_TIMEOUT_S = 45.0
 CLAIM_TIMEOUT_S = 180.0
 TORN_TAIL_WAIT_S = 20.0
 REASSIGN_STEP_TIMEOUT_S = 120.0
+# How long a killed broker stays down before its restart: shorter than its session, so
+# the new run usually starts while the old session still holds the broker's registration
+# and waits for ZooKeeper to expire it, as a broker restarted by a supervisor does.
+KILLED_DOWN_S = (0.2, 1.5)
 ZOOKEEPER = "zookeeper"
 
 
@@ -488,7 +491,7 @@ def kill_leader(fault: Fault) -> str:
 
 def _kill_and_restart(fault: Fault, victim: int, who: str) -> str:
     fault.cluster.kill(victim)
-    down = fault.down_for(0.2, 2.0)
+    down = fault.down_for(*KILLED_DOWN_S)
     fault.cluster.restart(victim)
     return f"kill -9 {who}, down {down:.1f} s"
 
@@ -497,7 +500,8 @@ def zombie_leader(fault: Fault) -> str:
     partition, victim = fault.claim_leader_of_random_partition()
     fault.cluster.pause(victim)
     # Past the session timeout, so the leader's registration expires while it is stopped.
-    stopped = fault.down_for(SESSION_S + 0.5, SESSION_S + 2.5)
+    session = fault.cluster.session_s
+    stopped = fault.down_for(session + 0.3, session + 1.5)
     fault.cluster.resume(victim)
     return f"SIGSTOP leader {victim} of partition {partition} for {stopped:.1f} s"
 
@@ -507,7 +511,7 @@ def crash_all(fault: Fault) -> str:
     fault.claim(*(broker_claim(broker_id) for broker_id in cluster.brokers))
     for broker_id in cluster.brokers:
         cluster.kill(broker_id)
-    down = fault.down_for(0.2, 2.0)
+    down = fault.down_for(*KILLED_DOWN_S)
     for broker in cluster.brokers.values():
         broker.start()
     cluster.wait_registered(list(cluster.brokers), 90)
@@ -519,7 +523,7 @@ def zookeeper_kill(fault: Fault) -> str:
     fault.cluster.kill_zookeeper()
     # Sometimes shorter, sometimes longer than the brokers' session timeout (the restart
     # adds its JVM start, 1-2.5 s, to the time ZooKeeper is away).
-    down = fault.down_for(0.5, SESSION_S + 1.0)
+    down = fault.down_for(0.5, fault.cluster.session_s + 0.5)
     fault.cluster.start_zookeeper()
     return f"kill -9 ZooKeeper, down {down:.1f} s"
 
@@ -527,7 +531,7 @@ def zookeeper_kill(fault: Fault) -> str:
 def zookeeper_pause(fault: Fault) -> str:
     fault.claim(ZOOKEEPER)
     fault.cluster.signal_zookeeper(signal.SIGSTOP)
-    stopped = fault.down_for(0.5, SESSION_S + 1.5)
+    stopped = fault.down_for(0.5, fault.cluster.session_s + 0.5)
     fault.cluster.signal_zookeeper(signal.SIGCONT)
     return f"SIGSTOP ZooKeeper for {stopped:.1f} s"
 
@@ -601,7 +605,7 @@ def _cut_off(fault: Fault, *, inbound_only: bool) -> str:
     fault.cluster.cut_off(victim, inbound_only=inbound_only)
     try:
         # Sometimes shorter, sometimes longer than the session timeout.
-        cut = fault.down_for(1.0, SESSION_S + 2.0)
+        cut = fault.down_for(1.0, fault.cluster.session_s + 2.0)
     finally:
         fault.cluster.heal(victim)
     way = "inbound traffic of" if inbound_only else "both ways"

@@ -47,6 +47,14 @@ def test_an_ack_without_offset_is_checked_for_presence_only() -> None:
     assert verdict.violations() == 1
 
 
+def test_acks_of_a_partition_that_could_not_be_read_are_unverified_not_lost() -> None:
+    acks = [Ack(b"read", 0, 0, 1.0), Ack(b"gone", 0, 1, 1.1), Ack(b"offline", 1, 0, 1.2)]
+    verdict = Verdict()
+    check_acknowledgements(verdict, acks, {(0, 0): b"read"}, unreadable=[1])
+    assert verdict.acknowledged == 3 and verdict.unverified == 1
+    assert [v.split(" ")[0] for v in verdict.lost] == ["gone"]
+
+
 def test_replicas_that_differ_below_the_high_watermark_diverge() -> None:
     same = [(0, 4, 111), (5, 9, 222)]
     assert divergence({1: same, 2: list(same), 3: [*same, (10, 12, 333)]}, 10) == []

@@ -353,6 +353,16 @@ def test_controller_election_increments_epoch(admin, client, clients):
     assert client.get("/controller_epoch")[0] == b"2"
 
 
+def test_a_candidate_whose_answer_was_lost_still_holds_its_win(admin, client, clients):
+    """The controller retries its election after a ConnectionLoss; when the lost answer
+    was a win, ``/controller`` is its own session's and the epoch is the one it wrote."""
+    assert admin.try_become_controller(1) == 1
+    assert admin.try_become_controller(1) == 1
+    assert client.get("/controller_epoch")[0] == b"1"
+    other = ZkAdmin(_client_from(clients))
+    assert other.try_become_controller(1) is None  # same broker id, another session
+
+
 def test_only_one_of_many_concurrent_candidates_wins(clients):
     candidates = [ZkAdmin(_client_from(clients)) for _ in range(5)]
     results: dict[int, int | None] = {}

@@ -725,6 +725,13 @@ class ZkAdmin:
         Like Kafka's ``registerControllerAndIncrementControllerEpoch``: one multi-op
         creates ``/controller`` and sets the epoch at the version read, so two brokers
         can never both win with the same epoch.
+
+        A ``/controller`` this client's own session created is this broker's win: an
+        earlier try whose answer the connection lost (the caller retries after a
+        ConnectionLoss) committed, and its epoch is the current one, since nobody else can
+        bump the epoch while that node exists. Kafka checks the same after a NodeExists
+        (``checkControllerAndEpoch``); answering None here left the cluster without a
+        working controller for as long as this session lived.
         """
         while True:
             current = self.get_controller_epoch()
@@ -743,13 +750,22 @@ class ZkAdmin:
             )
             results = transaction.commit()
             if isinstance(results[0], NodeExistsError):
-                return None
+                return self._own_controller_epoch()
             if isinstance(results[1], BadVersionError):
                 continue  # someone bumped the epoch between our read and our write
             for result in results:
                 if isinstance(result, Exception):
                     raise result
             return epoch + 1
+
+    def _own_controller_epoch(self) -> int | None:
+        """The controller epoch if ``/controller`` is this session's, else None."""
+        stat = self.client.exists(paths.CONTROLLER)
+        session_id = self.client.client_id[0] if self.client.client_id else None
+        if stat is None or stat.ephemeralOwner != session_id:
+            return None
+        current = self.get_controller_epoch()
+        return None if current is None else current[0]
 
     def resign_controller(self, broker_id: int) -> bool:
         """Delete ``/controller`` if this broker holds it; returns whether it did."""

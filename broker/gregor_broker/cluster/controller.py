@@ -109,6 +109,10 @@ class Controller:
         self._thread = threading.Thread(target=self._run, name="controller", daemon=True)
         self._watched_topics: set[str] = set()
         self._watches_set = False
+        # The epoch whose controller start-up (watches, reconcile, resumed work) finished:
+        # an ``elect`` that finds this broker already controller at that epoch has
+        # nothing to do, one interrupted half-way through starts it again.
+        self._started_epoch: int | None = None
         self._live_brokers: set[int] = set()
         # Each live broker's epoch: the czxid of its registration, as Kafka's controller
         # keeps it, so that a broker that restarted between two reads of /brokers/ids
@@ -335,7 +339,7 @@ class Controller:
             )
             return
         epoch = self.admin.try_become_controller(self.broker_id)
-        if epoch is None:
+        if epoch is None or epoch == self._started_epoch:
             return
         self.epoch = epoch
         log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
@@ -365,6 +369,7 @@ class Controller:
         self._load_reassignments_in_flight()
         self._on_delete_requests([])  # deletions a former controller left unfinished
         self._schedule_tick()
+        self._started_epoch = epoch
 
     # failed log dirs ----------------------------------------------------------------------
     def _handle_log_dir_events(self, children: list[str]) -> None:
@@ -791,6 +796,8 @@ class Controller:
         """Re-check reassignments twice a second and leader balance now and then."""
         if self._stopped:
             return
+        if self._timer is not None:  # one chain of ticks, however often it was elected
+            self._timer.cancel()
         self._timer = threading.Timer(TICK_S, lambda: self._events.put(("tick", None)))
         self._timer.daemon = True
         self._timer.start()
