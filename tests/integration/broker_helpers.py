@@ -70,7 +70,10 @@ def wait_for(predicate, timeout: float, interval: float = 0.2) -> bool:
         except Exception:  # transient client errors while a cluster settles
             pass
         time.sleep(interval)
-    return bool(predicate())
+    try:
+        return bool(predicate())
+    except Exception:  # still failing at the deadline: the caller's assertion says what
+        return False
 
 
 def create_topic(
@@ -156,3 +159,23 @@ def register_broker_znode(admin, broker_id: int) -> None:
     admin.register_broker(
         BrokerRegistration("127.0.0.1", port, (f"PLAINTEXT://127.0.0.1:{port}",)), broker_id
     )
+
+
+def lose_connection_once(client, method: str, path: str, when=lambda: True) -> list[str]:
+    """Make ``client.<method>(path, ...)`` raise kazoo's ConnectionLoss the first time it is
+    called while ``when()`` holds, as ZooKeeper's client answers a call whose connection
+    dropped; every other call goes through. Returns the list the lost path is appended
+    to, so a test can check the loss happened."""
+    from kazoo.exceptions import ConnectionLoss
+
+    lost: list[str] = []
+    real = getattr(client, method)
+
+    def call(called_path, *args, **kwargs):
+        if called_path == path and not lost and when():
+            lost.append(called_path)
+            raise ConnectionLoss()
+        return real(called_path, *args, **kwargs)
+
+    setattr(client, method, call)
+    return lost

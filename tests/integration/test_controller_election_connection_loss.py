@@ -15,14 +15,12 @@ Real ZooKeeper and the real controller; the connection loss is ZooKeeper's clien
 
 from __future__ import annotations
 
-from kazoo.exceptions import ConnectionLoss
-
 from gregor_broker.cluster import zk_paths
 from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.cluster.controller import Controller
 from gregor_broker.devtools.local_cluster import zookeeper_client
 
-from .broker_helpers import register_broker_znode, wait_for
+from .broker_helpers import lose_connection_once, register_broker_znode, wait_for
 
 TOPIC = "orphan"
 
@@ -40,17 +38,13 @@ def test_a_connection_loss_right_after_winning_the_election_is_not_a_lost_electi
         register_broker_znode(admin, 1)
         register_broker_znode(observer, 2)
         admin.create_topic(TOPIC, {0: [1, 2], 1: [2, 1]}, {})
-        lost: list[str] = []
-        real_get_children = controller_client.get_children
-
-        def get_children(path, *args, **kwargs):
-            # The controller's first read once it holds /controller: the broker list.
-            if path == zk_paths.BROKER_IDS and not lost and admin.get_controller() is not None:
-                lost.append(path)
-                raise ConnectionLoss()
-            return real_get_children(path, *args, **kwargs)
-
-        controller_client.get_children = get_children
+        # The controller's first read once it holds /controller: the broker list.
+        lost = lose_connection_once(
+            controller_client,
+            "get_children",
+            zk_paths.BROKER_IDS,
+            when=lambda: admin.get_controller() is not None,
+        )
         controller = Controller(controller_client, 1)
         controller.start()
 

@@ -15,14 +15,12 @@ Real ZooKeeper and the real controller; the connection loss is ZooKeeper's clien
 
 from __future__ import annotations
 
-from kazoo.exceptions import ConnectionLoss
-
 from gregor_broker.cluster import zk_paths
 from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.cluster.controller import Controller
 from gregor_broker.devtools.local_cluster import zookeeper_client
 
-from .broker_helpers import register_broker_znode, wait_for
+from .broker_helpers import lose_connection_once, register_broker_znode, wait_for
 
 TOPIC = "moving"
 TARGET = (1, 2)
@@ -40,22 +38,14 @@ def test_a_connection_loss_while_forgetting_a_completed_move_is_retried(zk_conne
         register_broker_znode(ZkAdmin(clients[0]), 2)
         register_broker_znode(ZkAdmin(clients[1]), 3)
         admin.create_topic(TOPIC, {0: [1, 2, 3]}, {})
-        lost: list[str] = []
-        real_get = controller_client.get
-
-        def get(path, *args, **kwargs):
-            # The first read of the request node once the topic znode shows the target:
-            # the controller removing the completed move from it.
-            if (
-                path == zk_paths.ADMIN_REASSIGN_PARTITIONS
-                and not lost
-                and tuple(observer.get_topic(TOPIC).partitions[0]) == TARGET
-            ):
-                lost.append(path)
-                raise ConnectionLoss()
-            return real_get(path, *args, **kwargs)
-
-        controller_client.get = get
+        # The first read of the request node once the topic znode shows the target: the
+        # controller removing the completed move from it.
+        lost = lose_connection_once(
+            controller_client,
+            "get",
+            zk_paths.ADMIN_REASSIGN_PARTITIONS,
+            when=lambda: tuple(observer.get_topic(TOPIC).partitions[0]) == TARGET,
+        )
         controller = Controller(controller_client, 1)
         controller.start()
 
