@@ -17,6 +17,7 @@ its own results.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import statistics
@@ -48,12 +49,39 @@ def _leaders_of(admin: ZkAdmin, partitions: list[tuple[str, int]]) -> dict[tuple
     return {key: state.leader for key, state in _states_of(admin, partitions).items()}
 
 
-def _last_write_unix(admin: ZkAdmin, partitions: list[tuple[str, int]]) -> float:
-    """When the last of ``partitions``' state znodes was written (ZooKeeper's mtime, the
+def _write_times_unix(admin: ZkAdmin, partitions: list[tuple[str, int]]) -> list[float]:
+    """When each of ``partitions``' state znodes was last written (ZooKeeper's mtime, the
     same machine's wall clock), in seconds."""
     client = admin.client
     reads = [client.get_async(zk_paths.partition_state_path(*key)) for key in partitions]
-    return max(read.get()[1].mtime for read in reads) / 1000
+    return [read.get()[1].mtime / 1000 for read in reads]
+
+
+def _last_write_unix(admin: ZkAdmin, partitions: list[tuple[str, int]]) -> float:
+    """When the last of ``partitions``' state znodes was written, in seconds."""
+    return max(_write_times_unix(admin, partitions))
+
+
+def _log_lines_after(path: Path, since_unix: float, marker: str) -> list[tuple[float, str]]:
+    """The lines of a broker's log containing ``marker`` logged at or after
+    ``since_unix``, with their times (the broker logs its local time to the
+    millisecond; same machine, same clock)."""
+    found = []
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return found
+    for line in text.splitlines():
+        if marker not in line:
+            continue
+        try:
+            stamp = time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S"))
+            stamp += int(line[20:23]) / 1000
+        except ValueError:
+            continue
+        if stamp >= since_unix - 0.001:
+            found.append((stamp, line))
+    return found
 
 
 def _leaders(admin: ZkAdmin, topics: list[str]) -> dict[tuple[str, int], int]:
@@ -77,6 +105,21 @@ class FailoverTimedOut(RuntimeError):
     pass
 
 
+def _wait_for_logs(cluster: LocalCluster, hosted: dict[int, int], deadline: float) -> None:
+    """Until every broker's log dir holds a directory per replica it hosts."""
+    while True:
+        missing = {
+            broker.broker_id: hosted[broker.broker_id]
+            - sum(1 for entry in broker.log_dir.iterdir() if entry.is_dir())
+            for broker in cluster.brokers
+        }
+        if all(count <= 0 for count in missing.values()):
+            return
+        if time.monotonic() > deadline:
+            raise FailoverTimedOut(f"logs not created in time (missing per broker: {missing})")
+        time.sleep(0.5)
+
+
 def run_once(
     partitions: int,
     work_dir: Path,
@@ -84,6 +127,7 @@ def run_once(
     timeout: float = 300,
     *,
     shutdown: bool = False,
+    profile_dir: Path | None = None,
 ) -> dict[str, float]:
     """One cluster, one kill (or with ``shutdown``, one controlled shutdown: SIGTERM).
     Every wait gives up after ``timeout`` seconds (``FailoverTimedOut``); the cluster is
@@ -109,9 +153,13 @@ def run_once(
             sizes.append(partitions % PARTITIONS_PER_TOPIC)
         topics = [f"failover-{i}" for i in range(len(sizes))]
         brokers = {b.broker_id: b.rack for b in cluster.brokers}
+        hosted = dict.fromkeys(brokers, 0)
         for topic, size in zip(topics, sizes, strict=True):
             plan = assign_replicas(brokers, size, 3)
             admin.create_topic(topic, {p: list(r) for p, r in plan.items()}, {})
+            for replicas in plan.values():
+                for broker_id in replicas:
+                    hosted[broker_id] += 1
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -125,6 +173,11 @@ def run_once(
             raise FailoverTimedOut(
                 f"{partitions} partitions did not all get leaders within {timeout:.0f} s"
             )
+        if shutdown:
+            # A rolling restart stops a broker in a settled cluster: wait until every
+            # broker has created the logs of all its replicas (its metadata applied), or
+            # the SIGTERM lands in the middle of thousands of log creations.
+            _wait_for_logs(cluster, hosted, deadline)
         counts: dict[int, int] = {}
         for leader in leaders.values():
             counts[leader] = counts.get(leader, 0) + 1
@@ -139,7 +192,7 @@ def run_once(
         setup_s = time.monotonic() - setup_started
         if shutdown:
             return _controlled_shutdown(
-                cluster, admin, topics, leaders, victim_id, setup_s, timeout
+                cluster, admin, topics, leaders, victim_id, setup_s, timeout, profile_dir
             )
         last_present_wall = time.time()
         killed_at = time.monotonic()
@@ -210,14 +263,39 @@ def _controlled_shutdown(
     victim_id: int,
     setup_s: float,
     timeout: float,
-) -> dict[str, float]:
+    profile_dir: Path | None = None,
+) -> dict[str, float | str]:
     """SIGTERM to ``victim_id``: its controlled shutdown hands every partition it leads
     to another in-sync replica before it exits. Times the handover (until every one of
-    them has a live leader in ZooKeeper) and the exit."""
+    them has a live leader in ZooKeeper) and the exit. With ``profile_dir``, py-spy
+    samples every broker meanwhile (``shutdown-broker<id>-<role>.txt``, collapsed
+    stacks of the threads holding the GIL)."""
+    orphans = [key for key, leader in leaders.items() if leader == victim_id]
+    with contextlib.ExitStack() as profiling:
+        if profile_dir is not None:
+            from bench.profiling import Recorder
+
+            for broker in cluster.brokers:
+                assert broker.pid is not None
+                role = "stopping" if broker.broker_id == victim_id else "live"
+                raw = profile_dir / f"shutdown-broker{broker.broker_id}-{role}.txt"
+                profiling.enter_context(Recorder(broker.pid, raw, rate=100))
+            time.sleep(1)  # py-spy attached
+        return _time_the_shutdown(cluster, admin, leaders, victim_id, setup_s, timeout, orphans)
+
+
+def _time_the_shutdown(
+    cluster: LocalCluster,
+    admin: ZkAdmin,
+    leaders: dict[tuple[str, int], int],
+    victim_id: int,
+    setup_s: float,
+    timeout: float,
+    orphans: list[tuple[str, int]],
+) -> dict[str, float | str]:
     victim = cluster.broker(victim_id)
     assert victim.process is not None
     live = {b.broker_id for b in cluster.brokers} - {victim_id}
-    orphans = [key for key, leader in leaders.items() if leader == victim_id]
     started = time.monotonic()
     started_unix = time.time()
     victim.signal(signal.SIGTERM)
@@ -241,10 +319,14 @@ def _controlled_shutdown(
             for state in _states_of(admin, orphans).values()
         ):
             handover_s = time.monotonic() - started
-            handover_written_s = _last_write_unix(admin, orphans) - started_unix
+            written = _write_times_unix(admin, orphans)
+            handover_written_s = max(written) - started_unix
+            # Partitions that stayed (no other in-sync replica) were written before.
+            moved = [w for w in written if w >= started_unix - 0.001]
+            first_written_s = min(moved, default=max(written)) - started_unix
         time.sleep(0.01)
     states = _states_of(admin, orphans)
-    return {
+    result = {
         "stayed_without_other_isr": sum(1 for s in states.values() if s.leader not in live),
         "partitions": len(leaders),
         "setup_s": setup_s,
@@ -253,6 +335,39 @@ def _controlled_shutdown(
         "handover_written_s": handover_written_s,
         "exit_s": exit_s,
     }
+    result.update(_shutdown_breakdown(cluster, victim_id, started_unix, first_written_s))
+    return result
+
+
+def _shutdown_breakdown(
+    cluster: LocalCluster, victim_id: int, started_unix: float, first_written_s: float
+) -> dict[str, float | str]:
+    """Where a controlled shutdown's time went, from the brokers' logs and ZooKeeper's
+    write times, each in seconds after the SIGTERM: the stopping broker's read of what it
+    leads and its deregistration, the controller's first write (the time it took to
+    notice and decide), and when the stopping broker's own metadata showed it had
+    nothing left to hand over. The controller's ``reconciled ...`` line says how its
+    reconcile split between reads and writes."""
+    breakdown: dict[str, float | str] = {"first_written_s": first_written_s}
+    victim_log = cluster.broker(victim_id).log_path
+    for key, marker in (
+        ("deregistered_s", "controlled shutdown: deregistered"),
+        ("nothing_left_s", "controlled shutdown: nothing left to hand over"),
+    ):
+        lines = _log_lines_after(victim_log, started_unix, marker)
+        if lines:
+            breakdown[key] = lines[0][0] - started_unix
+            if key == "deregistered_s" and "says ZooKeeper: " in lines[0][1]:
+                # How it learnt what it led: its cache's states checked as it
+                # deregistered, or a read of the states.
+                breakdown["led_from"] = lines[0][1].split("says ZooKeeper: ", 1)[1].split(";")[0]
+    for broker in cluster.brokers:
+        if broker.broker_id == victim_id:
+            continue
+        lines = _log_lines_after(broker.log_path, started_unix, "reconciled ")
+        if lines:
+            breakdown["controller_reconcile"] = lines[0][1].split(": ", 1)[-1]
+    return breakdown
 
 
 def main() -> None:
@@ -266,15 +381,51 @@ def main() -> None:
         "SIGKILL, and time its handover of leadership and its exit, e.g. "
         "--controlled-shutdown --partitions 3000 (about 1,000 led by each broker)",
     )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="keep each run's cluster (its brokers' logs) under DIR/run-<n> instead of "
+        "a temporary directory, e.g. --keep /tmp/shutdown-logs",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="with --controlled-shutdown and --keep: py-spy samples every broker during the "
+        "shutdown (collapsed stacks in the kept directory)",
+    )
     args = parser.parse_args()
+
+    def work_dir(prefix: str, index: int) -> contextlib.AbstractContextManager[str]:
+        if args.keep is None:
+            return tempfile.TemporaryDirectory(prefix=prefix)
+        kept = args.keep / f"run-{index + 1}"
+        kept.mkdir(parents=True, exist_ok=False)
+        return contextlib.nullcontext(str(kept))
+
     if args.controlled_shutdown:
         runs = []
         for index in range(args.repeat):
-            with tempfile.TemporaryDirectory(prefix="gregor-shutdown-") as work_dir:
-                runs.append(run_once(args.partitions, Path(work_dir), shutdown=True))
+            with work_dir("gregor-shutdown-", index) as directory:
+                profile_dir = Path(directory) if args.profile else None
+                runs.append(
+                    run_once(
+                        args.partitions, Path(directory), shutdown=True, profile_dir=profile_dir
+                    )
+                )
             print(f"run {index + 1}: {json.dumps(runs[-1])}", flush=True)
-        for key in ("handover_s", "handover_written_s", "exit_s", "led_by_victim"):
-            values = [r[key] for r in runs]
+        for key in (
+            "deregistered_s",
+            "first_written_s",
+            "handover_written_s",
+            "handover_s",
+            "nothing_left_s",
+            "exit_s",
+            "led_by_victim",
+        ):
+            values = [r[key] for r in runs if key in r]
+            if not values:
+                continue
             print(
                 f"{key}: median {statistics.median(values):.2f} "
                 f"[{min(values):.2f}-{max(values):.2f}]"
@@ -282,8 +433,8 @@ def main() -> None:
         return
     runs = []
     for index in range(args.repeat):
-        with tempfile.TemporaryDirectory(prefix="gregor-failover-") as work_dir:
-            result = run_once(args.partitions, Path(work_dir))
+        with work_dir("gregor-failover-", index) as directory:
+            result = run_once(args.partitions, Path(directory))
         runs.append(result)
         print(f"run {index + 1}: {json.dumps(result)}", flush=True)
     summary = {

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from gregor_broker.cluster.admin import ZkAdmin
+from gregor_broker.cluster.models import PartitionState
 from gregor_broker.devtools.local_cluster import zookeeper_client
 from gregor_broker.server.broker import Broker
 
@@ -193,3 +194,75 @@ def test_a_sigterm_right_after_a_topic_was_created_hands_its_leadership_over(
     loaded yet: its controlled shutdown waits until the cache shows it handed over."""
     caplog.set_level(logging.INFO, logger="gregor_broker.server.broker")
     asyncio.run(_stop_right_after_a_topic_was_created(zk_connect, tmp_path, caplog))
+
+
+async def _stop_with_a_stale_cached_state(zk_connect: str, directory: Path, caplog) -> None:
+    brokers: list[Broker] = []
+    hold = None
+    try:
+        for broker_id in (2, 1):  # broker 2 first: the controller, not the one stopped
+            broker, _ = await start_broker(broker_id, zk_connect, directory)
+            brokers.append(broker)
+        controller, stopped = brokers
+        admin = ZkAdmin(controller.zk)
+        assert admin.get_controller().broker_id == 2
+        admin.create_topic("stale", {0: [2, 1]}, {})
+
+        def cached() -> tuple[int, int] | None:
+            topic = stopped.metadata.topics.get("stale")
+            partition = topic.partitions.get(0) if topic is not None else None
+            if partition is None or partition.state is None:
+                return None
+            return partition.leader, partition.state_version
+
+        deadline = time.monotonic() + 120
+        while _state(admin, "stale") != (2, (1, 2)) or cached() != (2, 0):
+            assert time.monotonic() < deadline, "stale-0 never led by broker 2 in broker 1's cache"
+            await asyncio.sleep(0.2)
+        # From now on broker 1's cache does not see stale-0 change: it keeps version 0,
+        # broker 2 leading. ZooKeeper moves on to version 1, broker 1 leading.
+        hold = _HeldStateReads(stopped.zk, "stale")
+        state, _ = admin.get_partition_state("stale", 0)
+        admin.set_partition_state(
+            "stale", 0, PartitionState(state.controller_epoch, 1, state.leader_epoch + 1, (1, 2)), 0
+        )
+        while not hold.held:
+            assert time.monotonic() < deadline, "broker 1 never re-read stale-0"
+            await asyncio.sleep(0.1)
+        assert cached() == (2, 0)
+        stopping = asyncio.create_task(stopped.stop())
+        while _state(admin, "stale") != (2, (2,)):
+            assert time.monotonic() < deadline, "the controller never moved stale-0 to broker 2"
+            assert not stopping.done(), "broker 1 stopped before stale-0 was handed over"
+            await asyncio.sleep(0.2)
+        # The cache's version 0 did not pass the check made with the deregistration: the
+        # states were read instead, and broker 1 waits until its cache has seen that it
+        # led stale-0 (version 1), then that it no longer does.
+        await asyncio.sleep(2)
+        assert _messages(caplog, "read just before it deregistered")
+        assert not _messages(caplog, "checked as it deregistered")
+        assert not _messages(caplog, "nothing left to hand over"), (
+            "broker 1 stopped waiting before its cache saw stale-0 handed over"
+        )
+        hold.release()
+        async with asyncio.timeout(STOP_BOUND_S):
+            await stopping
+        assert _messages(caplog, "nothing left to hand over")
+        assert not _messages(caplog, "exiting anyway")
+    finally:
+        if hold is not None:
+            hold.release()
+        for broker in brokers:
+            if not broker.stopping:
+                await broker.stop()
+
+
+def test_a_cached_state_zookeeper_has_moved_past_is_read_before_deregistering(
+    zk_connect: str, tmp_path: Path, caplog
+) -> None:
+    """The stopping broker's cache knows every state assigned to it, but one is stale
+    (ZooKeeper has since named this broker its leader): the deregistration checked against
+    the cache is refused, the states are read, and the broker waits for its cache to
+    catch up as it does for a state it never loaded."""
+    caplog.set_level(logging.INFO, logger="gregor_broker.server.broker")
+    asyncio.run(_stop_with_a_stale_cached_state(zk_connect, tmp_path, caplog))

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from gregor_broker.cluster import zk_paths
 from gregor_broker.cluster.admin import (
@@ -409,3 +409,61 @@ def test_partition_states_are_read_in_one_pipelined_call(admin, client):
         1: (second, 0),
         2: None,
     }
+
+
+def test_partitions_led_by_reads_before_what_its_then_sends(admin, client):
+    """A controlled shutdown deregisters from ``then``, right behind the state reads
+    instead of after their answers: ZooKeeper executes one session's requests in the
+    order sent, so the reads still see every state from before it. Here ``then`` moves
+    every partition away at once, on the same session (what the controller does once the
+    broker is gone); the answer must still list them all, at their old versions."""
+    partitions = 150
+    admin.create_topic("led", {p: [1, 2] for p in range(partitions)}, {})
+    admin.create_topic("elsewhere", {0: [2, 3]}, {})
+    topic_id = admin.get_topic("led").topic_id
+    for index in range(partitions):
+        admin.create_partition_state("led", index, PartitionState(1, 1, 0, (1, 2)))
+    admin.create_partition_state("elsewhere", 0, PartitionState(1, 2, 0, (2, 3)))
+    moved = PartitionState(1, 2, 1, (2,)).to_json()
+    sent = []
+
+    def move_away() -> None:
+        sent.extend(
+            client.set_async(zk_paths.partition_state_path("led", index), moved, version=0)
+            for index in range(partitions)
+        )
+
+    led = admin.partitions_led_by(1, 30.0, then=move_away)
+    assert len(sent) == partitions, "then is called once"
+    assert led == {("led", index): (topic_id, 0) for index in range(partitions)}
+    assert all(request.get().version == 1 for request in sent)
+    assert admin.partitions_led_by(1, 30.0) == {}
+    assert admin.partitions_led_by(2, 30.0) == {
+        **{("led", index): (topic_id, 1) for index in range(partitions)},
+        ("elsewhere", 0): (admin.get_topic("elsewhere").topic_id, 0),
+    }
+
+
+def test_deregistration_checked_against_known_states(admin, client):
+    """One transaction: the registration goes only if every given state is still at its
+    version; otherwise nothing changes and the caller reads the states instead."""
+    admin.create_topic("checked", {p: [1, 2] for p in range(3)}, {})
+    for index in range(3):
+        admin.create_partition_state("checked", index, PartitionState(1, 1, 0, (1, 2)))
+    admin.set_partition_state("checked", 2, PartitionState(1, 2, 1, (2,)), 0)
+    admin.register_broker(registration(), 1)
+    known = {("checked", 0): 0, ("checked", 1): 0, ("checked", 2): 0}  # 2 is at 1
+    assert admin.deregister_broker_if_states_unchanged(1, known) is False
+    assert admin.get_broker(1) is not None, "a refused check deletes nothing"
+    known[("checked", 2)] = 1
+    assert admin.deregister_broker_if_states_unchanged(1, {**known, ("gone", 0): 0}) is False
+    assert admin.get_broker(1) is not None
+    assert admin.deregister_broker_if_states_unchanged(1, known) is True
+    assert admin.get_broker(1) is None
+    with pytest.raises(NoNodeError):
+        admin.deregister_broker_if_states_unchanged(1, known)
+    # Too many states for one request: refused before anything is sent.
+    admin.register_broker(registration(), 1)
+    many = {("t" * 200, index): 0 for index in range(5000)}
+    assert admin.deregister_broker_if_states_unchanged(1, many) is False
+    assert admin.get_broker(1) is not None

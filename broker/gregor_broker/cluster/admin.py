@@ -52,6 +52,12 @@ _DELETES_PER_MULTI = 1000
 ZOOKEEPER_CONNECTION_RETRY = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0}
 
 
+# A ZooKeeper multi is one request, and requests must stay below jute.maxbuffer (1 MiB by
+# default): a version check costs its path and about this much more.
+_CHECK_OP_BYTES = 24
+_MULTI_MAX_BYTES = 512 * 1024
+
+
 class ZkAdminError(Exception):
     """Base class of errors from ``ZkAdmin``; messages name the object and the problem."""
 
@@ -507,34 +513,32 @@ class ZkAdmin:
             found[index] = PartitionState.from_json(data), stat.version
         return found
 
-    def partitions_led_by(
+    def _answer(self, pending: Any, deadline: float, what: str) -> Any:
+        """A pipelined request's answer, waited for until ``deadline`` (TimeoutError
+        after, naming ``what``); its ZooKeeper error is raised as is."""
+        left = deadline - time.monotonic()
+        timeout_exception = self.client.handler.timeout_exception
+        try:
+            if left <= 0:
+                raise timeout_exception()
+            return pending.get(timeout=left)
+        except timeout_exception as error:
+            raise TimeoutError(f"{what} not read in time") from error
+
+    def assigned_partitions(
         self, broker_id: int, timeout_s: float
-    ) -> dict[tuple[str, int], tuple[str | None, int]]:
-        """The partitions whose state znode names ``broker_id`` leader: (topic,
-        partition) -> (topic id, state znode version). ZooKeeper's truth, for a broker
-        whose metadata cache may not have loaded its latest states yet.
-
-        Two pipelined rounds (every topic znode, then the states of the partitions
-        assigned to ``broker_id``), not a round trip per partition. TimeoutError when
-        they take over ``timeout_s``; a connection loss is raised too."""
+    ) -> dict[tuple[str, int], str | None]:
+        """Every partition assigned to ``broker_id``: (topic, partition) -> topic id,
+        from the topic znodes (one listing, then every topic znode, pipelined).
+        TimeoutError when that takes over ``timeout_s``; a connection loss is raised."""
         deadline = time.monotonic() + timeout_s
-
-        def result(pending: Any) -> tuple[bytes, Any]:
-            left = deadline - time.monotonic()
-            try:
-                if left <= 0:
-                    raise self.client.handler.timeout_exception()
-                return pending.get(timeout=left)
-            except self.client.handler.timeout_exception as error:
-                raise TimeoutError(f"partitions led by {broker_id} not read in time") from error
-
         topics = [
             (topic, self.client.get_async(paths.topic_path(topic))) for topic in self.list_topics()
         ]
-        states = []
+        assigned: dict[tuple[str, int], str | None] = {}
         for topic, pending in topics:
             try:
-                data, _ = result(pending)
+                data, _ = self._answer(pending, deadline, f"topics assigned to {broker_id}")
                 assignment = TopicAssignment.from_json(data)
             except NoNodeError:
                 continue  # deleted meanwhile
@@ -543,21 +547,78 @@ class ZkAdmin:
                 continue
             for index, replicas in assignment.partitions.items():
                 if broker_id in replicas:
-                    path = paths.partition_state_path(topic, index)
-                    states.append((topic, index, assignment.topic_id, self.client.get_async(path)))
+                    assigned[(topic, index)] = assignment.topic_id
+        return assigned
+
+    def partitions_led_by(
+        self,
+        broker_id: int,
+        timeout_s: float,
+        *,
+        assigned: Mapping[tuple[str, int], str | None] | None = None,
+        then: Callable[[], object] | None = None,
+    ) -> dict[tuple[str, int], tuple[str | None, int]]:
+        """The partitions whose state znode names ``broker_id`` leader: (topic,
+        partition) -> (topic id, state znode version). ZooKeeper's truth, for a broker
+        whose metadata cache may not have loaded its latest states yet.
+
+        Two pipelined rounds (``assigned_partitions``, unless ``assigned`` is given,
+        then the states of those partitions), not a round trip per partition.
+        TimeoutError when they take over ``timeout_s``; a connection loss is raised too.
+
+        ``then`` is called once the state reads are sent, before their answers are
+        awaited: a request it sends on this client goes out right behind them, and
+        ZooKeeper executes one session's requests in the order sent, so the reads see
+        ZooKeeper as it was before that request (a controlled shutdown deregisters
+        there, without waiting for a thousand answers first)."""
+        deadline = time.monotonic() + timeout_s
+        if assigned is None:
+            assigned = self.assigned_partitions(broker_id, timeout_s)
+        states = [
+            (key, topic_id, self.client.get_async(paths.partition_state_path(*key)))
+            for key, topic_id in assigned.items()
+        ]
+        if then is not None:
+            then()
         led: dict[tuple[str, int], tuple[str | None, int]] = {}
-        for topic, index, topic_id, pending in states:
+        for key, topic_id, pending in states:
             try:
-                data, stat = result(pending)
+                data, stat = self._answer(pending, deadline, f"partitions led by {broker_id}")
                 state = PartitionState.from_json(data)
             except NoNodeError:
                 continue  # no leader elected yet
             except (ValueError, ZkDataError):
-                log.warning("skipping unreadable state of %s-%d", topic, index)
+                log.warning("skipping unreadable state of %s-%d", *key)
                 continue
             if state.leader == broker_id:
-                led[(topic, index)] = (topic_id, stat.version)
+                led[key] = (topic_id, stat.version)
         return led
+
+    def deregister_broker_if_states_unchanged(
+        self, broker_id: int, versions: Mapping[tuple[str, int], int]
+    ) -> bool:
+        """Delete ``/brokers/ids/<id>`` in one ZooKeeper transaction with a version check
+        of each partition state in ``versions``: True when it committed (every one of
+        those states was at that version when the registration went), False when one
+        had changed or is gone (nothing deleted) or when the transaction would be too
+        large for one request. NoNodeError when the registration is absent.
+
+        A controlled shutdown that knows every state assigned to it from its metadata
+        cache learns, in one request, that the cache was exact, instead of reading a
+        thousand states before it deregisters."""
+        size = sum(len(paths.partition_state_path(*key)) + _CHECK_OP_BYTES for key in versions)
+        if size > _MULTI_MAX_BYTES:
+            return False
+        transaction = self.client.transaction()
+        for (topic, index), version in versions.items():
+            transaction.check(paths.partition_state_path(topic, index), version)
+        transaction.delete(paths.broker_path(broker_id))
+        results = transaction.commit()
+        if not any(isinstance(result, Exception) for result in results):
+            return True
+        if isinstance(results[-1], NoNodeError):
+            raise results[-1]
+        return False
 
     def create_partition_state(self, topic: str, partition: int, state: PartitionState) -> int:
         """Create the state znode (and its parents); returns its version (0).
@@ -841,6 +902,10 @@ class ZkAdmin:
     def deregister_broker(self, broker_id: int) -> None:
         """Delete ``/brokers/ids/<id>`` (controlled shutdown); NoNodeError if absent."""
         self.client.delete(paths.broker_path(broker_id))
+
+    def deregister_broker_async(self, broker_id: int) -> Any:
+        """``deregister_broker`` sent now, its outcome (``.get()``) awaited later."""
+        return self.client.delete_async(paths.broker_path(broker_id))
 
     def request_preferred_replica_election(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Create ``/admin/preferred_replica_election``; NodeExistsError if one is pending."""

@@ -601,33 +601,18 @@ class Broker:
         from its own view, ZooKeeper's, for the same reason).
         """
         assert self.zk is not None
-        # Read before deregistering: until then no controller moves anything away, so
-        # this is everything this broker leads (after it, a move already made would not
-        # be listed, and the cache alone would decide for that partition).
-        try:
-            led = await asyncio.to_thread(
-                self.zk_admin.partitions_led_by,
-                self.broker_id,
-                CONTROLLED_SHUTDOWN_READ_TIMEOUT_S,
-            )
-        except Exception:
-            log.warning(
-                "controlled shutdown: could not read what ZooKeeper says this broker leads; "
-                "deciding from the metadata cache alone",
-                exc_info=True,
-            )
-            led = {}
-        try:
-            await asyncio.to_thread(self.zk_admin.deregister_broker, self.broker_id)
-        except NoNodeError:
-            pass
-        except Exception:
-            log.warning("controlled shutdown: could not deregister", exc_info=True)
+        started = time.monotonic()
+        deregistered = await self._deregister_knowing_what_is_led()
+        if deregistered is None:
             return
+        led, how = deregistered
         log.info(
             "controlled shutdown: deregistered; waiting for leadership to move away "
-            "(%d partitions led here, says ZooKeeper)",
+            "(%d partitions led here, says ZooKeeper: %s; deregistered %.3f s after the "
+            "shutdown began)",
             len(led),
+            how,
+            time.monotonic() - started,
         )
         metadata = self.metadata
 
@@ -657,12 +642,116 @@ class Broker:
             nothing_left_to_hand_over, CONTROLLED_SHUTDOWN_TIMEOUT_S
         )
         if handed_over:
-            log.info("controlled shutdown: nothing left to hand over")
+            log.info(
+                "controlled shutdown: nothing left to hand over (%.3f s after the shutdown began)",
+                time.monotonic() - started,
+            )
         else:
             log.warning(
                 "controlled shutdown: leadership not moved within %d s; exiting anyway",
                 CONTROLLED_SHUTDOWN_TIMEOUT_S,
             )
+
+    async def _deregister_knowing_what_is_led(
+        self,
+    ) -> tuple[dict[tuple[str, int], tuple[str | None, int]], str] | None:
+        """Deregister, and say which partitions ZooKeeper named this broker leader of at
+        that moment (topic id and state version each, see ``_controlled_shutdown``), and
+        how that was learnt; None when the deregistration failed.
+
+        Until the registration goes no controller moves anything away, so what ZooKeeper
+        says just before it is everything there is to hand over. The quick way asks no
+        question: when the metadata cache knows the state of every partition assigned
+        here, one ZooKeeper transaction deletes the registration on condition that each
+        of those states is still at the version the cache holds, and the cache then
+        says exactly what is led here. Otherwise (a state not loaded yet, one that moved
+        on meanwhile) the states are read, and the deregistration goes right behind the
+        reads in the same pipeline: ZooKeeper executes one session's requests in order,
+        so the reads still see the states from before it."""
+        admin = self.zk_admin
+        timeout = CONTROLLED_SHUTDOWN_READ_TIMEOUT_S
+        assigned: dict[tuple[str, int], str | None] | None = None
+        try:
+            assigned = await asyncio.to_thread(admin.assigned_partitions, self.broker_id, timeout)
+        except Exception:
+            log.warning(
+                "controlled shutdown: could not read the partitions assigned here",
+                exc_info=True,
+            )
+        cached = self._cached_states(assigned) if assigned is not None else None
+        if cached is not None:
+            versions, led = cached
+            try:
+                checked = await asyncio.to_thread(
+                    admin.deregister_broker_if_states_unchanged, self.broker_id, versions
+                )
+            except NoNodeError:
+                checked = False  # not registered: the way below says what is led
+            except Exception:
+                log.warning(
+                    "controlled shutdown: the deregistration checked against the metadata "
+                    "cache failed; reading the states instead",
+                    exc_info=True,
+                )
+                checked = False
+            if checked:
+                return led, "the metadata cache's states, checked as it deregistered"
+        deregistration: list[Any] = []
+
+        def deregister() -> None:
+            if not deregistration:
+                deregistration.append(admin.deregister_broker_async(self.broker_id))
+
+        def read_and_deregister() -> dict[tuple[str, int], tuple[str | None, int]]:
+            try:
+                if assigned is None:
+                    raise RuntimeError("the partitions assigned here are not known")
+                return admin.partitions_led_by(
+                    self.broker_id, timeout, assigned=assigned, then=deregister
+                )
+            finally:
+                deregister()  # the reads failed before their ``then``: deregister anyway
+
+        try:
+            led = await asyncio.to_thread(read_and_deregister)
+            how = "read just before it deregistered"
+        except Exception:
+            log.warning(
+                "controlled shutdown: could not read what ZooKeeper says this broker leads; "
+                "deciding from the metadata cache alone",
+                exc_info=assigned is not None,
+            )
+            led, how = {}, "unknown, the metadata cache alone decides"
+        try:
+            if not deregistration:
+                raise RuntimeError("the deregistration could not be sent")
+            await asyncio.to_thread(deregistration[0].get)
+        except NoNodeError:
+            pass
+        except Exception:
+            log.warning("controlled shutdown: could not deregister", exc_info=True)
+            return None
+        return led, how
+
+    def _cached_states(
+        self, assigned: dict[tuple[str, int], str | None]
+    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], tuple[str | None, int]]] | None:
+        """From the metadata cache, for the partitions ``assigned`` here: each one's
+        state version, and those led here (topic id, version); None when the cache does
+        not know one of those states (or knows another incarnation of its topic)."""
+        versions: dict[tuple[str, int], int] = {}
+        led: dict[tuple[str, int], tuple[str | None, int]] = {}
+        for (topic, index), topic_id in assigned.items():
+            info = self.metadata.topics.get(topic)
+            if info is None or info.topic_id != topic_id:
+                return None
+            partition = info.partitions.get(index)
+            if partition is None or partition.state is None or partition.state_version < 0:
+                return None
+            versions[(topic, index)] = partition.state_version
+            if partition.leader == self.broker_id:
+                led[(topic, index)] = (topic_id, partition.state_version)
+        return versions, led
 
     def _close_zk(self) -> None:
         assert self.zk is not None
