@@ -141,6 +141,30 @@ def _messages(caplog, text: str) -> list[str]:
     return [r.getMessage() for r in caplog.records if text in r.getMessage()]
 
 
+async def _stop_waiting_for_the_cache(
+    stopped: Broker, admin: ZkAdmin, topic: str, hold: _HeldStateReads, caplog
+) -> None:
+    """Stop broker 1 while its cache cannot see ``<topic>-0`` (its reads are held): the
+    controller hands the partition to broker 2 in ZooKeeper, and broker 1 must keep
+    waiting (not decide from its cache that it had nothing to hand over) until its cache
+    sees the handover, once the reads are released."""
+    stopping = asyncio.create_task(stopped.stop())
+    deadline = time.monotonic() + 120
+    while _state(admin, topic) != (2, (2,)):
+        assert time.monotonic() < deadline, f"the controller never moved {topic}-0 to broker 2"
+        assert not stopping.done(), f"broker 1 stopped before {topic}-0 was handed over"
+        await asyncio.sleep(0.2)
+    await asyncio.sleep(2)
+    assert not _messages(caplog, "nothing left to hand over"), (
+        f"broker 1 stopped waiting before its cache saw {topic}-0 handed over"
+    )
+    hold.release()
+    async with asyncio.timeout(STOP_BOUND_S):
+        await stopping
+    assert _messages(caplog, "nothing left to hand over")
+    assert not _messages(caplog, "exiting anyway")
+
+
 async def _stop_right_after_a_topic_was_created(zk_connect: str, directory: Path, caplog) -> None:
     brokers: list[Broker] = []
     hold = None
@@ -162,23 +186,7 @@ async def _stop_right_after_a_topic_was_created(zk_connect: str, directory: Path
         assert (
             cached is None or cached.partitions.get(0) is None or cached.partitions[0].leader == -1
         )
-        stopping = asyncio.create_task(stopped.stop())
-        deadline = time.monotonic() + 120
-        while _state(admin, "fresh") != (2, (2,)):
-            assert time.monotonic() < deadline, "the controller never moved fresh-0 to broker 2"
-            assert not stopping.done(), "broker 1 stopped before fresh-0 was handed over"
-            await asyncio.sleep(0.2)
-        # Handed over in ZooKeeper, but broker 1 has not seen it: it must not have
-        # decided that it had nothing to hand over (it did at once, from its cache).
-        await asyncio.sleep(2)
-        assert not _messages(caplog, "nothing left to hand over"), (
-            "broker 1 stopped waiting before it saw fresh-0 handed over"
-        )
-        hold.release()
-        async with asyncio.timeout(STOP_BOUND_S):
-            await stopping
-        assert _messages(caplog, "nothing left to hand over")
-        assert not _messages(caplog, "exiting anyway")
+        await _stop_waiting_for_the_cache(stopped, admin, "fresh", hold, caplog)
     finally:
         if hold is not None:
             hold.release()
@@ -230,25 +238,12 @@ async def _stop_with_a_stale_cached_state(zk_connect: str, directory: Path, capl
             assert time.monotonic() < deadline, "broker 1 never re-read stale-0"
             await asyncio.sleep(0.1)
         assert cached() == (2, 0)
-        stopping = asyncio.create_task(stopped.stop())
-        while _state(admin, "stale") != (2, (2,)):
-            assert time.monotonic() < deadline, "the controller never moved stale-0 to broker 2"
-            assert not stopping.done(), "broker 1 stopped before stale-0 was handed over"
-            await asyncio.sleep(0.2)
-        # The cache's version 0 did not pass the check made with the deregistration: the
-        # states were read instead, and broker 1 waits until its cache has seen that it
+        # The cache's version 0 does not pass the check made with the deregistration: the
+        # states are read instead, and broker 1 waits until its cache has seen that it
         # led stale-0 (version 1), then that it no longer does.
-        await asyncio.sleep(2)
+        await _stop_waiting_for_the_cache(stopped, admin, "stale", hold, caplog)
         assert _messages(caplog, "read just before it deregistered")
         assert not _messages(caplog, "checked as it deregistered")
-        assert not _messages(caplog, "nothing left to hand over"), (
-            "broker 1 stopped waiting before its cache saw stale-0 handed over"
-        )
-        hold.release()
-        async with asyncio.timeout(STOP_BOUND_S):
-            await stopping
-        assert _messages(caplog, "nothing left to hand over")
-        assert not _messages(caplog, "exiting anyway")
     finally:
         if hold is not None:
             hold.release()
