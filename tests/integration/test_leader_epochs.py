@@ -67,6 +67,11 @@ def test_a_restarted_follower_elected_leader_keeps_acknowledged_writes(
     follower = broker_factory(2, **settings)
     bootstrap = f"{leader.bootstrap},{follower.bootstrap}"
     admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    # An explicit assignment is checked against the brokers the receiving broker knows:
+    # on a loaded machine broker 1 may not know broker 2 yet (INVALID_REPLICA_ASSIGNMENT).
+    for broker in (leader, follower):
+        known = confluent_kafka.admin.AdminClient({"bootstrap.servers": broker.bootstrap})
+        assert wait_for(lambda k=known: len(k.list_topics(timeout=10).brokers) == 2, 30)
     topic = confluent_kafka.admin.NewTopic(
         "epochs", 1, replica_assignment=[[1, 2]], config={"min.insync.replicas": "1"}
     )

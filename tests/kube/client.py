@@ -95,6 +95,20 @@ class KubeClient:
     def delete(self, api_version: str, plural: str, namespace: str | None, name: str) -> Any:
         return self.request("DELETE", self.path(api_version, plural, namespace, name))
 
+    @staticmethod
+    def read(what: str, probe: Callable[[], Any], timeout: float = 30.0) -> Any:
+        """``probe()``'s answer, whatever it is (None included), asked again only while it
+        fails transiently (a loaded ZooKeeper dropped the test's connection: CI failed on
+        a bare ``admin.list_topics()``); AssertionError if it keeps failing."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return probe()
+            except TRANSIENT as error:
+                if time.monotonic() >= deadline:
+                    raise AssertionError(f"could not read {what} in {timeout:.0f} s") from error
+                time.sleep(0.25)
+
     def wait_for(
         self,
         what: str,

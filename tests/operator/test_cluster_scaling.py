@@ -82,13 +82,19 @@ def test_scale_3_to_5_to_3_under_acks_all_load_and_refuse_going_below_rf(
         # Scale down: replicas leave brokers 3 and 4 before the StatefulSet shrinks.
         client.patch(API, "gregorclusters", "default", "gregor", {"spec": {"replicas": 3}})
         wait_phase(kube, "Running", 3, timeout=360)
-        assignment = {
-            p: r for t in admin.list_topics() for p, r in admin.get_topic(t).partitions.items()
-        }
+        assignment = client.read(
+            "the assignment",
+            lambda: {
+                p: r for t in admin.list_topics() for p, r in admin.get_topic(t).partitions.items()
+            },
+        )
         assert all(set(r) <= {0, 1, 2} for r in assignment.values()), assignment
 
         # 3 -> 2 would leave replication factor 3 on 2 brokers: refused, nothing changes.
-        before = {t: admin.get_topic(t).partitions for t in admin.list_topics()}
+        before = client.read(
+            "the assignment",
+            lambda: {t: admin.get_topic(t).partitions for t in admin.list_topics()},
+        )
         client.patch(API, "gregorclusters", "default", "gregor", {"spec": {"replicas": 2}})
         try:
             refused = client.wait_for(
@@ -104,7 +110,11 @@ def test_scale_3_to_5_to_3_under_acks_all_load_and_refuse_going_below_rf(
         assert "set spec.replicas back to 3" in error["message"]
         time.sleep(3)
         assert client.get("apps/v1", "statefulsets", "default", "gregor")["spec"]["replicas"] == 3
-        assert {t: admin.get_topic(t).partitions for t in admin.list_topics()} == before
+        after = client.read(
+            "the assignment",
+            lambda: {t: admin.get_topic(t).partitions for t in admin.list_topics()},
+        )
+        assert after == before
         client.patch(API, "gregorclusters", "default", "gregor", {"spec": {"replicas": 3}})
         wait_phase(kube, "Running", 3)
         time.sleep(1)

@@ -349,7 +349,8 @@ def test_an_approved_rebalance_survives_an_operator_restart(kube, run_operator, 
             120,
         )
         run_operator.stop()
-        assert admin.get_reassignment() is not None, "the moves finished before the restart"
+        in_flight = client.read("the reassignment", admin.get_reassignment)
+        assert in_flight is not None, "the moves finished before the restart"
         assert status()["phase"] == "Executing"
         run_operator()
         done = client.wait_for(

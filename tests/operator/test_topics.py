@@ -245,7 +245,7 @@ def test_deleting_a_topic_completes_when_zookeeper_is_gone(kube, run_operator, t
     broker = BrokerProcess(1, tmp_path / "broker", zookeeper.connect_string, rack="a")
     try:
         broker.start()
-        broker.wait_registered()
+        broker.wait_registered(90)  # a new interpreter: 10-20 s of imports under CI load
         run_operator(
             zookeeper_connect=zookeeper.connect_string, finalizer_retries=3, zookeeper_timeout=2.0
         )
