@@ -141,6 +141,29 @@ def _messages(caplog, text: str) -> list[str]:
     return [r.getMessage() for r in caplog.records if text in r.getMessage()]
 
 
+async def _controller_and_stopped(
+    zk_connect: str, directory: Path, brokers: list[Broker]
+) -> tuple[Broker, ZkAdmin]:
+    """Start broker 2, the controller, then broker 1, the one the test stops (both
+    appended to ``brokers`` as they start, for ``_release_and_stop``); broker 1 and an
+    admin on the controller's session."""
+    for broker_id in (2, 1):  # broker 2 first: the controller, not the one stopped
+        broker, _ = await start_broker(broker_id, zk_connect, directory)
+        brokers.append(broker)
+    controller, stopped = brokers
+    admin = ZkAdmin(controller.zk)
+    assert admin.get_controller().broker_id == 2
+    return stopped, admin
+
+
+async def _release_and_stop(hold: _HeldStateReads | None, brokers: list[Broker]) -> None:
+    if hold is not None:
+        hold.release()
+    for broker in brokers:
+        if not broker.stopping:
+            await broker.stop()
+
+
 async def _stop_waiting_for_the_cache(
     stopped: Broker, admin: ZkAdmin, topic: str, hold: _HeldStateReads, caplog
 ) -> None:
@@ -169,12 +192,7 @@ async def _stop_right_after_a_topic_was_created(zk_connect: str, directory: Path
     brokers: list[Broker] = []
     hold = None
     try:
-        for broker_id in (2, 1):  # broker 2 first: the controller, not the one stopped
-            broker, _ = await start_broker(broker_id, zk_connect, directory)
-            brokers.append(broker)
-        controller, stopped = brokers
-        admin = ZkAdmin(controller.zk)
-        assert admin.get_controller().broker_id == 2
+        stopped, admin = await _controller_and_stopped(zk_connect, directory, brokers)
         hold = _HeldStateReads(stopped.zk, "fresh")
         admin.create_topic("fresh", {0: [1, 2]}, {})
         deadline = time.monotonic() + 120
@@ -188,11 +206,7 @@ async def _stop_right_after_a_topic_was_created(zk_connect: str, directory: Path
         )
         await _stop_waiting_for_the_cache(stopped, admin, "fresh", hold, caplog)
     finally:
-        if hold is not None:
-            hold.release()
-        for broker in brokers:
-            if not broker.stopping:
-                await broker.stop()
+        await _release_and_stop(hold, brokers)
 
 
 def test_a_sigterm_right_after_a_topic_was_created_hands_its_leadership_over(
@@ -208,12 +222,7 @@ async def _stop_with_a_stale_cached_state(zk_connect: str, directory: Path, capl
     brokers: list[Broker] = []
     hold = None
     try:
-        for broker_id in (2, 1):  # broker 2 first: the controller, not the one stopped
-            broker, _ = await start_broker(broker_id, zk_connect, directory)
-            brokers.append(broker)
-        controller, stopped = brokers
-        admin = ZkAdmin(controller.zk)
-        assert admin.get_controller().broker_id == 2
+        stopped, admin = await _controller_and_stopped(zk_connect, directory, brokers)
         admin.create_topic("stale", {0: [2, 1]}, {})
 
         def cached() -> tuple[int, int] | None:
@@ -245,11 +254,7 @@ async def _stop_with_a_stale_cached_state(zk_connect: str, directory: Path, capl
         assert _messages(caplog, "read just before it deregistered")
         assert not _messages(caplog, "checked as it deregistered")
     finally:
-        if hold is not None:
-            hold.release()
-        for broker in brokers:
-            if not broker.stopping:
-                await broker.stop()
+        await _release_and_stop(hold, brokers)
 
 
 def test_a_cached_state_zookeeper_has_moved_past_is_read_before_deregistering(
