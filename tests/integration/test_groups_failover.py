@@ -36,9 +36,6 @@ def test_three_members_share_partitions_and_take_over_from_a_killed_member(
     bootstrap = broker.bootstrap
     topic, group = f"orders-{client}", f"billing-{client}"
     create_topic(bootstrap, topic, PARTITIONS)
-    first = [f"a{i}" for i in range(600)]
-    produce(bootstrap, topic, first, PARTITIONS)
-
     members = [
         MemberProcess(
             client,
@@ -60,6 +57,11 @@ def test_three_members_share_partitions_and_take_over_from_a_killed_member(
             "three members to own two partitions each",
             members,
         )
+        # The first batch goes in once the group is balanced: produced earlier, the
+        # members that joined first could process all of it (the victim's partitions
+        # included) before the last member joined, leaving the victim nothing to do.
+        first = [f"a{i}" for i in range(600)]
+        produce(bootstrap, topic, first, PARTITIONS)
         victim, survivors = members[0], members[1:]
         wait_until(
             lambda: len(victim.processed()) >= 20, 30, "the victim to process messages", members
