@@ -6,9 +6,17 @@ loop, which makes it matter more: every request of every client runs on that loo
 
 - **One request in flight.** A frame is taken from the connection's receive buffer only
   when the previous request is answered. Handlers that can answer at once (produce with
-  acks=1, metadata) run inline; a handler that must wait (a long-polling fetch, an
-  acks=all produce, a topic creation) returns an awaitable and the connection takes
-  nothing more until it is done.
+  acks=1, metadata) run inline; a handler that must wait (a long-polling fetch, a topic
+  creation) returns an awaitable and the connection takes nothing more until it is done.
+- **Except produces waiting for replication.** An acks=all produce has appended before
+  its handler returns; only its answer waits for the followers. Its handler says so
+  (``allow_next_produce``), and the connection may then take the client's next
+  Produce (at most ``MAX_OWED_ANSWERS`` answers owed, each further request at most
+  ``OVERLAP_MAX_FRAME_BYTES``), which appends after it: appends keep the order the
+  client sent them in and answers are written in that order (Redpanda pipelines produce
+  requests the same way; Kafka mutes the channel instead, one replication round trip per
+  request). Any other request waits until every owed answer is written, so it observes
+  what it would have observed in Kafka.
 - **Bounded work per turn of the event loop.** Frames a client pipelined (librdkafka
   keeps up to five in flight; a hostile client sends thousands in one write) wait in the
   buffer and are taken one at a time, each answered before the next starts, for at most
@@ -47,6 +55,8 @@ from ..stats import RateLimitedLog
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
+_API_KEY = struct.Struct(">h")
+PRODUCE_API_KEY = 0
 
 # A handler takes a request frame (without its size) and returns a response frame,
 # a (parts, size) pair, None (no response: produce with acks=0), or an awaitable
@@ -69,6 +79,12 @@ OUTBOX_BYTES = 64 * 1024
 # slice of a millisecond keeps that cost under 2 % and still serves every other
 # connection at least once per millisecond of each busy connection's work.
 TURN_SECONDS = 0.001
+# Answers a connection may owe at once while acks=all produces wait for replication
+# (the Java producer keeps five requests in flight; so does librdkafka when idempotent).
+MAX_OWED_ANSWERS = 16
+# A request larger than this is not taken while answers are owed: a pipeline of
+# socket.request.max.bytes-sized produces would hold that much memory per request.
+OVERLAP_MAX_FRAME_BYTES = 1024 * 1024
 # A refused client's last answer goes out this long before the connection closes: a
 # client that reads the answer and the end of the stream in one go may drop the answer
 # (kafka-python 3 does), and would then retry instead of reporting the refusal.
@@ -136,6 +152,17 @@ class Connection(asyncio.BufferedProtocol):
         self._muted_until = 0.0  # loop time until which a quota throttle mutes the client
         self._outbox: list[bytes] = []  # answers not yet handed to the transport
         self._outbox_size = 0
+        # Set by the request being handled: all it changes is done, only its answer
+        # waits (allow_next_produce). Reset before each request.
+        self._answer_only = False
+        # Answers owed while requests overlap, written in request order: each waits for
+        # the previous one's ``written`` future (the last of them is _last_owed).
+        self._owed = 0
+        self._last_owed: asyncio.Future[None] | None = None
+        # An owed answer whose request may still change something: take nothing more
+        # until every owed answer is written.
+        self._owed_barrier = False
+        self._answering: set[asyncio.Future[None]] = set()  # the tasks writing them
 
     # asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -242,6 +269,40 @@ class Connection(asyncio.BufferedProtocol):
             return False
         return available - 4 >= _SIZE.unpack_from(self._receive, self._start)[0]
 
+    def _waiting_api_key_and_size(self) -> tuple[int, int] | None:
+        """The API key and size of the complete frame waiting to be taken, if one is."""
+        large = self._large
+        if large is not None:
+            if self._large_filled < len(large) or len(large) < 2:
+                return None
+            return _API_KEY.unpack_from(large, 0)[0], len(large)
+        start = self._start
+        available = self._end - start
+        if available < 6:
+            return None
+        size = _SIZE.unpack_from(self._receive, start)[0]
+        if available - 4 < size or size < 2:
+            return None
+        return _API_KEY.unpack_from(self._receive, start + 4)[0], size
+
+    def _may_overlap(self) -> bool:
+        """Whether the waiting frame may be taken while answers are owed: a Produce,
+        small enough, and room for one more owed answer."""
+        if self._owed_barrier or self._owed >= MAX_OWED_ANSWERS:
+            return False
+        waiting = self._waiting_api_key_and_size()
+        return (
+            waiting is not None
+            and waiting[0] == PRODUCE_API_KEY
+            and waiting[1] <= OVERLAP_MAX_FRAME_BYTES
+        )
+
+    def allow_next_produce(self) -> None:
+        """Called by the request being handled: it changed all it will change and only
+        its answer waits (an acks=all produce waiting for replication), so the client's
+        next Produce may be taken before that answer is written."""
+        self._answer_only = True
+
     def _blocked(self) -> bool:
         """Whether the connection must not start a request now (besides one in flight)."""
         if self._writing_paused:
@@ -267,6 +328,12 @@ class Connection(asyncio.BufferedProtocol):
             return
         deadline = perf_counter() + TURN_SECONDS
         while not self._blocked():
+            if self._owed and not self._may_overlap():
+                if not self._frame_waiting():
+                    # Nothing complete waits, so nothing is taken: a large frame's first
+                    # bytes move to a buffer of its size (or the receive buffer fills).
+                    self._next_frame()
+                break
             frame = self._next_frame()
             if frame is None:
                 break
@@ -284,7 +351,12 @@ class Connection(asyncio.BufferedProtocol):
         if self._outbox:
             self._flush_outbox()
         if self._eof:
-            if not self._in_flight and not self._scheduled and self.transport is not None:
+            if (
+                not self._in_flight
+                and not self._owed
+                and not self._scheduled
+                and self.transport is not None
+            ):
                 self.transport.close()  # sends what is buffered first
             return
         self._update_reading()
@@ -295,7 +367,13 @@ class Connection(asyncio.BufferedProtocol):
         transport = self.transport
         if transport is None or self._closed or self._eof:
             return
-        if self._in_flight or self._blocked() or self._frame_waiting():
+        if (
+            self._in_flight
+            or self._blocked()
+            or self._frame_waiting()
+            or self._owed_barrier
+            or self._owed >= MAX_OWED_ANSWERS
+        ):
             if transport.is_reading():
                 transport.pause_reading()
         elif not transport.is_reading():
@@ -303,10 +381,15 @@ class Connection(asyncio.BufferedProtocol):
 
     # request handling --------------------------------------------------------------
     def _handle(self, frame: memoryview | bytes) -> None:
+        self._answer_only = False
         try:
             result = self.handler(self, frame if type(frame) is memoryview else memoryview(frame))
         except Exception as error:
             self._failed(error)
+            return
+        if self._owed:
+            if result is not None:
+                self._owe(result, self._answer_only)
             return
         if type(result) is bytes:
             self._outbox.append(result)
@@ -317,6 +400,9 @@ class Connection(asyncio.BufferedProtocol):
         # Whatever was answered before goes out first: responses keep request order.
         if self._outbox:
             self._flush_outbox()
+        if self._answer_only:
+            self._owe(result, True)
+            return
         self._in_flight = True
         if not is_awaitable(result):
             result = self._noop(result)
@@ -364,6 +450,56 @@ class Connection(asyncio.BufferedProtocol):
         finally:
             self._in_flight = False
         self._pump()
+
+    def _owe(self, result: Any, answer_only: bool) -> None:
+        """Write ``result`` (an answer or an awaitable of one) after every answer owed
+        before it. ``answer_only``: its request changes nothing more, so further Produce
+        requests may still be taken; otherwise nothing is until every answer is written."""
+        previous = self._last_owed
+        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._last_owed = written
+        self._owed += 1
+        if not answer_only:
+            self._owed_barrier = True
+        if not is_awaitable(result):
+            result = self._noop(result)
+        task = asyncio.ensure_future(self._answer_in_order(result, previous, written))
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
+
+    async def _answer_in_order(
+        self,
+        awaitable: Awaitable[Any],
+        previous: asyncio.Future[None] | None,
+        written: asyncio.Future[None],
+    ) -> None:
+        try:
+            try:
+                result = await awaitable
+            except Exception as error:
+                self._failed(error)
+                return
+            if previous is not None and not previous.done():
+                await previous
+            if self._closed:
+                return
+            if isinstance(result, bytes):
+                # Gathered: the answers one follower fetch completes go out in one send
+                # (the pump scheduled below flushes them), not one each.
+                self._outbox.append(result)
+                self._outbox_size += len(result)
+            elif result is not None:
+                if self._outbox:
+                    self._flush_outbox()
+                parts, _size = result
+                await self._write_parts(parts)
+        finally:
+            written.set_result(None)
+            self._owed -= 1
+            if not self._owed:
+                self._last_owed = None
+                self._owed_barrier = False
+            self._schedule()
 
     # quota throttling ----------------------------------------------------------------
     def throttle(self, response: Any, seconds: float) -> Awaitable[Any]:

@@ -81,6 +81,13 @@ class RequestContext:
         """The listener the request arrived on (None without a connection: unit tests)."""
         return self.connection.listener if self.connection is not None else None
 
+    def allow_next_produce(self) -> None:
+        """This request changed all it will change and only its answer waits (an acks=all
+        produce waiting for replication): its connection may take the client's next
+        Produce meanwhile (``Connection.allow_next_produce``)."""
+        if self.connection is not None:
+            self.connection.allow_next_produce()
+
     def respond(self, body: dict[str, Any]) -> BodyResponse:
         """This request's response, given by its body's fields (encoded with kio)."""
         return BodyResponse(self.header.api_key, body)

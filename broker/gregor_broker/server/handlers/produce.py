@@ -7,7 +7,10 @@ open (``log/producer_state.py``). Whether the partition was added to the transac
 
 acks=0 gets no response; as in Kafka, a failed acks=0 produce closes the connection
 so the producer notices. acks=1 answers once the leader has appended; acks=all once
-the high watermark has passed the append, i.e. every in-sync replica has it.
+the high watermark has passed the append, i.e. every in-sync replica has it. While an
+acks=all produce waits, the connection may take the client's next produce
+(``RequestContext.allow_next_produce``): one replication round trip then carries every
+request the client pipelined, not one.
 """
 
 from __future__ import annotations
@@ -100,6 +103,9 @@ def handle_produce(
         return NoResponse()
     response = ProduceResponse(topics)
     if waiting:
+        # Appended: only the answer waits for the followers, and the client's next
+        # produce may append behind this one meanwhile.
+        context.allow_next_produce()
         return _await_replication(broker, response, waiting, request.timeout.total_seconds())
     return response
 
