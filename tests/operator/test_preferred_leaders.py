@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import statistics
 import subprocess
 import sys
 import time
@@ -199,8 +200,10 @@ def test_checks_run_every_interval_on_a_fixed_schedule(kube, run_operator, clust
             if ready < previous + SCHEDULE_INTERVAL - 0.5
         ][1:]
         assert len(timely) >= 4, (gaps, imbalanced_at, requested)
-        assert max(timely) <= SCHEDULE_INTERVAL + 0.5, timely
-        assert min(timely) >= SCHEDULE_INTERVAL - 0.5, timely
+        # The median: on a loaded machine one check can come late and the next one early,
+        # back on the schedule (CI simulation: 4.0, 4.0, 4.0, 10.5, 1.9); a period of an
+        # interval plus the reconcile's own time moves the median.
+        assert abs(statistics.median(timely) - SCHEDULE_INTERVAL) <= 0.5, timely
     finally:
         zk.stop()
         zk.close()
