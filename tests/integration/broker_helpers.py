@@ -76,6 +76,23 @@ def wait_for(predicate, timeout: float, interval: float = 0.2) -> bool:
         return False
 
 
+def every_broker_knows_the_others(cluster, timeout: float = 60) -> bool:
+    """Whether each broker's metadata lists every broker of ``cluster``, within
+    ``timeout`` seconds. A started cluster has registered in ZooKeeper; a broker learns
+    of the others through its watch a moment later, and until then it refuses a replica
+    assignment that names them (INVALID_REPLICA_ASSIGNMENT, "names unknown brokers")."""
+    import confluent_kafka.admin
+
+    count = len(cluster.brokers)
+    admins = [
+        confluent_kafka.admin.AdminClient({"bootstrap.servers": broker.bootstrap})
+        for broker in cluster.brokers
+    ]
+    return wait_for(
+        lambda: all(len(a.list_topics(timeout=10).brokers) == count for a in admins), timeout
+    )
+
+
 def create_topic(
     bootstrap: str,
     name: str,
