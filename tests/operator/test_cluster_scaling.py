@@ -146,7 +146,8 @@ def test_scale_3_to_5_to_3_under_acks_all_load_and_refuse_going_below_rf(
     order = ["ScalingUp", "MovingReplicasOn", "Running", "MovingReplicasOff", "ScalingDown",
              "Running", "ScaleDownRefused", "Running"]  # fmt: skip
     seen = iter(watcher.phases)
-    assert all(phase in seen for phase in order), watcher.phases  # a subsequence
+    # A subsequence (the message a string: pytest cuts a list's repr short).
+    assert all(phase in seen for phase in order), f"phases seen: {watcher.phases}"
     moving = [
         p for p in watcher.progress if p["phase"] in ("MovingReplicasOn", "MovingReplicasOff")
     ]
