@@ -31,6 +31,8 @@ import pytest
 from gregor_broker.devtools.launcher import BrokerLauncher
 from gregor_broker.devtools.local_cluster import BrokerProcess, LocalCluster
 
+from .integration.broker_helpers import every_broker_knows_the_others
+
 REGISTRATION_TIMEOUT = 90.0  # a broker starts in seconds; CI runs 4 workers on 2 cores
 
 __all__ = ["broker", "broker_factory", "broker_launcher", "cluster", "cluster_factory"]
@@ -138,6 +140,11 @@ def cluster_factory(
         )
         clusters.append(local_cluster)
         local_cluster.start(timeout)
+        if not any(key.startswith("listener") for key in properties):
+            # Registered in ZooKeeper is not yet known to each other: a broker learns of
+            # the others through its watch a moment later, and a test naming them in an
+            # assignment before that was refused (CI simulations, under load).
+            assert every_broker_knows_the_others(local_cluster), "brokers unknown to others"
         return local_cluster
 
     yield start
