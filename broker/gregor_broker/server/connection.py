@@ -445,14 +445,25 @@ class Connection(asyncio.BufferedProtocol):
                 return
             if self._closed:
                 return
-            if isinstance(result, bytes):
-                self.transport.write(result)  # type: ignore[union-attr]
-            elif result is not None:
-                parts, _size = result
-                await self._write_parts(parts)
+            await self._write_answer(result)
+            if self._outbox:
+                self._flush_outbox()
         finally:
             self._in_flight = False
         self._pump()
+
+    async def _write_answer(self, result: Any) -> None:
+        """Hand an answer to the transport in request order: a frame joins the outbox
+        (the caller or the next pump flushes it: the answers one follower fetch completes
+        then go out in one send), file regions go after what the outbox holds."""
+        if isinstance(result, bytes):
+            self._outbox.append(result)
+            self._outbox_size += len(result)
+        elif result is not None:
+            if self._outbox:
+                self._flush_outbox()
+            parts, _size = result
+            await self._write_parts(parts)
 
     def _owe(self, result: Any, answer_only: bool) -> None:
         """Write ``result`` (an answer or an awaitable of one) after every answer owed
@@ -486,16 +497,7 @@ class Connection(asyncio.BufferedProtocol):
                 await previous
             if self._closed:
                 return
-            if isinstance(result, bytes):
-                # Gathered: the answers one follower fetch completes go out in one send
-                # (the pump scheduled below flushes them), not one each.
-                self._outbox.append(result)
-                self._outbox_size += len(result)
-            elif result is not None:
-                if self._outbox:
-                    self._flush_outbox()
-                parts, _size = result
-                await self._write_parts(parts)
+            await self._write_answer(result)  # flushed by the pump scheduled below
         finally:
             written.set_result(None)
             self._owed -= 1

@@ -33,9 +33,11 @@ def _answer(number: int) -> bytes:
     return struct.pack(">ii", 4, number)
 
 
-async def _serve(
+async def _connect(
     handler: Callable[[Connection, memoryview], object],
-) -> tuple[asyncio.Server, int]:
+) -> tuple[asyncio.Server, asyncio.StreamReader, asyncio.StreamWriter]:
+    """A server whose connections use ``handler``, and a client connected to it."""
+
     def make() -> Connection:
         return Connection(
             handler,
@@ -44,7 +46,9 @@ async def _serve(
         )
 
     server = await asyncio.get_running_loop().create_server(make, "127.0.0.1", 0)
-    return server, server.sockets[0].getsockname()[1]
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    return server, reader, writer
 
 
 class Handler:
@@ -66,6 +70,11 @@ class Handler:
         if self.overlapping(number):
             connection.allow_next_produce()
         return self._after(release, number)
+
+    def release(self, *numbers: int) -> None:
+        """Let these produce requests' answers go (as the followers' fetches would)."""
+        for number in numbers:
+            self.releases[number].set_result(None)
 
     @staticmethod
     async def _after(release: asyncio.Future[None], number: int) -> bytes:
@@ -89,23 +98,21 @@ def test_produces_overlap_up_to_the_limit_and_are_answered_in_request_order() ->
 
     async def scenario() -> tuple[list[int], bytes, list[int]]:
         handler = Handler()
-        server, port = await _serve(handler)
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        server, reader, writer = await _connect(handler)
         writer.write(b"".join(_frame(PRODUCE, n) for n in range(count)))
         await asyncio.sleep(0.3)
         taken_while_owed = list(handler.handled)
         # Every owed answer but the first is ready: none may overtake it.
-        for number in range(1, MAX_OWED_ANSWERS):
-            handler.releases[number].set_result(None)
+        handler.release(*range(1, MAX_OWED_ANSWERS))
         overtaking = b""
         with contextlib.suppress(TimeoutError):
             overtaking = await asyncio.wait_for(reader.read(8), 0.3)
-        handler.releases[0].set_result(None)
+        handler.release(0)
         answers = await _answers(reader, MAX_OWED_ANSWERS)
         for number in range(MAX_OWED_ANSWERS, count):
             while number not in handler.releases:
                 await asyncio.sleep(0.01)
-            handler.releases[number].set_result(None)
+            handler.release(number)
         answers += await _answers(reader, count - MAX_OWED_ANSWERS)
         writer.close()
         server.close()
@@ -120,21 +127,20 @@ def test_produces_overlap_up_to_the_limit_and_are_answered_in_request_order() ->
 def test_a_request_other_than_produce_waits_until_every_owed_answer_is_written() -> None:
     async def scenario() -> tuple[list[int], list[int], list[int]]:
         handler = Handler()
-        server, port = await _serve(handler)
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        server, reader, writer = await _connect(handler)
         writer.write(
             _frame(PRODUCE, 0) + _frame(PRODUCE, 1) + _frame(METADATA, 2) + _frame(PRODUCE, 3)
         )
         await asyncio.sleep(0.3)
         taken_while_owed = list(handler.handled)
-        handler.releases[0].set_result(None)
+        handler.release(0)
         first = await _answers(reader, 1)
         await asyncio.sleep(0.2)
         taken_with_one_owed = list(handler.handled)
-        handler.releases[1].set_result(None)
+        handler.release(1)
         rest = await _answers(reader, 1)
         await asyncio.sleep(0.2)
-        handler.releases[3].set_result(None)
+        handler.release(3)
         rest += await _answers(reader, 2)
         writer.close()
         server.close()
@@ -150,18 +156,15 @@ def test_a_request_that_did_not_allow_overlap_holds_the_connection() -> None:
     async def scenario() -> tuple[list[int], list[int], list[int]]:
         # Produce 1 does not allow overlap (a handler still working, or a throttle).
         handler = Handler(overlapping=lambda number: number != 1)
-        server, port = await _serve(handler)
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        server, reader, writer = await _connect(handler)
         writer.write(b"".join(_frame(PRODUCE, n) for n in range(4)))
         await asyncio.sleep(0.3)
         taken_first = list(handler.handled)
-        handler.releases[0].set_result(None)
-        handler.releases[1].set_result(None)
+        handler.release(0, 1)
         answers = await _answers(reader, 2)
         await asyncio.sleep(0.2)
         taken_after = list(handler.handled)
-        for number in (2, 3):
-            handler.releases[number].set_result(None)
+        handler.release(2, 3)
         answers += await _answers(reader, 2)
         writer.close()
         server.close()
@@ -176,18 +179,17 @@ def test_a_request_that_did_not_allow_overlap_holds_the_connection() -> None:
 def test_a_large_produce_is_not_taken_while_answers_are_owed() -> None:
     async def scenario() -> tuple[list[int], list[int], list[int]]:
         handler = Handler()
-        server, port = await _serve(handler)
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        server, reader, writer = await _connect(handler)
         large = _frame(PRODUCE, 1, bytes(OVERLAP_MAX_FRAME_BYTES))
         writer.write(_frame(PRODUCE, 0) + large)
         await writer.drain()
         await asyncio.sleep(0.5)
         taken_while_owed = list(handler.handled)
-        handler.releases[0].set_result(None)
+        handler.release(0)
         answers = await _answers(reader, 1)
         await asyncio.sleep(0.3)
         taken_after = list(handler.handled)
-        handler.releases[1].set_result(None)
+        handler.release(1)
         answers += await _answers(reader, 1)
         writer.close()
         server.close()
