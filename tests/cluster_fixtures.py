@@ -144,7 +144,7 @@ def cluster_factory(
             # Registered in ZooKeeper is not yet known to each other: a broker learns of
             # the others through its watch a moment later, and a test naming them in an
             # assignment before that was refused (CI simulations, under load).
-            assert every_broker_knows_the_others(local_cluster), "brokers unknown to others"
+            assert every_broker_knows_the_others(local_cluster.brokers), "brokers unknown"
         return local_cluster
 
     yield start

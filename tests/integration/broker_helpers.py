@@ -76,20 +76,22 @@ def wait_for(predicate, timeout: float, interval: float = 0.2) -> bool:
         return False
 
 
-def every_broker_knows_the_others(cluster, timeout: float = 60) -> bool:
-    """Whether each broker's metadata lists every broker of ``cluster``, within
-    ``timeout`` seconds. A started cluster has registered in ZooKeeper; a broker learns
-    of the others through its watch a moment later, and until then it refuses a replica
-    assignment that names them (INVALID_REPLICA_ASSIGNMENT, "names unknown brokers")."""
+def every_broker_knows_the_others(brokers, timeout: float = 60) -> bool:
+    """Whether each of ``brokers`` (processes with a ``bootstrap``) lists all of them in its
+    metadata, within ``timeout`` seconds. Started brokers have registered in ZooKeeper; a
+    broker learns of the others through its watch a moment later, and until then it
+    refuses a replica assignment that names them (INVALID_REPLICA_ASSIGNMENT, "names
+    unknown brokers")."""
     import confluent_kafka.admin
 
-    count = len(cluster.brokers)
+    brokers = list(brokers)
     admins = [
         confluent_kafka.admin.AdminClient({"bootstrap.servers": broker.bootstrap})
-        for broker in cluster.brokers
+        for broker in brokers
     ]
     return wait_for(
-        lambda: all(len(a.list_topics(timeout=10).brokers) == count for a in admins), timeout
+        lambda: all(len(a.list_topics(timeout=10).brokers) == len(brokers) for a in admins),
+        timeout,
     )
 
 

@@ -21,7 +21,12 @@ import confluent_kafka
 import confluent_kafka.admin
 import pytest
 
-from .broker_helpers import consume_values, produce_values, wait_for
+from .broker_helpers import (
+    consume_values,
+    every_broker_knows_the_others,
+    produce_values,
+    wait_for,
+)
 
 
 def _state(bootstrap: str, topic: str) -> tuple[int, list[int]]:
@@ -69,9 +74,7 @@ def test_a_restarted_follower_elected_leader_keeps_acknowledged_writes(
     admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
     # An explicit assignment is checked against the brokers the receiving broker knows:
     # on a loaded machine broker 1 may not know broker 2 yet (INVALID_REPLICA_ASSIGNMENT).
-    for broker in (leader, follower):
-        known = confluent_kafka.admin.AdminClient({"bootstrap.servers": broker.bootstrap})
-        assert wait_for(lambda k=known: len(k.list_topics(timeout=10).brokers) == 2, 30)
+    assert every_broker_knows_the_others((leader, follower), 30)
     topic = confluent_kafka.admin.NewTopic(
         "epochs", 1, replica_assignment=[[1, 2]], config={"min.insync.replicas": "1"}
     )
