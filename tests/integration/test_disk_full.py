@@ -26,7 +26,7 @@ import confluent_kafka
 import confluent_kafka.admin
 import pytest
 
-from .broker_helpers import wait_for
+from .broker_helpers import every_broker_knows_the_others, wait_for
 from .durability import lost_messages
 
 DISK_BYTES = 3 * 1024 * 1024
@@ -148,6 +148,7 @@ def test_a_full_disk_answers_storage_error_and_the_broker_hands_over_and_stops(
         1, command_prefix=small_disk.command_prefix, **{"log.dirs": str(small_disk.path)}
     )
     others = [broker_factory(2), broker_factory(3)]
+    assert every_broker_knows_the_others((full, *others))
     bootstrap = ",".join(b.bootstrap for b in (full, *others))
     healthy = ",".join(b.bootstrap for b in others)
     _create_topic(bootstrap, partitions=1)
@@ -177,6 +178,7 @@ def test_a_failed_log_dir_moves_its_partitions_and_the_broker_keeps_the_others(
         **{"log.dirs": f"{small_disk.path},{roomy}"},
     )
     others = [broker_factory(2), broker_factory(3)]
+    assert every_broker_knows_the_others((full, *others))
     bootstrap = ",".join(b.bootstrap for b in (full, *others))
     _create_topic(bootstrap, partitions=2)
     assert wait_for(lambda: all(_leader(bootstrap, p) == (1, [1, 2, 3]) for p in (0, 1)), 30)
