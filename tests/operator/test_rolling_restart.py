@@ -83,19 +83,24 @@ class ControllerAtRestarts(threading.Thread):
     restarts the controller of that moment last. Under load a ZooKeeper hiccup can move
     the controller mid-roll (CI: recorded controller 0, the roll's last broker 1, the
     controller by then), and a broker whose session expired re-registers: a departure
-    the operator did not cause (CI: four departures for three restarts)."""
+    the operator did not cause (CI: four departures for three restarts). A stopping
+    broker resigns as controller before it deregisters (so that another controller moves
+    its leadership away), so the brokers can elect a new controller while all are still
+    registered: each departure keeps every controller seen since the cluster was last
+    whole (CI: broker 1, the controller, restarted last, but ZooKeeper named broker 2 in
+    the last 0.1 s sample before broker 1 left)."""
 
     def __init__(self, zk_connect: str, brokers: int) -> None:
         super().__init__(daemon=True)
         self.zk_connect = zk_connect
         self.brokers = brokers
-        self.departures: list[tuple[frozenset[int], int]] = []
+        self.departures: list[tuple[frozenset[int], frozenset[int]]] = []
         self.stopping = threading.Event()
 
     def run(self) -> None:
         zk = zookeeper_client(self.zk_connect)
         admin = ZkAdmin(zk)
-        controller, everyone = None, frozenset[int]()
+        controllers, everyone = set[int](), frozenset[int]()
         try:
             while not self.stopping.is_set():
                 try:
@@ -106,18 +111,19 @@ class ControllerAtRestarts(threading.Thread):
                     continue
                 if len(registered) >= self.brokers:
                     everyone = registered
-                    controller = current.broker_id if current is not None else controller
-                elif everyone and controller is not None:
-                    self.departures.append((everyone - registered, controller))
-                    everyone = frozenset()
+                    if current is not None:
+                        controllers.add(current.broker_id)
+                elif everyone and controllers:
+                    self.departures.append((everyone - registered, frozenset(controllers)))
+                    everyone, controllers = frozenset(), set()
                 time.sleep(0.1)
         finally:
             zk.stop()
             zk.close()
 
-    def at_restarts(self, order: list[int]) -> list[int]:
-        """The controller before each restart of ``order`` (the operator's order): each
-        broker's first departure after the previous one's, departures in between (a
+    def at_restarts(self, order: list[int]) -> list[frozenset[int]]:
+        """The controllers seen before each restart of ``order`` (the operator's order):
+        each broker's first departure after the previous one's, departures in between (a
         re-registration after a ZooKeeper blip) skipped."""
         controllers, position = [], 0
         for broker in order:
@@ -232,10 +238,11 @@ def test_a_config_change_rolls_the_brokers_safely_under_acks_all_load(
         )
         assert len(new_hash) == 1 and new_hash.isdisjoint(old_hash)
         assert sorted(order) == [0, 1, 2], order  # each broker once
-        # The controller last: the one ZooKeeper named just before the last broker left.
+        # The controller last: one ZooKeeper named while the cluster was whole, just
+        # before the last broker left.
         at_restarts = controllers.at_restarts(order)
         assert len(at_restarts) == 3, ("each restart seen leaving", order, controllers.departures)
-        assert order[-1] == at_restarts[-1], (order, controllers.departures)
+        assert order[-1] in at_restarts[-1], (order, controllers.departures)
         assert len(producer.acked) > 100
         assert lost == set()
         assert watcher.below_min_isr == []
