@@ -19,7 +19,10 @@ and p99; at a low rate the brokers' CPU per message shows what a lone message co
 what a batched round trip does. ``--idle`` first measures each broker's CPU with no
 traffic (after the topic exists): the periodic work a low rate divides by few messages.
 ``--hold`` keeps the cluster up that many seconds before the runs, its pids printed, for
-``py-spy`` or ``strace`` from another shell.
+``py-spy`` or ``strace`` from another shell. ``--settle`` (25 s) waits after the start
+before measuring: from 10 s after its start a broker prepares the request versions it
+serves on a background thread for about 10 s (``protocol/preparation.py``), and that
+thread's turns with the GIL delay the event loop by milliseconds.
 """
 
 from __future__ import annotations
@@ -126,12 +129,14 @@ def run(
     rate: int | None = None,
     idle: float = 0.0,
     hold: float = 0.0,
+    settle: float = 0.0,
 ) -> list[dict]:
     target = GregorClusterTarget(directory)
     for broker in target.cluster.brokers:
         broker.metrics_port = 0
         broker.__post_init__()  # picks a free metrics port
     target.start()
+    started = time.monotonic()
     try:
         topic = "round-trip"
         target.create_topic(topic, partitions)
@@ -143,6 +148,7 @@ def run(
                 f"holding {hold:.0f} s; broker pids {pids}, leaders {sorted(leaders)}", flush=True
             )
             time.sleep(hold)
+        time.sleep(max(started + settle - time.monotonic(), 0))
         results = []
         if idle:
             time.sleep(2)  # the topic's creation and first fetches settle
@@ -277,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--hold", type=float, default=0, help="keep the cluster up this many s first"
     )
+    parser.add_argument(
+        "--settle", type=float, default=25, help="wait this many s after the start (25)"
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
     started = time.strftime("%H:%M:%S")
@@ -290,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
             args.rate,
             args.idle,
             args.hold,
+            args.settle,
         )
     if args.json:
         print(json.dumps(results))
