@@ -165,10 +165,13 @@ def test_a_broker_retries_zookeeper_at_least_every_few_seconds(tmp_path: Path) -
             for moment in _connection_attempts(cluster.brokers[0].log_path, killed)
             if moment <= restarting
         ]
+        # Attempts through the whole outage, 1 s at most apart, with kazoo's jitter (up to
+        # x1.4) and a loaded machine's slack (a CI simulation logged 7 attempts in the
+        # 14 s, not the 8 this test once required: the gaps are the property).
+        edges = [attempts[0] - killed, restarting - attempts[-1]] if attempts else []
         gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(attempts)]
-        assert len(attempts) >= 8, attempts
-        # 1 s at most between attempts, with kazoo's jitter (up to x1.4) and a loaded
-        # machine's slack.
+        assert len(attempts) >= 5, attempts
+        assert max(edge.total_seconds() for edge in edges) < 3.0, (killed, attempts, restarting)
         assert max(gaps) < 3.0, gaps
         assert reconnected_after < 6.0, f"reconnected {reconnected_after:.1f} s after"
     finally:

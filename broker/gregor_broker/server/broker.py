@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import ConnectionLoss, NoNodeError
 
 from ..cluster.admin import ZOOKEEPER_CONNECTION_RETRY, ZkAdmin
 from ..cluster.controller import Controller
@@ -197,7 +197,7 @@ class Broker:
         )
         self.zk.add_listener(self._on_zk_state)
         await asyncio.to_thread(
-            self.zk.start, (config.zookeeper_connection_timeout_ms or 18000) / 1000
+            _start_zookeeper, self.zk, (config.zookeeper_connection_timeout_ms or 18000) / 1000
         )
         await asyncio.to_thread(self.zk.retry, self.zk.ensure_path, "/")
         self.zk_admin = ZkAdmin(self.zk)
@@ -760,3 +760,18 @@ class Broker:
             self.zk.close()
         except Exception:
             log.debug("closing the ZooKeeper client failed", exc_info=True)
+
+
+def _start_zookeeper(zk: KazooClient, timeout: float) -> None:
+    """Connect, within ``timeout`` seconds (Kafka's zookeeper.connection.timeout.ms).
+
+    With a chroot, kazoo's ``start`` reads the chroot once connected, and a connection
+    lost in that moment raised out of ``start`` (CI, ZooKeeper on a loaded machine: the
+    broker exited with status 1) although the client reconnects by itself. The steps
+    after this one retry their requests through connection losses, so the loss is
+    theirs to wait out; only not connecting at all within the timeout fails the start.
+    """
+    try:
+        zk.start(timeout)
+    except ConnectionLoss:
+        log.warning("ZooKeeper connection lost right after connecting; reconnecting")
