@@ -49,7 +49,8 @@ _SERIALS = itertools.count(1)
 # Recovery reads the log in chunks of this size (or one batch, if larger).
 _RECOVERY_CHUNK = 4 * 1024 * 1024
 # Batches appended last whose offsets and positions a segment keeps (between this many
-# and twice as many): 24 bytes each, in arrays, only in segments appended to.
+# and twice as many): 24 bytes each, in arrays, only while it is the active segment of a
+# partition appended to.
 RECENT_BATCHES = 64
 
 
@@ -297,7 +298,10 @@ class LogSegment:
 
     def seal(self) -> None:
         """The segment stops being active: record its max timestamp in the time index
-        even if the index is full (Kafka's ``onBecomeInactiveSegment``)."""
+        even if the index is full (Kafka's ``onBecomeInactiveSegment``). Its recent
+        batches are forgotten: only active segments keep them, so that their memory
+        stays bounded by the partitions, not by the segments rolled while running."""
+        self._forget_recent_batches()
         self.ensure_indexes(None)
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(
