@@ -11,6 +11,18 @@ compare between two versions of Gregor run one after the other.
 
     python -m bench.round_trip                      # 1 partition, 3 runs of 5 s
     python -m bench.round_trip --partitions 8 --reps 2 --seconds 3
+    python -m bench.round_trip --rate 1000 --idle 30  # paced, as the latency rows
+
+``--rate`` offers that many messages/s instead (the latency rows' paced producer and
+stamping consumer, ``bench.clients latency-*``, 1 partition) and adds the end-to-end p50
+and p99; at a low rate the brokers' CPU per message shows what a lone message costs, not
+what a batched round trip does. ``--idle`` first measures each broker's CPU with no
+traffic (after the topic exists): the periodic work a low rate divides by few messages.
+``--hold`` keeps the cluster up that many seconds before the runs, its pids printed, for
+``py-spy`` or ``strace`` from another shell. ``--settle`` (25 s) waits after the start
+before measuring: from 10 s after its start a broker prepares the request versions it
+serves on a background thread for about 10 s (``protocol/preparation.py``), and that
+thread's turns with the GIL delay the event loop by milliseconds.
 """
 
 from __future__ import annotations
@@ -61,19 +73,114 @@ def _sample(target: GregorClusterTarget) -> list[tuple[float, tuple[int, int], d
     ]
 
 
-def run(directory: Path, partitions: int, reps: int, seconds: float, batched: bool) -> list[dict]:
+def _paced(target: GregorClusterTarget, topic: str, rate: int, seconds: float) -> dict:
+    """One latency run (``bench.clients latency-consumer`` + ``latency-producer``) at
+    ``rate`` msg/s: the consumer's percentiles and the number of messages."""
+    messages = max(int(rate * seconds), 1)
+    spec = {
+        "bootstrap": target.bootstrap,
+        "topic": topic,
+        "size": 1024,
+        "acks": -1,
+        "rate": rate,
+        "messages": messages,
+        "seconds": seconds,
+        "broker_pids": target.pids,
+    }
+    consumer = subprocess.Popen(
+        [sys.executable, "-m", "bench.clients", "latency-consumer", "--spec", json.dumps(spec)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert consumer.stdout is not None
+        if consumer.stdout.readline().strip() != "ready":
+            raise RuntimeError("latency consumer did not start")
+        subprocess.run(
+            [sys.executable, "-m", "bench.clients", "latency-producer", "--spec", json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        out, _ = consumer.communicate(timeout=seconds + 120)
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.wait()
+    result = json.loads(out.strip().splitlines()[-1])
+    return {**result, "messages": messages, "seconds": seconds}
+
+
+def _idle(target: GregorClusterTarget, seconds: float) -> list[float]:
+    """Each broker's CPU (cores) over ``seconds`` with no traffic."""
+    pids = [broker.pid for broker in target.cluster.brokers]
+    before = [process_cpu_seconds(pid) for pid in pids]  # type: ignore[arg-type]
+    time.sleep(seconds)
+    after = [process_cpu_seconds(pid) for pid in pids]  # type: ignore[arg-type]
+    return [(b - a) / seconds for a, b in zip(before, after, strict=True)]
+
+
+def run(
+    directory: Path,
+    partitions: int,
+    reps: int,
+    seconds: float,
+    batched: bool,
+    rate: int | None = None,
+    idle: float = 0.0,
+    hold: float = 0.0,
+    settle: float = 0.0,
+) -> list[dict]:
     target = GregorClusterTarget(directory)
     for broker in target.cluster.brokers:
         broker.metrics_port = 0
         broker.__post_init__()  # picks a free metrics port
     target.start()
+    started = time.monotonic()
     try:
         topic = "round-trip"
         target.create_topic(topic, partitions)
         metadata = target.admin().list_topics(topic, timeout=10)
         leaders = {p.leader for p in metadata.topics[topic].partitions.values()}
+        if hold:
+            pids = {b.broker_id: b.pid for b in target.cluster.brokers}
+            print(
+                f"holding {hold:.0f} s; broker pids {pids}, leaders {sorted(leaders)}", flush=True
+            )
+            time.sleep(hold)
+        time.sleep(max(started + settle - time.monotonic(), 0))
         results = []
-        for _ in range(reps):
+        if idle:
+            time.sleep(2)  # the topic's creation and first fetches settle
+            results.append({"idle_cores": _idle(target, idle), "leaders": sorted(leaders)})
+        if rate is not None:
+            target.delete_topic(topic)  # the paced runs' followers fetch their topic only
+        for rep in range(reps):
+            if rate is not None:
+                # A topic per run: the consumer reads from offset 0, and the previous run's
+                # stamps would count as late messages.
+                paced_topic = f"round-trip-paced-{rep}"
+                target.create_topic(paced_topic, 1)
+                found = target.admin().list_topics(paced_topic, timeout=10).topics[paced_topic]
+                leaders = {p.leader for p in found.partitions.values()}
+                before = _sample(target)
+                began = time.monotonic()
+                measured = _paced(target, paced_topic, rate, seconds)
+                wall = time.monotonic() - began
+                after = _sample(target)
+                target.delete_topic(paced_topic)
+                cpu = sum(b[0] - a[0] for a, b in zip(before, after, strict=True))
+                results.append(
+                    _per_message(target, leaders, before, after, measured["messages"])
+                    | {
+                        "messages_per_s": measured["messages"] / seconds,
+                        # Over the whole run, the clients' start and end included.
+                        "cluster_cores": cpu / wall,
+                        "p50_ms": measured["p50_ms"],
+                        "p99_ms": measured["p99_ms"],
+                    }
+                )
+                continue
             spec = {
                 "bootstrap": target.bootstrap,
                 "topic": topic,
@@ -93,32 +200,11 @@ def run(directory: Path, partitions: int, reps: int, seconds: float, batched: bo
             )
             after = _sample(target)
             measured = json.loads(done.stdout.strip().splitlines()[-1])
-            messages = max(measured["messages"], 1)
-            brokers = []
-            for broker, (cpu0, sw0, req0), (cpu1, sw1, req1) in zip(
-                target.cluster.brokers, before, after, strict=True
-            ):
-                brokers.append(
-                    {
-                        "broker": broker.broker_id,
-                        "leader": broker.broker_id in leaders,
-                        "cpu_us_per_message": (cpu1 - cpu0) / messages * 1e6,
-                        "switches_per_message": [
-                            (sw1[0] - sw0[0]) / messages,
-                            (sw1[1] - sw0[1]) / messages,
-                        ],
-                        "requests_per_message": {
-                            api: (count - req0.get(api, 0)) / messages
-                            for api, count in req1.items()
-                            if count > req0.get(api, 0)
-                        },
-                    }
-                )
             results.append(
-                {
+                _per_message(target, leaders, before, after, measured["messages"])
+                | {
                     "messages_per_s": measured["messages"] / measured["seconds"],
                     "cluster_cores": measured["broker_cores"],
-                    "brokers": brokers,
                 }
             )
         return results
@@ -126,10 +212,47 @@ def run(directory: Path, partitions: int, reps: int, seconds: float, batched: bo
         target.stop()
 
 
+def _per_message(
+    target: GregorClusterTarget, leaders: set[int], before: list, after: list, messages: int
+) -> dict[str, Any]:
+    """Each broker's CPU, context switches and requests per message between two samples."""
+    messages = max(messages, 1)
+    brokers = []
+    for broker, (cpu0, sw0, req0), (cpu1, sw1, req1) in zip(
+        target.cluster.brokers, before, after, strict=True
+    ):
+        brokers.append(
+            {
+                "broker": broker.broker_id,
+                "leader": broker.broker_id in leaders,
+                "cpu_us_per_message": (cpu1 - cpu0) / messages * 1e6,
+                "switches_per_message": [
+                    (sw1[0] - sw0[0]) / messages,
+                    (sw1[1] - sw0[1]) / messages,
+                ],
+                "requests_per_message": {
+                    api: (count - req0.get(api, 0)) / messages
+                    for api, count in req1.items()
+                    if count > req0.get(api, 0)
+                },
+            }
+        )
+    return {"brokers": brokers}
+
+
 def _print(result: dict[str, Any]) -> None:
+    if "idle_cores" in result:
+        cores = ", ".join(f"{c:.4f}" for c in result["idle_cores"])
+        print(f"idle: brokers' cores {cores} (leader {result['leaders']})")
+        return
+    latency = (
+        f", p50 {result['p50_ms']:.3f} ms, p99 {result['p99_ms']:.3f} ms"
+        if "p50_ms" in result
+        else ""
+    )
     print(
         f"{result['messages_per_s']:,.0f} msg/s acknowledged, "
-        f"cluster {result['cluster_cores']:.3f} cores"
+        f"cluster {result['cluster_cores']:.3f} cores{latency}"
     )
     for broker in result["brokers"]:
         role = "leader  " if broker["leader"] else "follower"
@@ -151,15 +274,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=3, help="produce runs (3)")
     parser.add_argument("--seconds", type=float, default=5, help="length of each run (5)")
     parser.add_argument("--batched", action="store_true", help="linger 5 ms, 64 KiB batches")
+    parser.add_argument(
+        "--rate", type=int, help="offer this many msg/s, paced, with end-to-end latency"
+    )
+    parser.add_argument(
+        "--idle", type=float, default=0, help="first measure idle brokers' CPU this many s"
+    )
+    parser.add_argument(
+        "--hold", type=float, default=0, help="keep the cluster up this many s first"
+    )
+    parser.add_argument(
+        "--settle", type=float, default=25, help="wait this many s after the start (25)"
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
     started = time.strftime("%H:%M:%S")
     with tempfile.TemporaryDirectory(prefix="gregor-round-trip-") as directory:
-        results = run(Path(directory), args.partitions, args.reps, args.seconds, args.batched)
+        results = run(
+            Path(directory),
+            args.partitions,
+            args.reps,
+            args.seconds,
+            args.batched,
+            args.rate,
+            args.idle,
+            args.hold,
+            args.settle,
+        )
     if args.json:
         print(json.dumps(results))
         return 0
-    print(f"1 KiB acks=all, {args.partitions} partition(s), started {started}")
+    paced = f", paced at {args.rate:,} msg/s" if args.rate else ""
+    print(f"1 KiB acks=all, {args.partitions} partition(s){paced}, started {started}")
     for result in results:
         _print(result)
     return 0

@@ -10,12 +10,21 @@ Batch headers are read with ``os.pread`` (12 bytes to step from batch to batch, 
 61-byte header where the last offset or timestamps matter). Appends are one
 ``os.write`` of the whole producer buffer; index bookkeeping is per batch, never per
 record.
+
+The last ``RECENT_BATCHES`` batches appended are also remembered in memory (offsets and
+positions): a reader close behind the log end, as every follower and every caught-up
+consumer is, finds where its batch starts (and where the high watermark cuts) without
+stepping through headers from the last index entry, a 12-byte ``pread`` per batch
+(at 1 KiB batches, 4 to 6 per read; a third of a leader's system calls per acks=all
+message at a low rate).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -39,6 +48,10 @@ _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _SERIALS = itertools.count(1)
 # Recovery reads the log in chunks of this size (or one batch, if larger).
 _RECOVERY_CHUNK = 4 * 1024 * 1024
+# Batches appended last whose offsets and positions a segment keeps (between this many
+# and twice as many): 24 bytes each, in arrays, only while it is the active segment of a
+# partition appended to.
+RECENT_BATCHES = 64
 
 
 def log_file_name(base_offset: int) -> str:
@@ -182,6 +195,12 @@ class LogSegment:
         self._fd: int | None = None
         self.pins = 0  # live Pins: the descriptor must stay open
         self._close_when_unpinned = False  # deleted while pinned
+        # The batches appended last, oldest first, up to the end of the file: base and
+        # last offsets, positions. Empty until this process appends; cleared whenever
+        # the file is cut or re-read (``recover``).
+        self._recent_bases = array("q")
+        self._recent_lasts = array("q")
+        self._recent_positions = array("q")
 
     # -- files ---------------------------------------------------------------------------
 
@@ -279,7 +298,10 @@ class LogSegment:
 
     def seal(self) -> None:
         """The segment stops being active: record its max timestamp in the time index
-        even if the index is full (Kafka's ``onBecomeInactiveSegment``)."""
+        even if the index is full (Kafka's ``onBecomeInactiveSegment``). Its recent
+        batches are forgotten: only active segments keep them, so that their memory
+        stays bounded by the partitions, not by the segments rolled while running."""
+        self._forget_recent_batches()
         self.ensure_indexes(None)
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(
@@ -374,6 +396,7 @@ class LogSegment:
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
         self.bytes_since_last_index_entry = 0
+        self._forget_recent_batches()
         next_offset: list[int] = []
 
         def on_batch(position: int, header: BatchHeader) -> None:
@@ -414,6 +437,11 @@ class LogSegment:
             os.ftruncate(self.fd, position)
             raise
         offset = first_offset
+        bases, lasts, positions = (
+            self._recent_bases,
+            self._recent_lasts,
+            self._recent_positions,
+        )
         for header in headers:
             last_offset = offset + header.last_offset_delta
             self._index_batch(
@@ -423,7 +451,17 @@ class LogSegment:
                 log_append_time if log_append_time >= 0 else header.max_timestamp,
             )
             offset = last_offset + 1
+            # The offset as written (a follower's copied batches may leave gaps).
+            base = peek_offset_and_length(buffer, header.position)[0]
+            bases.append(base)
+            lasts.append(base + header.last_offset_delta)
+            positions.append(position + header.position)
+        if len(bases) > 2 * RECENT_BATCHES:
+            del bases[:-RECENT_BATCHES], lasts[:-RECENT_BATCHES], positions[:-RECENT_BATCHES]
         self.size = position + len(buffer)
+
+    def _forget_recent_batches(self) -> None:
+        del self._recent_bases[:], self._recent_lasts[:], self._recent_positions[:]
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -436,6 +474,14 @@ class LogSegment:
     def batch_position(self, offset: int) -> int | None:
         """Position of the batch holding ``offset`` (the first batch ending at or after it),
         or None when the segment holds nothing at or after ``offset``."""
+        bases = self._recent_bases
+        if bases and offset >= bases[0]:
+            # What the scan below finds: the last batch starting at or before the offset
+            # (before a gap too), none past the end of the last one.
+            i = bisect_right(bases, offset) - 1
+            if i + 1 < len(bases) or offset <= self._recent_lasts[i]:
+                return self._recent_positions[i]
+            return None
         _, position = self.offset_index.lookup(offset)
         end = self.size
         previous = -1
@@ -467,7 +513,15 @@ class LogSegment:
         if start is None:
             return None
         end = self.size
-        if max_offset is not None:
+        bases = self._recent_bases
+        if max_offset is not None and bases and max_offset > bases[0]:
+            # The first batch at or after max_offset is a recent one, or none is.
+            j = bisect_left(bases, max_offset)
+            if j < len(bases):
+                end = self._recent_positions[j]
+            if end <= start:
+                return None
+        elif max_offset is not None:
             _, position = self.offset_index.lookup(max_offset)
             position = max(position, start)
             while position < end:

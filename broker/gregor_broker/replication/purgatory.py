@@ -5,6 +5,16 @@ by partition: a fetch waiting for data (``DelayedFetch``) and an acks=all produc
 for the high watermark (``DelayedProduce``), each completed when its partition changes or
 its time runs out. Gregor's replica manager keeps two ``Waiters`` (``append_waiters``,
 ``high_watermark_waiters``); a waiter re-checks its condition when woken.
+
+A fetch watches for what could answer it, as Kafka's ``DelayedFetch.tryComplete`` checks
+the log end offset for a follower and the high watermark (or last stable offset) for a
+consumer: a follower's fetch wakes on appends (``notify_appended``), a consumer's on the
+high watermark moving (``notify_committed``), and both on anything else about the
+partition (``notify``: leadership, a failed log dir). Woken by every append and every
+high watermark move, each acks=all message at RF=3 woke the consumer's fetch once (the
+append, which it cannot read before the followers have it) and the first follower's
+fetch once (the high watermark, which gives it nothing to copy): a task step and a read
+of the partition each, on the leader, on the round trip's critical path.
 """
 
 from __future__ import annotations
@@ -19,15 +29,20 @@ class Waiters:
     """Futures waiting on something per partition; notify wakes them all."""
 
     def __init__(self) -> None:
+        # Waiting for appends (and everything else); waiting for the high watermark
+        # (and everything else): ``watch(committed=...)`` says which.
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self._committed: dict[TopicPartition, set[asyncio.Future[None]]] = {}
 
     async def wait_any(self, keys: Iterable[TopicPartition], timeout: float) -> None:
         """Until one of ``keys`` is notified or ``timeout`` seconds pass."""
         keys = list(keys)
         await self.wait_watched(self.watch(keys), keys, timeout)
 
-    def watch(self, keys: list[TopicPartition]) -> asyncio.Future[None]:
-        """A future set when one of ``keys`` is notified, registered now.
+    def watch(self, keys: list[TopicPartition], *, committed: bool = False) -> asyncio.Future[None]:
+        """A future set when one of ``keys`` is notified, registered now. ``committed``:
+        a reader of committed data only (a consumer's fetch), which ``notify_appended``
+        leaves alone; otherwise ``notify_committed`` does.
 
         A request that found nothing to answer must watch in the same call that looked
         (Kafka's tryCompleteElseWatch): a fetch handler that only returns a coroutine
@@ -35,8 +50,9 @@ class Waiters:
         fetch then waited its whole max wait (500 ms for a follower, one acks=all round
         trip stalled)."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters = self._committed if committed else self._waiters
         for key in keys:
-            self._waiters.setdefault(key, set()).add(future)
+            waiters.setdefault(key, set()).add(future)
         return future
 
     async def wait_watched(
@@ -57,25 +73,46 @@ class Waiters:
             self.unwatch(future, keys)
 
     def unwatch(self, future: asyncio.Future[None], keys: list[TopicPartition]) -> None:
-        for key in keys:
-            waiters = self._waiters.get(key)
-            if waiters is not None:
-                waiters.discard(future)
-                if not waiters:
-                    del self._waiters[key]
+        for by_key in (self._waiters, self._committed):
+            for key in keys:
+                waiters = by_key.get(key)
+                if waiters is not None:
+                    waiters.discard(future)
+                    if not waiters:
+                        del by_key[key]
 
     def pending(self) -> int:
         """Requests waiting (Kafka's purgatory size); one may wait on several keys."""
-        return len({future for futures in self._waiters.values() for future in futures})
+        return len(
+            {
+                future
+                for by_key in (self._waiters, self._committed)
+                for futures in by_key.values()
+                for future in futures
+            }
+        )
 
     def notify(self, key: TopicPartition) -> None:
-        # Every future of the key is set, so none stays watching it: a future whose
-        # waiter never ran (its request dropped before its first step) goes too.
-        waiters = self._waiters.pop(key, None)
-        if waiters:
-            for future in waiters:
-                if not future.done():
-                    future.set_result(None)
+        """Wake every waiter of ``key``: something other than its data changed."""
+        _wake(self._waiters.pop(key, None))
+        _wake(self._committed.pop(key, None))
+
+    def notify_appended(self, key: TopicPartition) -> None:
+        """Records were appended to ``key``'s log: wake all but committed-only readers."""
+        _wake(self._waiters.pop(key, None))
+
+    def notify_committed(self, key: TopicPartition) -> None:
+        """``key``'s high watermark moved: wake committed-only readers."""
+        _wake(self._committed.pop(key, None))
+
+
+def _wake(waiters: set[asyncio.Future[None]] | None) -> None:
+    # Every future of the key is set, so none stays watching it: a future whose waiter
+    # never ran (its request dropped before its first step) goes too.
+    if waiters:
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
 
 
 def _expire(future: asyncio.Future[None]) -> None:

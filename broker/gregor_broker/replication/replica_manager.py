@@ -8,8 +8,9 @@ leader's append rule is ``Partition.append_as_leader``, the log's own checks are
 ``PartitionLog``'s, and the per-partition read of a Fetch is ``fetch_reader.py``.
 
 Two waiters live here (``purgatory.py``, Kafka's purgatories): fetches waiting for data
-(``append_waiters``, woken when data or the high watermark moves) and acks=all
-produces waiting for the high watermark to pass their last offset.
+(``append_waiters``: a follower's woken by appends, a consumer's by the high watermark
+moving, both by leadership changes and failed log dirs) and acks=all produces waiting
+for the high watermark to pass their last offset.
 
 A failed log dir (``LogManager.log_dir_failed``, on any ``OSError`` writing to it) takes
 its partitions offline here, as Kafka's ``ReplicaManager.handleLogDirFailure`` does: they
@@ -276,7 +277,9 @@ class ReplicaManager:
         if partition.maybe_advance_high_watermark(self.broker_id):
             key = (partition.topic, partition.index)
             self.high_watermark_waiters.notify(key)
-            self.append_waiters.notify(key)
+            # Consumers' fetches only: a follower's copies up to the log end, and a high
+            # watermark move gives it nothing new (Kafka's DelayedFetch: the log end).
+            self.append_waiters.notify_committed(key)
 
     def record_follower_fetch(self, partition: Partition, replica_id: int, offset: int) -> None:
         """The leader side of a follower's fetch: its progress, the HW, ISR growth."""
@@ -569,7 +572,9 @@ class ReplicaManager:
         counters.messages_in += messages
         counters.bytes_in += len(records)
         key = (topic, index)
-        self.append_waiters.notify(key)  # followers long-polling for data
+        # Followers long-polling for data; consumers wait for the high watermark (at
+        # RF=1 it moves just below).
+        self.append_waiters.notify_appended(key)
         self._after_high_watermark_inputs_changed(partition)
         return result
 
@@ -605,7 +610,7 @@ class ReplicaManager:
             )
         except OSError as error:
             raise self.storage_failed(partition, error) from error
-        self.append_waiters.notify((topic, index))
+        self.append_waiters.notify_appended((topic, index))
         self._after_high_watermark_inputs_changed(partition)
         return result
 
@@ -699,6 +704,8 @@ class ReplicaManager:
         except OSError as error:
             self.storage_failed(partition, error)
             return
+        # Consumers fetching from this follower (KIP-392) too: the leader's high
+        # watermark that came with these records is applied in the same callback.
         self.append_waiters.notify((partition.topic, partition.index))
 
     async def stop(self) -> None:

@@ -16,7 +16,9 @@ from log_helpers import (
 )
 
 from gregor_broker.log import LogConfig, OffsetOutOfRange, PartitionLog, UnexpectedAppendOffset
+from gregor_broker.log.segment import RECENT_BATCHES
 from gregor_broker.protocol.record_batch import HEADER_SIZE, scan_batches
+from gregor_broker.protocol.records import Record, make_batch
 
 
 @pytest.fixture
@@ -320,3 +322,49 @@ def test_follower_keeps_the_leaders_log_append_time(tmp_path, clock):
     buffer = bytearray(copied)
     follower.append(buffer, scan_batches(buffer), assign_offsets=False)
     assert bytes(slice_bytes(follower.read(0, 1000))) == copied
+
+
+def _every_read(log: PartitionLog) -> list[tuple[int, int | None, object]]:
+    """Each offset's read (position and size, or None), with and without a max offset."""
+    reads: list[tuple[int, int | None, object]] = []
+    for offset in range(log.log_start_offset, log.log_end_offset + 1):
+        for max_offset in (None, offset + 1, offset + 3, log.log_end_offset):
+            found = log.read(offset, 1 << 20, max_offset=max_offset)
+            reads.append((offset, max_offset, found and (found.position, found.size)))
+            found = log.read(offset, 1, max_offset=max_offset)
+            reads.append((offset, max_offset, found and (found.position, found.size)))
+    return reads
+
+
+def _scanned(log: PartitionLog) -> list[tuple[int, int | None, object]]:
+    """``_every_read`` with the segments' recent batches forgotten: from the offset index
+    and the batch headers on disk only."""
+    for segment in log._segments:
+        segment._forget_recent_batches()
+    return _every_read(log)
+
+
+def test_reads_near_the_log_end_answer_from_memory_as_from_the_index(tmp_path, clock):
+    """A segment remembers its last appended batches, so that readers just behind the log
+    end (followers, caught-up consumers) skip stepping through batch headers on disk: the
+    answers must be exactly those of the index and headers, gaps and cuts included."""
+    log = open_log(tmp_path, clock, index_interval_bytes=100)
+    for i in range(3 * RECENT_BATCHES):  # past the trimming of the recent batches
+        produce(log, batch(1 + i % 3, value_size=20))
+    from_memory = _every_read(log)
+    assert from_memory == _scanned(log)
+
+    # A follower copies compacted batches: offsets with gaps between the batches.
+    follower = PartitionLog.open(tmp_path / "replica-0", LogConfig(), now_ms=clock)
+    copied = bytearray()
+    for base in (0, 3, 9, 12, 20, 22, 40):
+        copied += make_batch([Record(0, 0, b"k", b"v"), Record(1, 0, b"k", b"w")], base_offset=base)
+    follower.append(copied, scan_batches(copied), assign_offsets=False)
+    assert _every_read(follower) == _scanned(follower)
+
+    # Cut back, then appended again: what is remembered follows the file.
+    produce(follower, batch(2))
+    follower.truncate_to(21)
+    produce(follower, batch(3))
+    from_memory = _every_read(follower)
+    assert from_memory == _scanned(follower)

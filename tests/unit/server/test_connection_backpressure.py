@@ -86,6 +86,56 @@ def test_a_waiting_request_mutes_the_connection_and_the_rest_follow_in_order() -
     assert reading_again
 
 
+def test_a_waiting_request_mutes_the_connection_only_once_bytes_arrive_behind_it() -> None:
+    """A long-polling fetch's client sends nothing until it is answered: muting at once
+    cost two epoll_ctl calls per fetch for nothing. Bytes behind it still mute it, and
+    nothing behind it is taken before it is answered."""
+
+    async def scenario() -> tuple[bool, bool, list[int], list[int], bool]:
+        release: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        handled: list[int] = []
+
+        def handler(_connection: Connection, frame: memoryview):
+            (number,) = struct.unpack_from(">i", frame)
+            handled.append(number)
+            if number == 0:
+                return _after(release, _frame(number))
+            return _frame(number)
+
+        server, port, connections = await _serve(handler)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(_frame(0))
+        await writer.drain()
+        await asyncio.sleep(0.3)
+        (connection,) = connections
+        reading_while_alone = connection.transport.is_reading()
+        writer.write(_frame(1) + _frame(2)[:5])  # one frame and part of another behind it
+        await writer.drain()
+        await asyncio.sleep(0.3)
+        muted_behind = not connection.transport.is_reading()
+        handled_while_waiting = list(handled)
+        release.set_result(None)
+        writer.write(_frame(2)[5:])
+        answers = [
+            struct.unpack(">ii", await asyncio.wait_for(reader.readexactly(8), 10))[1]
+            for _ in range(3)
+        ]
+        reading_again = connection.transport.is_reading()
+        writer.close()
+        server.close()
+        await server.wait_closed()
+        return reading_while_alone, muted_behind, handled_while_waiting, answers, reading_again
+
+    reading_while_alone, muted_behind, handled_while_waiting, answers, reading_again = asyncio.run(
+        scenario()
+    )
+    assert reading_while_alone, "a lone waiting request muted the connection"
+    assert muted_behind, "the connection kept reading behind a waiting request"
+    assert handled_while_waiting == [0], "a request was taken behind one still in flight"
+    assert answers == [0, 1, 2]
+    assert reading_again
+
+
 def test_frames_pipelined_in_one_write_are_taken_in_turns_with_other_connections() -> None:
     """A flood in one write must not keep another connection waiting for all of it."""
     flood = 2000

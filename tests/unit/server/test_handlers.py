@@ -218,7 +218,7 @@ def test_produce_with_invalid_acks_appends_nothing(services: Services) -> None:
 # -- Fetch -------------------------------------------------------------------------------
 
 
-def fetch_request(version: int, offset: int, max_wait_ms: int = 0) -> Any:
+def fetch_request(version: int, offset: int, max_wait_ms: int = 0, isolation_level: int = 0) -> Any:
     return request(
         FETCH,
         version,
@@ -227,7 +227,7 @@ def fetch_request(version: int, offset: int, max_wait_ms: int = 0) -> Any:
             "max_wait": datetime.timedelta(milliseconds=max_wait_ms),
             "min_bytes": 1,
             "max_bytes": 1 << 20,
-            "isolation_level": 0,
+            "isolation_level": isolation_level,
             "session_id": 0,
             "session_epoch": -1,
             "topics": [
@@ -344,6 +344,85 @@ def test_a_produce_before_the_waiting_fetch_first_runs_still_wakes_it(services: 
     assert partition.high_watermark == 1
     assert waited < 10, f"the fetch waited {waited:.1f} s for data it could have read"
     assert services.replica_manager.append_waiters.pending() == 0
+
+
+def lead_replicated(services: Services) -> Any:
+    """``TOPIC`` partition 0 led here with followers 2 and 3 in the ISR: an append is
+    committed only once both fetched past it. Returns the partition."""
+    services.metadata.set_topic(TOPIC, TopicAssignment.of({0: [BROKER_ID, 2, 3]}, TOPIC_ID))
+    state = PartitionState(controller_epoch=1, leader=BROKER_ID, leader_epoch=0, isr=(1, 2, 3))
+    services.metadata.set_partition_state(TOPIC, 0, state, version=0)
+    services.replica_manager.reconcile(services.metadata.take_changed_topics())
+    return services.replica_manager.partitions[(TOPIC, 0)]
+
+
+def test_fetches_wake_only_for_what_can_answer_them(services: Services) -> None:
+    """Kafka's DelayedFetch: a follower's fetch completes on data at the log end, a
+    consumer's on data below the high watermark. Woken by every append and every high
+    watermark move, each acks=all message at RF=3 cost the leader two futile wake-ups
+    (the consumer's fetch by the append, the first follower's by the high watermark)."""
+    partition = lead_replicated(services)
+    replicas = services.replica_manager
+    waiters = replicas.append_waiters
+    key = [(TOPIC, 0)]
+
+    async def scenario() -> None:
+        consumer = waiters.watch(key, committed=True)
+        follower_2 = waiters.watch(key)
+        follower_3 = waiters.watch(key)
+        replicas.append(TOPIC, 0, batch(b"a"), -1)
+        assert follower_2.done() and follower_3.done(), "followers wake to copy the append"
+        assert not consumer.done(), "a consumer cannot read it before the HW moves"
+
+        follower_2 = waiters.watch(key)  # follower 2 copied it and fetches again
+        replicas.record_follower_fetch(partition, 2, 1)
+        assert partition.log.high_watermark == 0 and not consumer.done()
+        replicas.record_follower_fetch(partition, 3, 1)  # the high watermark moves
+        assert partition.log.high_watermark == 1
+        assert consumer.done(), "a consumer wakes as soon as the HW covers the data"
+        assert not follower_2.done(), "the HW gives a caught-up follower nothing to copy"
+
+        # Anything else about the partition wakes every kind of fetch.
+        consumer = waiters.watch(key, committed=True)
+        state = PartitionState(controller_epoch=1, leader=2, leader_epoch=1, isr=(1, 2, 3))
+        services.metadata.set_partition_state(TOPIC, 0, state, version=1)
+        replicas.reconcile(services.metadata.take_changed_topics())
+        assert consumer.done() and follower_2.done(), "leadership moved: both re-check"
+        assert waiters.pending() == 0
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("isolation_level", [0, 1])
+def test_a_waiting_consumer_fetch_answers_once_the_followers_have_the_data(
+    services: Services, isolation_level: int
+) -> None:
+    partition = lead_replicated(services)
+    replicas = services.replica_manager
+    fetch = fetch_request(11, 0, 30_000, isolation_level)
+
+    async def scenario() -> tuple[Any, float]:
+        loop = asyncio.get_running_loop()
+        waiting = handle_fetch(services, context(FETCH, 11), fetch)
+        assert asyncio.iscoroutine(waiting), "nothing committed yet: the fetch waits"
+        task = asyncio.ensure_future(waiting)
+        await asyncio.sleep(0.01)
+        replicas.append(TOPIC, 0, batch(b"a"), -1)
+        await asyncio.sleep(0.01)
+        assert not task.done(), "appended, not committed: nothing to answer yet"
+        replicas.record_follower_fetch(partition, 2, 1)
+        started = loop.time()
+        replicas.record_follower_fetch(partition, 3, 1)
+        response = await asyncio.wait_for(task, 20)
+        return response, loop.time() - started
+
+    response, waited = asyncio.run(scenario())
+    answer = fetched(11, response).responses[0].partitions[0]
+    assert answer.error_code == ErrorCode.none
+    assert answer.high_watermark == 1
+    assert bytes(answer.records), "the committed record comes back"
+    assert waited < 10, f"the fetch waited {waited:.1f} s after the high watermark moved"
+    assert replicas.append_waiters.pending() == 0
 
 
 # -- Metadata ----------------------------------------------------------------------------

@@ -91,7 +91,9 @@ def handle_fetch(
         return _respond(context, topics, read, fetch)
     # Watched now, in the call that found too little: an append before the coroutine's
     # first step still wakes it.
-    watched = broker.replica_manager.append_waiters.watch(read.keys)
+    # A consumer's fetch (it reads up to the high watermark) wakes when the high
+    # watermark moves, a follower's when records are appended.
+    watched = broker.replica_manager.append_waiters.watch(read.keys, committed=replica_id < 0)
     return _wait_and_respond(broker, context, read, fetch, max_wait_ms, watched)
 
 
@@ -137,7 +139,7 @@ async def _wait_and_respond(
         topics, total = read.once()
         if total >= read.request.min_bytes or read.had_error or read.redirected:
             return _respond(context, topics, read, fetch)
-        watched = waiters.watch(read.keys)
+        watched = waiters.watch(read.keys, committed=read.replica_id < 0)
     waiters.unwatch(watched, read.keys)
     topics, _total = read.once()
     return _respond(context, topics, read, fetch)
