@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -44,11 +45,44 @@ def class_data_archive(java: str) -> tuple[Path, Path]:
     return archive, pending
 
 
+# Ports handed out below the kernel's ephemeral range start here.
+_LOWEST_FREE_PORT = 10000
+_PICK = random.SystemRandom()  # not the random module's state, which forks copy
+
+
 def free_port() -> int:
-    """An unused TCP port on 127.0.0.1 (the kernel picks it)."""
-    with socket.socket() as sock:
+    """An unused TCP port on 127.0.0.1, below the kernel's ephemeral port range.
+
+    The port is free now, but it is bound later, by another process (a broker, ZooKeeper),
+    often more than once (restarts keep it). A port the kernel picks with ``bind(0)``
+    comes from the ephemeral range, where any outgoing connection may take it as its
+    source port in the meantime: under the test suite's load a broker then failed with
+    "address already in use" (CI). Below the range only another ``free_port`` caller can
+    pick it, at random, one chance in about 20,000.
+    """
+    ephemeral_low = _ephemeral_port_range()[0]
+    if ephemeral_low - _LOWEST_FREE_PORT >= 1000:
+        for _ in range(100):
+            port = _PICK.randrange(_LOWEST_FREE_PORT, ephemeral_low)
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
+    with socket.socket() as sock:  # no room below the range: the kernel picks
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _ephemeral_port_range() -> tuple[int, int]:
+    """The kernel's range of source ports for outgoing connections (Linux's default
+    when it cannot be read)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
 
 
 def four_letter_word(port: int, word: str, timeout: float = 1.0, host: str = "127.0.0.1") -> str:
