@@ -290,7 +290,7 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
             admin.request_preferred_replica_election(partitions)
         except (ZooKeeperUnavailable, *CONNECTION_ERRORS) as error:
             metrics.RECONCILE_ERRORS.labels("GregorCluster").inc()
-            log.warning("cluster %s: preferred leader check: %s", name, error)
+            log.warning("cluster %s: preferred leader check: %s", name, str(error) or repr(error))
             return
         message = f"preferred leader election for {len(partitions)} partitions"
         log.info("cluster %s: %s", name, message)
@@ -316,7 +316,7 @@ def register(registry: kopf.OperatorRegistry, ctx: Context, periodic: Periodic) 
             step(body, patch)
         except (ZooKeeperUnavailable, *CONNECTION_ERRORS) as error:
             metrics.RECONCILE_ERRORS.labels("GregorCluster").inc()
-            log.warning("cluster %s: %s", metadata["name"], error)
+            log.warning("cluster %s: %s", metadata["name"], str(error) or repr(error))
             return
         if patch:
             api().patch_custom_status("gregorclusters", metadata["namespace"], metadata["name"],
