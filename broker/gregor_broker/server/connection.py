@@ -108,19 +108,6 @@ def is_awaitable(value: Any) -> bool:
     return hasattr(type(value), "__await__")
 
 
-def _cork(sock: Any, on: bool) -> bool:
-    """Set ``TCP_CORK`` on a TCP socket; False where there is none (a Unix socket, a
-    platform without it) or the socket is gone."""
-    cork = getattr(socket, "TCP_CORK", None)
-    if cork is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
-        return False
-    try:
-        sock.setsockopt(socket.IPPROTO_TCP, cork, int(on))
-    except OSError:
-        return False
-    return True
-
-
 class SendfileCounter:
     """Bytes and calls that went from a file to a socket through ``sendfile(2)``."""
 
@@ -603,13 +590,6 @@ class Connection(asyncio.BufferedProtocol):
 
         The transport's buffer must be empty before bytes go to the socket directly,
         or they would overtake what the transport still holds.
-
-        The socket is corked (``TCP_CORK``) while the parts go out, so that a fetch
-        response leaves as full segments, not as its header alone and then its records:
-        the connection runs with ``TCP_NODELAY``, so each ``write`` was sent at once, and
-        on loopback a send does the receiver's work too and wakes it (the header's write
-        was 9 % of an RF=3 leader's time, batched, and woke each follower twice per
-        response). Uncorking pushes what is left.
         """
         transport = self.transport
         assert transport is not None
@@ -618,14 +598,7 @@ class Connection(asyncio.BufferedProtocol):
             return
         await self._wait_transport_empty()
         sock = transport.get_extra_info("socket")
-        corked = len(parts) > 1 and _cork(sock, True)
-        try:
-            await self._write_parts_to(sock.fileno(), parts)
-        finally:
-            if corked and not self._closed:
-                _cork(sock, False)
-
-    async def _write_parts_to(self, fileno: int, parts: list[Any]) -> None:
+        fileno = sock.fileno()
         loop = asyncio.get_running_loop()
         counter = self.sendfile_counter
         for part in parts:
