@@ -8,6 +8,8 @@ and the leader sends none of them.
 
 from __future__ import annotations
 
+import time
+
 import confluent_kafka
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -110,3 +112,55 @@ def test_without_a_selector_a_racked_consumer_reads_from_the_leader(broker_facto
 
     assert all(follower_served_bytes(port) == 0 for _, port in brokers.values())
     assert topic_bytes_out(brokers[1][1], topic) > 0
+
+
+def test_a_consumer_waiting_at_a_follower_gets_a_record_once_the_follower_knows_it_committed(
+    broker_factory,
+):
+    """A consumer parked at the follower with a long ``fetch.wait.max.ms`` (10 s): a new
+    record reaches the follower before the leader's high watermark passes it, so the
+    consumer can only be answered when a later fetch answer brings the higher high
+    watermark and no records. That must wake it: without, it waited its whole 10 s."""
+    brokers = start_racked_brokers(
+        broker_factory,
+        **{"replica.selector.class": RACK_AWARE, "replica.fetch.wait.max.ms": "200"},
+    )
+    bootstrap = ",".join(process.bootstrap for process, _ in brokers.values())
+    topic = unique_topic("ff-wait")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2, 3]])])
+    futures[topic].result(TIMEOUT)
+    client = producer(bootstrap, acks="all")
+    client.produce(topic, value=b"first", partition=0)
+    assert client.flush(TIMEOUT) == 0
+    reader = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique_topic("ff-wait-group"),
+            "client.rack": "b",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 10_000,
+        }
+    )
+    try:
+        reader.assign([TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+        first = reader.consume(1, timeout=TIMEOUT)
+        assert [m.value() for m in first if m.error() is None] == [b"first"]
+        served_before = follower_served_bytes(brokers[2][1])
+        assert served_before > 0  # the follower in rack b serves this consumer
+        time.sleep(1)  # the consumer's next fetch is parked at the follower
+        latencies = []
+        for value in (b"second", b"third", b"fourth"):
+            sent = time.monotonic()
+            client.produce(topic, value=value, partition=0)
+            assert client.flush(TIMEOUT) == 0
+            got = reader.consume(1, timeout=TIMEOUT)
+            latencies.append(time.monotonic() - sent)
+            assert [m.value() for m in got if m.error() is None] == [value]
+            time.sleep(0.5)
+        print("record to consumer at the follower, s:", [round(s, 3) for s in latencies])
+        # Each within a few of the followers' 200 ms fetch waits, far below the 10 s.
+        assert max(latencies) < 3.0, latencies
+        assert follower_served_bytes(brokers[2][1]) > served_before
+    finally:
+        reader.close()

@@ -46,6 +46,8 @@ class FollowerLogs(Protocol):
         self, partition: Partition, buffer: bytearray, headers: list[BatchHeader]
     ) -> None: ...
 
+    def follower_high_watermark_moved(self, partition: Partition) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -478,7 +480,8 @@ class ReplicaFetcher:
                     self.manager.append_as_follower(partition, buffer, headers)
         # Matches Kafka: a follower's high watermark is the leader's, capped at its own
         # log end offset, and never moves back.
-        partition_log.maybe_increment_high_watermark(data.high_watermark)
+        if partition_log.maybe_increment_high_watermark(data.high_watermark):
+            self.manager.follower_high_watermark_moved(partition)
         return True
 
 

@@ -708,6 +708,14 @@ class ReplicaManager:
         # watermark that came with these records is applied in the same callback.
         self.append_waiters.notify((partition.topic, partition.index))
 
+    def follower_high_watermark_moved(self, partition: Partition) -> None:
+        """The leader's high watermark, copied by this follower, moved: consumers fetching
+        from this replica (KIP-392) may read further. An answer with no records but a
+        higher high watermark (the followers' fetch after the one that copied the
+        records) woke nobody, and such a consumer waited its whole ``fetch.max.wait.ms``
+        for records the follower had and could serve."""
+        self.append_waiters.notify_committed((partition.topic, partition.index))
+
     async def stop(self) -> None:
         await self.fetchers.stop()
 

@@ -28,6 +28,9 @@ class Logs:
     ) -> None:
         partition.log.append_as_follower(buffer, headers)
 
+    def follower_high_watermark_moved(self, partition: Partition) -> None:
+        pass
+
 
 def _followed(tmp_path: Path) -> FollowedPartition:
     log = PartitionLog.open(tmp_path / "chaos-0", LogConfig(), now_ms=lambda: 0)
