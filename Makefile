@@ -17,7 +17,8 @@ BROKERS ?= 3
 RACKS ?= a,b,c
 DATA_DIR ?= $(CURDIR)/.gregor
 # make test: pytest-xdist workers (--dist loadgroup: tests marked xdist_group share a
-# worker, so the Spark tests start one SparkSession, not one per worker). Tests mostly
+# worker, so the Spark tests start one SparkSession, not one per worker; pyproject.toml
+# keeps pytest below 9.2, under which the groups are lost). Tests mostly
 # wait on broker and ZooKeeper processes, so
 # more workers than cores pays: on 2 cores the suite took 198 s with -n 2, 116 s with -n 4
 # and 153 s with -n 6.
