@@ -38,6 +38,17 @@ def start_racked_brokers(broker_factory, **properties):
     return brokers
 
 
+def racked_topic(brokers, prefix: str) -> tuple[str, str]:
+    """The brokers' bootstrap and a new one-partition topic led by broker 1 (rack a),
+    followed by 2 (rack b) and 3 (rack c)."""
+    bootstrap = ",".join(process.bootstrap for process, _ in brokers.values())
+    topic = unique_topic(prefix)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2, 3]])])
+    futures[topic].result(TIMEOUT)
+    return bootstrap, topic
+
+
 def follower_served_bytes(metrics_port: int) -> float:
     return scrape(metrics_port).get("gregor_fetch_from_follower_bytes_total", 0.0)
 
@@ -74,12 +85,7 @@ def consume_all(bootstrap: str, topic: str, count: int, rack: str) -> list[bytes
 
 def test_a_consumer_reads_from_the_replica_in_its_own_rack(broker_factory):
     brokers = start_racked_brokers(broker_factory, **{"replica.selector.class": RACK_AWARE})
-    bootstrap = ",".join(process.bootstrap for process, _ in brokers.values())
-    topic = unique_topic("ff")
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    # Leader 1 (rack a), followers 2 (rack b) and 3 (rack c).
-    futures = admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2, 3]])])
-    futures[topic].result(TIMEOUT)
+    bootstrap, topic = racked_topic(brokers, "ff")
     values = [f"value-{i}".encode() for i in range(200)]
     client = producer(bootstrap, acks="all")
     deliveries = Deliveries()
@@ -98,11 +104,7 @@ def test_a_consumer_reads_from_the_replica_in_its_own_rack(broker_factory):
 
 def test_without_a_selector_a_racked_consumer_reads_from_the_leader(broker_factory):
     brokers = start_racked_brokers(broker_factory)
-    bootstrap = ",".join(process.bootstrap for process, _ in brokers.values())
-    topic = unique_topic("ff-leader")
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2, 3]])])
-    futures[topic].result(TIMEOUT)
+    bootstrap, topic = racked_topic(brokers, "ff-leader")
     client = producer(bootstrap, acks="all")
     for i in range(20):
         client.produce(topic, value=str(i).encode(), partition=0)
@@ -125,11 +127,7 @@ def test_a_consumer_waiting_at_a_follower_gets_a_record_once_the_follower_knows_
         broker_factory,
         **{"replica.selector.class": RACK_AWARE, "replica.fetch.wait.max.ms": "200"},
     )
-    bootstrap = ",".join(process.bootstrap for process, _ in brokers.values())
-    topic = unique_topic("ff-wait")
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2, 3]])])
-    futures[topic].result(TIMEOUT)
+    bootstrap, topic = racked_topic(brokers, "ff-wait")
     client = producer(bootstrap, acks="all")
     client.produce(topic, value=b"first", partition=0)
     assert client.flush(TIMEOUT) == 0
