@@ -259,6 +259,52 @@ def run_client(kind: str, spec: dict[str, Any], timeout: float) -> dict[str, Any
     return run_process("bench.clients", [kind, "--spec", json.dumps(spec)], timeout)
 
 
+def run_latency_clients(
+    target: Target, topic: str, rate: int, messages: int, seconds: float, acks: int = 1
+) -> dict[str, Any]:
+    """``messages`` 1 KiB messages offered at ``rate`` msg/s to ``topic`` (which exists)
+    by ``bench.clients latency-producer``, stamped and read back by ``latency-consumer``
+    (started first): the consumer's figures (``p50_ms``, ``p99_ms``, ...) and the
+    producer's achieved ``producer_rate``."""
+    spec = {
+        "bootstrap": target.bootstrap,
+        "topic": topic,
+        "size": KIB,
+        "acks": acks,
+        "rate": rate,
+        "messages": messages,
+        "seconds": seconds,
+        "broker_pids": target.pids,
+    }
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    consumer = subprocess.Popen(
+        [sys.executable, "-m", "bench.clients", "latency-consumer", "--spec", json.dumps(spec)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert consumer.stdout is not None
+        ready = consumer.stdout.readline()
+        if ready.strip() != "ready":
+            raise MeasurementFailed(f"latency consumer did not start: {ready!r}")
+        producer = run_client("latency-producer", spec, timeout=seconds * 3 + 120)
+        out, err = consumer.communicate(timeout=seconds + 120)
+        if consumer.returncode != 0:
+            raise MeasurementFailed(f"latency consumer exited {consumer.returncode}: {err[-2000:]}")
+        result = json.loads(out.strip().splitlines()[-1])
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.wait()
+    if result["messages"] < messages:
+        raise MeasurementFailed(f"latency consumer got {result['messages']} of {messages}")
+    result["producer_rate"] = producer["rate"]
+    return result
+
+
 class Harness:
     def __init__(self, settings: Settings, args: argparse.Namespace) -> None:
         self.settings = settings
@@ -885,46 +931,10 @@ class Harness:
     ) -> dict[str, Any]:
         topic = self.topic_name("latency")
         target.create_topic(topic, 1)
-        spec = {
-            "bootstrap": target.bootstrap,
-            "topic": topic,
-            "size": KIB,
-            "acks": acks,
-            "rate": rate,
-            "messages": messages,
-            "seconds": seconds,
-            "broker_pids": target.pids,
-        }
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
-        consumer = subprocess.Popen(
-            [sys.executable, "-m", "bench.clients", "latency-consumer", "--spec", json.dumps(spec)],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
         try:
-            assert consumer.stdout is not None
-            ready = consumer.stdout.readline()
-            if ready.strip() != "ready":
-                raise MeasurementFailed(f"latency consumer did not start: {ready!r}")
-            producer = run_client("latency-producer", spec, timeout=seconds * 3 + 120)
-            out, err = consumer.communicate(timeout=seconds + 120)
-            if consumer.returncode != 0:
-                raise MeasurementFailed(
-                    f"latency consumer exited {consumer.returncode}: {err[-2000:]}"
-                )
-            result = json.loads(out.strip().splitlines()[-1])
+            return run_latency_clients(target, topic, rate, messages, seconds, acks)
         finally:
-            if consumer.poll() is None:
-                consumer.kill()
-                consumer.wait()
             target.delete_topic(topic)
-        if result["messages"] < messages:
-            raise MeasurementFailed(f"latency consumer got {result['messages']} of {messages}")
-        result["producer_rate"] = producer["rate"]
-        return result
 
     # 3 brokers: replication and failover ---------------------------------------------
     def measure_replicated(self, gregor: Target) -> None:

@@ -37,6 +37,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from .harness import run_latency_clients
 from .targets import GregorClusterTarget, process_cpu_seconds
 
 
@@ -74,40 +75,10 @@ def _sample(target: GregorClusterTarget) -> list[tuple[float, tuple[int, int], d
 
 
 def _paced(target: GregorClusterTarget, topic: str, rate: int, seconds: float) -> dict:
-    """One latency run (``bench.clients latency-consumer`` + ``latency-producer``) at
-    ``rate`` msg/s: the consumer's percentiles and the number of messages."""
+    """One latency run at ``rate`` msg/s (the latency rows' clients): the consumer's
+    percentiles and the number of messages."""
     messages = max(int(rate * seconds), 1)
-    spec = {
-        "bootstrap": target.bootstrap,
-        "topic": topic,
-        "size": 1024,
-        "acks": -1,
-        "rate": rate,
-        "messages": messages,
-        "seconds": seconds,
-        "broker_pids": target.pids,
-    }
-    consumer = subprocess.Popen(
-        [sys.executable, "-m", "bench.clients", "latency-consumer", "--spec", json.dumps(spec)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert consumer.stdout is not None
-        if consumer.stdout.readline().strip() != "ready":
-            raise RuntimeError("latency consumer did not start")
-        subprocess.run(
-            [sys.executable, "-m", "bench.clients", "latency-producer", "--spec", json.dumps(spec)],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        out, _ = consumer.communicate(timeout=seconds + 120)
-    finally:
-        if consumer.poll() is None:
-            consumer.kill()
-            consumer.wait()
-    result = json.loads(out.strip().splitlines()[-1])
+    result = run_latency_clients(target, topic, rate, messages, seconds, acks=-1)
     return {**result, "messages": messages, "seconds": seconds}
 
 
