@@ -47,29 +47,45 @@ def class_data_archive(java: str) -> tuple[Path, Path]:
 
 # Ports handed out below the kernel's ephemeral range start here.
 _LOWEST_FREE_PORT = 10000
-_PICK = random.SystemRandom()  # not the random module's state, which forks copy
+# This process's next candidate: a walk upwards from a random start (set on first use,
+# again after a fork, so that forked processes do not walk in step), in steps that leave
+# room after each port handed out for callers that take the next few too (a base port
+# for three brokers).
+_next_port: tuple[int, int] | None = None  # (pid, offset from _LOWEST_FREE_PORT)
+_STRIDE = 10
 
 
 def free_port() -> int:
     """An unused TCP port on 127.0.0.1, below the kernel's ephemeral port range.
 
     The port is free now, but it is bound later, by another process (a broker, ZooKeeper),
-    often more than once (restarts keep it). A port the kernel picks with ``bind(0)``
+    often more than once (restarts keep it). A port the kernel hands out with ``bind(0)``
     comes from the ephemeral range, where any outgoing connection may take it as its
     source port in the meantime: under the test suite's load a broker then failed with
     "address already in use" (CI). Below the range only another ``free_port`` caller can
-    pick it, at random, one chance in about 20,000.
+    pick it. Each process walks the range upwards from a random start instead of picking
+    at random: random picks by four test workers, thousands over a run, met the birthday
+    problem (CI: two picked the same port before either bound it); walks from different
+    starts cross only where one has long passed.
     """
+    global _next_port
     ephemeral_low = _ephemeral_port_range()[0]
-    if ephemeral_low - _LOWEST_FREE_PORT >= 1000:
-        for _ in range(100):
-            port = _PICK.randrange(_LOWEST_FREE_PORT, ephemeral_low)
+    span = ephemeral_low - _LOWEST_FREE_PORT
+    if span >= 1000:
+        pid = os.getpid()
+        if _next_port is None or _next_port[0] != pid:
+            _next_port = (pid, random.SystemRandom().randrange(span))
+        offset = _next_port[1]
+        for _ in range(200):
+            port = _LOWEST_FREE_PORT + offset % span
+            offset += _STRIDE
             with socket.socket() as sock:
                 try:
                     sock.bind(("127.0.0.1", port))
                 except OSError:
                     continue
-                return port
+            _next_port = (pid, offset)
+            return port
     with socket.socket() as sock:  # no room below the range: the kernel picks
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
