@@ -7,7 +7,10 @@ import time
 import confluent_kafka
 import confluent_kafka.admin
 
-from .broker_helpers import consume_values, create_topic, produce_values, wait_for
+from gregor_broker.devtools.zookeeper_server import free_port
+
+from ..cluster_fixtures import every_broker_knows_the_others
+from .broker_helpers import consume_values, create_topic, produce_values, scrape, wait_for
 
 
 def _describe(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
@@ -79,3 +82,40 @@ def test_acks_all_fails_with_not_enough_replicas_below_min_insync(cluster_factor
         f"ISR did not expand within {time.monotonic() - started:.1f} s"
     )
     produce_values(bootstrap, "strict", [b"after"], acks="all")
+
+
+def test_followers_fetch_in_incremental_sessions(broker_factory) -> None:
+    """Each follower keeps one fetch session (KIP-227) with each leader, holding every
+    partition it follows there, as Kafka's fetchers do: after the first full fetch a
+    round trip names only the partitions that moved."""
+    metrics = {}
+    brokers = []
+    for broker_id in (1, 2, 3):
+        metrics[broker_id] = free_port()
+        brokers.append(broker_factory(broker_id, **{"metrics.port": str(metrics[broker_id])}))
+    assert every_broker_knows_the_others(brokers), "brokers unknown to each other"
+    bootstrap = ",".join(broker.bootstrap for broker in brokers)
+    # Twelve partitions, four led by each broker and followed by the other two.
+    assignment = [[1, 2, 3], [2, 3, 1], [3, 1, 2]] * 4
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    created = admin.create_topics(
+        [confluent_kafka.admin.NewTopic("in-sessions", 12, replica_assignment=assignment)]
+    )
+    created["in-sessions"].result(30)
+    values = [f"value-{i}".encode() for i in range(240)]
+    produce_values(bootstrap, "in-sessions", values, acks="all")
+
+    def sessions_held() -> dict[int, tuple[float, float]]:
+        held = {}
+        for broker_id, port in metrics.items():
+            samples = scrape(port)
+            held[broker_id] = (
+                samples["gregor_fetch_sessions"],
+                samples["gregor_fetch_session_partitions"],
+            )
+        return held
+
+    # At each leader, two followers' sessions of the four partitions it leads.
+    wanted = {broker_id: (2.0, 8.0) for broker_id in metrics}
+    assert wait_for(lambda: sessions_held() == wanted, 20), (sessions_held(), wanted)
+    assert sorted(consume_values(bootstrap, "in-sessions", 240, partitions=12)) == sorted(values)

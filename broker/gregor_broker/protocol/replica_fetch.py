@@ -7,17 +7,18 @@ dataclasses with the records copied out), a small Fetch cost the follower more P
 time than appending what it brought. This module writes the request's bytes directly and
 reads the response into plain tuples whose records are views of the received frame.
 
-Only what a replica sends: Fetch v11 (Kafka's FetchRequest.json), no fetch session
-(session 0, epoch -1: a full fetch each time, as Gregor's fetchers always did), no
-forgotten topics. ``tests/unit/protocol/test_replica_fetch.py`` checks both directions
-byte for byte against kio.
+Only what a replica sends: Fetch v11 (Kafka's FetchRequest.json), with its incremental
+fetch session (KIP-227: a session id and epoch, forgotten topics; the fetcher keeps the
+session, ``replication/fetcher.py``), an empty rack id.
+``tests/unit/protocol/test_replica_fetch.py`` checks both directions byte for byte
+against kio.
 
 The leader's side: ``decode_request`` reads a follower's Fetch v11 body (replica id >= 0)
 into plain objects carrying kio's field names, so the fetch handler, the fetch session
 cache and the fetch reader take it as they take kio's ``FetchRequest``. The generic path
 (the frame guard's walk of the schema, kio's decoder building dataclasses and a
 ``timedelta``) was a fifth of the leader's work per follower fetch. Anything it does not
-recognise exactly (another replica id, a session, forgotten topics, trailing bytes, a
+recognise exactly (a consumer's replica id, read_committed, a rack id, trailing bytes, a
 short frame) returns None and the generic path decodes, or refuses, the frame as before.
 """
 
@@ -38,8 +39,8 @@ _I32 = struct.Struct(">i")
 _RESPONSE_HEAD = struct.Struct(">iihi")  # correlation id, throttle, error, session id
 _PARTITION_HEAD = struct.Struct(">ihqqq")  # index, error, hw, last stable, log start
 _ABORTED = struct.Struct(">qq")
-# What follows the topics: no forgotten topics, rack_id "" (a replica has none to give).
-_REQUEST_TAIL = _I32.pack(0) + _I16.pack(0)
+# What ends the request: rack_id "" (a replica has none to give).
+_EMPTY_RACK = _I16.pack(0)
 
 
 class FetchPosition(NamedTuple):
@@ -59,16 +60,29 @@ class FetchTopic(NamedTuple):
     partitions: list[FetchPosition]
 
 
+class ForgottenTopic(NamedTuple):
+    """Partitions that leave a fetch session (kio's ``ForgottenTopic`` field names)."""
+
+    topic: str
+    partitions: list[int]
+
+
 class ReplicaFetchRequest:
     """A follower's Fetch v11 as the leader reads it (kio's ``FetchRequest`` field names)."""
 
-    __slots__ = ("max_bytes", "max_wait_ms", "min_bytes", "replica_id", "topics")
+    __slots__ = (
+        "forgotten_topics_data",
+        "max_bytes",
+        "max_wait_ms",
+        "min_bytes",
+        "replica_id",
+        "session_epoch",
+        "session_id",
+        "topics",
+    )
 
     # What ``decode_request`` accepts only at these values.
     isolation_level = 0
-    session_id = 0
-    session_epoch = -1
-    forgotten_topics_data: tuple[()] = ()
     rack_id = ""
 
     def __init__(
@@ -78,12 +92,18 @@ class ReplicaFetchRequest:
         min_bytes: int,
         max_bytes: int,
         topics: list[FetchTopic],
+        session_id: int = 0,
+        session_epoch: int = -1,
+        forgotten_topics_data: list[ForgottenTopic] | None = None,
     ) -> None:
         self.replica_id = replica_id
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
         self.topics = topics
+        self.session_id = session_id
+        self.session_epoch = session_epoch
+        self.forgotten_topics_data = forgotten_topics_data or []
 
     @property
     def max_wait(self) -> timedelta:
@@ -104,6 +124,7 @@ class FetchedPartition(NamedTuple):
 class FetchedResponse(NamedTuple):
     error_code: int
     partitions: list[FetchedPartition]
+    session_id: int = 0
 
 
 class MalformedResponse(ValueError):
@@ -119,12 +140,18 @@ def encode_request(
     min_bytes: int,
     max_bytes: int,
     topics: Sequence[tuple[str, Sequence[FetchPosition]]],
+    session_id: int = 0,
+    session_epoch: int = -1,
+    forgotten: Sequence[tuple[str, Sequence[int]]] = (),
 ) -> bytes:
-    """A whole Fetch v11 request frame (size prefix included)."""
+    """A whole Fetch v11 request frame (size prefix included). Without a session (id 0,
+    epoch -1) it is a full fetch, as Kafka's sessionless fetchers send."""
     out = bytearray(4)  # size, patched below
     out += struct.pack(">hhih", FETCH_API_KEY, VERSION, correlation_id, len(client_id))
     out += client_id
-    out += _REQUEST_HEAD.pack(replica_id, max_wait_ms, min_bytes, max_bytes, 0, 0, -1, len(topics))
+    out += _REQUEST_HEAD.pack(
+        replica_id, max_wait_ms, min_bytes, max_bytes, 0, session_id, session_epoch, len(topics)
+    )
     pack = _PARTITION.pack
     for topic, partitions in topics:
         name = topic.encode()
@@ -133,7 +160,15 @@ def encode_request(
         out += _I32.pack(len(partitions))
         for position in partitions:
             out += pack(*position)
-    out += _REQUEST_TAIL
+    out += _I32.pack(len(forgotten))
+    for topic, indexes in forgotten:
+        name = topic.encode()
+        out += _I16.pack(len(name))
+        out += name
+        out += _I32.pack(len(indexes))
+        for index in indexes:
+            out += _I32.pack(index)
+    out += _EMPTY_RACK
     _I32.pack_into(out, 0, len(out) - 4)
     return bytes(out)
 
@@ -145,7 +180,7 @@ def decode_request(frame: bytes | memoryview, offset: int) -> ReplicaFetchReques
         replica_id, max_wait_ms, min_bytes, max_bytes, isolation, session, epoch, count = (
             _REQUEST_HEAD.unpack_from(frame, offset)
         )
-        if replica_id < 0 or isolation != 0 or session != 0 or epoch != -1:
+        if replica_id < 0 or isolation != 0:
             return None
         position = offset + _REQUEST_HEAD.size
         end = len(frame)
@@ -171,18 +206,39 @@ def decode_request(frame: bytes | memoryview, offset: int) -> ReplicaFetchReques
                 positions.append(FetchPosition._make(unpack_partition(frame, position)))
                 position += partition_size
             topics.append(FetchTopic(name, positions))
-        if bytes(frame[position:]) != _REQUEST_TAIL:
-            return None  # forgotten topics, a rack id, or bytes past the request
+        (count,) = _I32.unpack_from(frame, position)
+        position += 4
+        if count < 0 or count * 6 > end - position:
+            return None
+        forgotten = []
+        for _ in range(count):
+            (length,) = _I16.unpack_from(frame, position)
+            position += 2
+            if length < 0 or position + length > end:
+                return None
+            name = bytes(frame[position : position + length]).decode()
+            position += length
+            (partitions,) = _I32.unpack_from(frame, position)
+            position += 4
+            if partitions < 0 or partitions * 4 > end - position:
+                return None
+            indexes = list(struct.unpack_from(f">{partitions}i", frame, position))
+            position += 4 * partitions
+            forgotten.append(ForgottenTopic(name, indexes))
+        if bytes(frame[position:]) != _EMPTY_RACK:
+            return None  # a rack id, or bytes past the request
     except (struct.error, UnicodeDecodeError):
         return None
-    return ReplicaFetchRequest(replica_id, max_wait_ms, min_bytes, max_bytes, topics)
+    return ReplicaFetchRequest(
+        replica_id, max_wait_ms, min_bytes, max_bytes, topics, session, epoch, forgotten
+    )
 
 
 def decode_response(frame: bytes | bytearray | memoryview) -> tuple[int, FetchedResponse]:
     """``(correlation_id, response)`` from a response frame without its size prefix."""
     view = memoryview(frame)
     try:
-        correlation_id, _throttle, error_code, _session = _RESPONSE_HEAD.unpack_from(view, 0)
+        correlation_id, _throttle, error_code, session_id = _RESPONSE_HEAD.unpack_from(view, 0)
         position = _RESPONSE_HEAD.size
         (topic_count,) = _I32.unpack_from(view, position)
         position += 4
@@ -217,4 +273,4 @@ def decode_response(frame: bytes | bytearray | memoryview) -> tuple[int, Fetched
                 append(FetchedPartition(topic, index, error, high_watermark, log_start, records))
     except struct.error as error:
         raise MalformedResponse(str(error)) from error
-    return correlation_id, FetchedResponse(error_code, partitions)
+    return correlation_id, FetchedResponse(error_code, partitions, session_id)

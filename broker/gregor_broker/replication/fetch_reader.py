@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 from ..log.partition_log import OffsetOutOfRange
 from ..protocol.fetch_response import PartitionResult, TopicResult, records_size
 from .partition import Partition, PartitionError
-from .replica_manager import ReplicaManager
+from .replica_manager import ReplicaManager, now_ms
 from .throttle import LEADER_RATE, LEADER_REPLICAS, is_throttled, parse_rate
 
 
@@ -103,6 +103,8 @@ class FetchReader:
         self.throttle_retry_s = None
         topics: list[TopicResult] = []
         refused = self.refused
+        partitions = replicas.partitions
+        now = now_ms()
         for run in self.runs:
             name = run.name
             result = TopicResult(name or "", run.topic_id)
@@ -124,6 +126,13 @@ class FetchReader:
                     result.partitions.append(PartitionResult(index, ErrorCode.unknown_topic_id))
                     self.had_error = True
                     continue
+                if from_follower:
+                    idle = _idle_follower_result(
+                        partitions.get((name, index)), requested, self.replica_id, broker_id, now
+                    )
+                    if idle is not None:
+                        result.partitions.append(idle)
+                        continue
                 try:
                     partition = replicas.partition_or_error(
                         name, index, require_leader=client_rack is None
@@ -274,6 +283,42 @@ class FetchReader:
             quota = replicas.leader_replication_quota
             quota.record(self.throttled_bytes)
             quota.held_back_total += self.held_back
+
+
+def _idle_follower_result(
+    partition: Partition | None, requested: Any, replica_id: int, broker_id: int, now: int
+) -> PartitionResult | None:
+    """The answer for a partition an in-sync follower already has all of, at the leader
+    epoch it names; None: the general path decides.
+
+    It is what the general path gives such a partition (no error, no records, the
+    follower's fetch recorded, which moves neither the high watermark nor the ISR),
+    without its lookups: every partition of a follower's fetch session that had no
+    traffic comes through here on every round trip (``__consumer_offsets`` alone has
+    fifty), and the general path made them a third of the leader's work per message at
+    a thousand acks=all messages a second."""
+    if partition is None or partition.leader != broker_id or replica_id not in partition.isr:
+        return None
+    log = partition.log
+    offset = requested.fetch_offset
+    if offset != log.log_end_offset or requested.current_leader_epoch != partition.leader_epoch:
+        return None
+    follower = partition.followers.get(replica_id)
+    if (
+        follower is None
+        or follower.log_end_offset != offset
+        or replica_id not in partition.replicas
+    ):
+        return None
+    partition.record_follower_fetch(replica_id, offset, now)
+    return PartitionResult(
+        requested.partition,
+        ErrorCode.none,
+        log.high_watermark,
+        log.known_last_stable_offset,
+        log.log_start_offset,
+        b"",
+    )
 
 
 def _is_follower(partition: Partition, replica_id: int, broker_id: int) -> bool:

@@ -1,7 +1,11 @@
 """Follower fetchers: copy leaders' logs to this broker with the Fetch API.
 
 One fetcher task per leader broker, fetching all partitions this broker follows from
-it, as Kafka's ReplicaFetcherThread does. Before fetching a partition after a leader
+it, as Kafka's ReplicaFetcherThread does, in an incremental fetch session (KIP-227,
+Kafka's ``FetchSessionHandler``): after the first, full, fetch a request names only the
+partitions whose fetch position changed and the answer only those that changed, so
+partitions with no traffic (``__consumer_offsets``'s fifty, say) cost a round trip
+nothing on either side. Before fetching a partition after a leader
 change, the follower asks the leader where its own latest leader epoch ends
 (OffsetForLeaderEpoch) and truncates any divergent tail there (KIP-101). Truncating to
 the high watermark instead loses acknowledged writes (seed 001); that legacy mode exists
@@ -15,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -52,10 +56,24 @@ class FollowerLogs(Protocol):
 log = logging.getLogger(__name__)
 
 FETCH_VERSION = replica_fetch.VERSION
+# Fetch session ids and epochs (KIP-227), as the leader's cache reads them.
+NO_SESSION = 0
+INITIAL_EPOCH = 0  # a full fetch asking for a new session
+FINAL_EPOCH = -1  # a full fetch without a session (closing the one it names)
+_MAX_EPOCH = 2**31 - 1
+# Answers after which the session is dropped and the next fetch is a full one.
+SESSION_ERRORS = frozenset(
+    {
+        ErrorCode.fetch_session_id_not_found,
+        ErrorCode.invalid_fetch_session_epoch,
+        ErrorCode.fetch_session_topic_id_error,
+    }
+)
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 RETRY_BACKOFF_S = 0.2
 
 TopicPartition = tuple[str, int]
+_T = TypeVar("_T")
 
 
 @dataclass(slots=True)
@@ -73,12 +91,6 @@ class FollowedPartition:
     fetch_offset: int = -1
 
 
-def _requested(item: FollowedPartition) -> int:
-    """The fetch offset of a request being built for ``item``, remembered for its answer."""
-    item.fetch_offset = item.partition.log.log_end_offset
-    return item.fetch_offset
-
-
 def complete_batches(records: memoryview) -> memoryview:
     """The prefix of ``records`` made of whole batches (a response may end mid-batch)."""
     position = 0
@@ -94,6 +106,71 @@ def complete_batches(records: memoryview) -> memoryview:
 
 def _latest_epoch(item: FollowedPartition) -> int:
     return item.partition.log.leader_epoch_cache.latest_epoch()
+
+
+class FetchSessionState:
+    """The follower's side of its fetch session with one leader (Kafka's
+    ``FetchSessionHandler``): the session's id, the epoch of the next request, and what
+    the leader's session holds for each partition, as of the requests sent.
+
+    ``build`` decides what a request carries: everything (a full fetch, which asks for a
+    session at epoch 0) when there is no session, else only the partitions whose fetch
+    position differs from what the session holds, and the partitions that left
+    (forgotten). ``answered`` takes the response's session id or error; anything that
+    leaves the two sides unsure of each other (an error, a lost connection) ``reset``s,
+    and the next fetch is a full one, naming the session it replaces so that the leader
+    closes it instead of keeping it until evicted (Kafka's ``nextCloseExisting``).
+    """
+
+    __slots__ = ("epoch", "replaces", "sent", "session_id")
+
+    def __init__(self) -> None:
+        self.session_id = NO_SESSION
+        self.epoch = INITIAL_EPOCH
+        self.sent: dict[TopicPartition, FetchPosition] = {}
+        self.replaces = NO_SESSION  # the session the next full fetch closes
+
+    def reset(self, *, other_leader: bool = False) -> None:
+        """Start again with a full fetch. ``other_leader``: the fetcher now talks to
+        another address, where this session id names nothing of ours."""
+        if other_leader:
+            self.replaces = NO_SESSION
+        elif self.session_id != NO_SESSION:
+            self.replaces = self.session_id
+        self.session_id = NO_SESSION
+        self.epoch = INITIAL_EPOCH
+        self.sent = {}
+
+    def build(
+        self, wanted: dict[TopicPartition, FetchPosition]
+    ) -> tuple[int, int, dict[TopicPartition, FetchPosition], list[TopicPartition]]:
+        """``(session_id, epoch, partitions to send, partitions to forget)`` for a request
+        fetching ``wanted``; what the leader's session will hold is remembered now."""
+        if self.session_id == NO_SESSION:
+            self.sent = dict(wanted)
+            return self.replaces, INITIAL_EPOCH, wanted, []
+        sent = self.sent
+        changed = {key: position for key, position in wanted.items() if sent.get(key) != position}
+        forgotten = [key for key in sent if key not in wanted]
+        for key in forgotten:
+            del sent[key]
+        sent.update(changed)
+        return self.session_id, self.epoch, changed, forgotten
+
+    def answered(self, epoch: int, session_id: int) -> None:
+        """A response without error to the request sent at ``epoch``."""
+        if epoch == INITIAL_EPOCH:
+            # A new session, or none when the leader's cache had no room: the next
+            # fetch is a full one again. Either way the one it replaced is closed.
+            self.replaces = NO_SESSION
+            self.session_id = session_id
+            self.epoch = 1 if session_id != NO_SESSION else INITIAL_EPOCH
+            if session_id == NO_SESSION:
+                self.sent = {}
+        elif session_id != self.session_id:
+            self.reset()  # closed by the leader (every partition forgotten)
+        else:
+            self.epoch = 1 if self.epoch == _MAX_EPOCH else self.epoch + 1
 
 
 class ReplicaFetcher:
@@ -117,6 +194,9 @@ class ReplicaFetcher:
         self._pipeline_correlation_id = 0
         self._pipeline_backoff = False
         self._stopping = False
+        self.session = FetchSessionState()
+        # The session epoch of the request in flight (FINAL_EPOCH: sessionless).
+        self._request_epoch = FINAL_EPOCH
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
@@ -144,6 +224,7 @@ class ReplicaFetcher:
         if self._client is None or (self._client.host, self._client.port) != address:
             if self._client is not None:
                 await self._client.close()
+            self.session.reset(other_leader=True)  # its sessions are not ours
             self._client = BrokerClient(
                 *address,
                 f"gregor-replica-{self.manager.broker_id}",
@@ -185,9 +266,12 @@ class ReplicaFetcher:
             except asyncio.CancelledError:
                 raise
             except BrokerConnectionError as error:
+                # Whether the leader saw the request in flight is unknown: a full fetch next.
+                self.session.reset()
                 log.info("fetcher for leader %d: %s; retrying", self.leader_id, error)
                 await asyncio.sleep(RETRY_BACKOFF_S)
             except Exception:
+                self.session.reset()
                 log.exception("fetcher for leader %d failed; retrying", self.leader_id)
                 await asyncio.sleep(RETRY_BACKOFF_S)
 
@@ -366,33 +450,39 @@ class ReplicaFetcher:
         """The next Fetch frame and its correlation id; None when no partition can be
         fetched (all throttled or truncating)."""
         config = self.manager.replication_config
-        by_topic: dict[str, list[FollowedPartition]] = {}
-        for key, item in self.partitions.items():
-            if key not in skip and not item.needs_truncation:
-                by_topic.setdefault(item.partition.topic, []).append(item)
-        if not by_topic:
-            return None
         throttled_max_bytes = max(int(rate / 10), 1) if rate is not None else config.fetch_max_bytes
         partition_max_bytes = config.fetch_max_bytes
         throttled_partition_max_bytes = min(config.fetch_max_bytes, throttled_max_bytes)
-        topics = [
-            (
-                topic,
-                [
-                    FetchPosition(
-                        item.partition.index,
-                        item.leader_epoch,
-                        _requested(item),
-                        item.partition.log.log_start_offset,
-                        throttled_partition_max_bytes
-                        if throttled and (topic, item.partition.index) in throttled
-                        else partition_max_bytes,
-                    )
-                    for item in items
-                ],
-            )
-            for topic, items in by_topic.items()
-        ]
+        wanted: dict[TopicPartition, FetchPosition] = {}
+        for key, item in self.partitions.items():
+            if key not in skip and not item.needs_truncation:
+                partition_log = item.partition.log
+                wanted[key] = FetchPosition(
+                    key[1],
+                    item.leader_epoch,
+                    partition_log.log_end_offset,
+                    partition_log.log_start_offset,
+                    throttled_partition_max_bytes
+                    if throttled and key in throttled
+                    else partition_max_bytes,
+                )
+        if not wanted:
+            return None
+        forgotten: list[TopicPartition] = []
+        if rate is None:
+            session_id, epoch, sending, forgotten = self.session.build(wanted)
+        else:
+            # Under a follower throttle each fetch picks its partitions anew: full fetches
+            # without a session (closing ours, if there is one).
+            self.session.reset()
+            session_id, epoch, sending = self.session.replaces, FINAL_EPOCH, wanted
+            self.session.replaces = NO_SESSION
+        # The fetch offset each answer is checked against (``_apply_fetched``): a partition
+        # left out of an incremental fetch keeps the one the leader's session holds.
+        partitions = self.partitions
+        for key, position in sending.items():
+            partitions[key].fetch_offset = position.fetch_offset
+        self._request_epoch = epoch
         correlation_id = client.next_correlation_id()
         frame = replica_fetch.encode_request(
             correlation_id,
@@ -401,7 +491,10 @@ class ReplicaFetcher:
             max_wait_ms=config.fetch_wait_max_ms,
             min_bytes=config.fetch_min_bytes,
             max_bytes=config.fetch_response_max_bytes,
-            topics=topics,
+            topics=_by_topic(sending),
+            session_id=session_id,
+            session_epoch=epoch,
+            forgotten=_by_topic({key: key[1] for key in forgotten}),
         )
         return frame, correlation_id
 
@@ -423,11 +516,24 @@ class ReplicaFetcher:
         if received != correlation_id:
             client.abort()
             raise BrokerConnectionError("response correlation id does not match the request")
+        if response.error_code in SESSION_ERRORS:
+            # Matches Kafka's FetchSessionHandler: the next fetch is a full one, at once.
+            log.info(
+                "fetch session %d with leader %d: %s; starting a new one",
+                self.session.session_id,
+                self.leader_id,
+                ErrorCode(response.error_code).name,
+            )
+            self.session.reset()
+            return False
         if response.error_code != ErrorCode.none:
+            self.session.reset()
             log.warning(
                 "fetch from leader %d: %s", self.leader_id, ErrorCode(response.error_code).name
             )
             return True
+        if self._request_epoch != FINAL_EPOCH:
+            self.session.answered(self._request_epoch, response.session_id)
         backoff = False
         partitions = self.partitions
         for data in response.partitions:
@@ -483,6 +589,14 @@ class ReplicaFetcher:
         if partition_log.maybe_increment_high_watermark(data.high_watermark):
             self.manager.follower_high_watermark_moved(partition)
         return True
+
+
+def _by_topic(positions: dict[TopicPartition, _T]) -> list[tuple[str, list[_T]]]:
+    """``{(topic, partition): value}`` grouped by topic, in first-seen order."""
+    grouped: dict[str, list[_T]] = {}
+    for (topic, _index), value in positions.items():
+        grouped.setdefault(topic, []).append(value)
+    return list(grouped.items())
 
 
 class ReplicaFetcherManager:

@@ -282,8 +282,22 @@ class ReplicaManager:
             self.append_waiters.notify_committed(key)
 
     def record_follower_fetch(self, partition: Partition, replica_id: int, offset: int) -> None:
-        """The leader side of a follower's fetch: its progress, the HW, ISR growth."""
+        """The leader side of a follower's fetch: its progress, the HW, ISR growth.
+
+        A fetch from an in-sync follower at the log end offset it already had moves
+        nothing the high watermark or the ISR depends on (every other input, an append,
+        an ISR or leadership change, recomputes it when it changes): only its fetch
+        times are kept. That is every partition of a follower's fetch session that had
+        no traffic, each round trip."""
+        follower = partition.followers.get(replica_id)
+        unchanged = (
+            follower is not None
+            and follower.log_end_offset == offset
+            and replica_id in partition.isr
+        )
         partition.record_follower_fetch(replica_id, offset, now_ms())
+        if unchanged:
+            return
         self._after_high_watermark_inputs_changed(partition)
         # Only a live broker joins the ISR (Kafka's isReplicaIsrEligible: in ZooKeeper mode,
         # hasAliveBroker): a broker in controlled shutdown has deregistered and keeps

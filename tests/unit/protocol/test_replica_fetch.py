@@ -1,4 +1,5 @@
-"""The follower's hand-written Fetch v11 codec reads and writes exactly what kio does."""
+"""The follower's hand-written Fetch v11 codec (fetch sessions included) reads and writes
+exactly what kio does."""
 
 from __future__ import annotations
 
@@ -50,6 +51,45 @@ def test_request_matches_kio_byte_for_byte() -> None:
         },
     )
     header = struct.pack(">hhih", 1, 11, 99, 16) + b"gregor-replica-2"
+    assert ours == frame(header, entities.encode(request))
+
+
+def test_an_incremental_session_request_matches_kio_byte_for_byte() -> None:
+    """A fetch in a session (KIP-227): its id and epoch, and the partitions it forgets."""
+    ours = replica_fetch.encode_request(
+        12,
+        b"gregor-replica-2",
+        replica_id=2,
+        max_wait_ms=500,
+        min_bytes=1,
+        max_bytes=10485760,
+        topics=TOPICS[:1],
+        session_id=1234567,
+        session_epoch=42,
+        forgotten=[("päyments", [1, 4]), ("gone", [0])],
+    )
+    request = entities.build(
+        entities.payload_class(1, 11, "request"),
+        {
+            "replica_id": 2,
+            "max_wait": 500,
+            "min_bytes": 1,
+            "max_bytes": 10485760,
+            "isolation_level": 0,
+            "session_id": 1234567,
+            "session_epoch": 42,
+            "topics": [
+                {"topic": topic, "partitions": [p._asdict() for p in partitions]}
+                for topic, partitions in TOPICS[:1]
+            ],
+            "forgotten_topics_data": [
+                {"topic": "päyments", "partitions": [1, 4]},
+                {"topic": "gone", "partitions": [0]},
+            ],
+            "rack_id": "",
+        },
+    )
+    header = struct.pack(">hhih", 1, 11, 12, 16) + b"gregor-replica-2"
     assert ours == frame(header, entities.encode(request))
 
 
@@ -136,6 +176,7 @@ def test_response_decoder_reads_what_kio_writes() -> None:
     correlation_id, response = replica_fetch.decode_response(_kio_response())
     assert correlation_id == 77
     assert response.error_code == 0
+    assert response.session_id == 0
     got = [
         (p.topic, p.partition, p.error_code, p.high_watermark, p.log_start_offset, bytes(p.records))
         for p in response.partitions
@@ -152,6 +193,7 @@ def test_response_decoder_reads_the_brokers_own_encoder() -> None:
     parts, size = encode_fetch_response(
         11,
         5,
+        session_id=31337,
         topics=[
             TopicResult(
                 "orders", None, [PartitionResult(2, 0, 9, 9, 0, b"abc", aborted_transactions=None)]
@@ -162,6 +204,7 @@ def test_response_decoder_reads_the_brokers_own_encoder() -> None:
     assert len(data) == size
     correlation_id, response = replica_fetch.decode_response(data[4:])
     assert correlation_id == 5
+    assert response.session_id == 31337
     assert [(p.partition, p.high_watermark, bytes(p.records)) for p in response.partitions] == [
         (2, 9, b"abc")
     ]
@@ -201,9 +244,25 @@ def _request_frame(request: object) -> tuple[bytes, int]:
     return header + entities.encode(request), len(header)
 
 
-def test_leader_reads_a_followers_request_as_kio_does() -> None:
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        # An incremental fetch session: its id and epoch, and partitions it forgets.
+        {
+            "session_id": 5,
+            "session_epoch": 3,
+            "forgotten_topics_data": [
+                {"topic": "orders", "partitions": [1, 2]},
+                {"topic": "x", "partitions": []},
+            ],
+        },
+        {"session_id": 0, "session_epoch": 0},  # a full fetch asking for a session
+    ],
+)
+def test_leader_reads_a_followers_request_as_kio_does(overrides: dict[str, object]) -> None:
     """The leader's decoder gives the fetch path the same values as kio's decoder."""
-    frame_bytes, offset = _request_frame(_kio_request())
+    frame_bytes, offset = _request_frame(_kio_request(**overrides))
     ours = replica_fetch.decode_request(memoryview(frame_bytes), offset)
     theirs, _size = entities.request_reader(1, 11)(memoryview(frame_bytes), offset)
     assert ours is not None
@@ -218,7 +277,9 @@ def test_leader_reads_a_followers_request_as_kio_does() -> None:
         "rack_id",
     ):
         assert getattr(ours, field) == getattr(theirs, field), field
-    assert list(ours.forgotten_topics_data) == list(theirs.forgotten_topics_data)
+    assert [(f.topic, list(f.partitions)) for f in ours.forgotten_topics_data] == [
+        (f.topic, list(f.partitions)) for f in theirs.forgotten_topics_data
+    ]
     fields = FetchPosition._fields
     assert [
         (t.topic, [tuple(getattr(p, f) for f in fields) for p in t.partitions]) for t in ours.topics
@@ -244,10 +305,8 @@ def test_leader_reads_its_own_followers_encoder() -> None:
     "overrides",
     [
         {"replica_id": -1},  # a consumer: the generic path (rack, isolation, quotas)
-        {"session_id": 5, "session_epoch": 3},  # an incremental fetch session
         {"isolation_level": 1},
         {"rack_id": "rack-a"},
-        {"forgotten_topics_data": [{"topic": "orders", "partitions": [1]}]},
     ],
 )
 def test_anything_but_a_plain_follower_fetch_is_left_to_the_generic_path(
@@ -261,6 +320,16 @@ def test_anything_but_a_plain_follower_fetch_is_left_to_the_generic_path(
 def test_a_truncated_or_padded_request_is_left_to_the_generic_path(cut: int) -> None:
     frame_bytes, offset = _request_frame(_kio_request())
     damaged = frame_bytes + b"\x00" if cut == -1 else frame_bytes[: offset + cut]
+    assert replica_fetch.decode_request(memoryview(damaged), offset) is None
+
+
+def test_a_forgotten_partition_count_past_the_frame_is_left_to_the_generic_path() -> None:
+    frame_bytes, offset = _request_frame(
+        _kio_request(forgotten_topics_data=[{"topic": "orders", "partitions": [1]}])
+    )
+    # The forgotten topic's partition count: before its one index and the empty rack id.
+    count_at = len(frame_bytes) - 2 - 4 - 4
+    damaged = frame_bytes[:count_at] + struct.pack(">i", 2**28) + frame_bytes[count_at + 4 :]
     assert replica_fetch.decode_request(memoryview(damaged), offset) is None
 
 

@@ -25,7 +25,7 @@ from gregor_broker.cluster.metadata_cache import BrokerInfo, MetadataCache
 from gregor_broker.cluster.models import PartitionState, TopicAssignment
 from gregor_broker.config import BrokerConfig, load_broker_config, log_config_for
 from gregor_broker.log.log_manager import LogManager
-from gregor_broker.protocol import entities
+from gregor_broker.protocol import entities, replica_fetch
 from gregor_broker.protocol.record_batch import scan_batches
 from gregor_broker.protocol.records import Record, iter_batch_records, make_batch
 from gregor_broker.protocol.wire import RequestHeader
@@ -391,6 +391,79 @@ def test_fetches_wake_only_for_what_can_answer_them(services: Services) -> None:
         assert waiters.pending() == 0
 
     asyncio.run(scenario())
+
+
+def follower_fetch(replica_id: int, offset: int, leader_epoch: int) -> Any:
+    """A follower's Fetch v11 as the leader reads it (the lean decoder's objects)."""
+    frame = replica_fetch.encode_request(
+        3,
+        b"gregor-replica",
+        replica_id=replica_id,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        topics=[(TOPIC, [replica_fetch.FetchPosition(0, leader_epoch, offset, 0, 1 << 20)])],
+    )
+    decoded = replica_fetch.decode_request(frame[4:], 2 + 2 + 4 + 2 + len(b"gregor-replica"))
+    assert decoded is not None
+    return decoded
+
+
+def test_an_in_sync_followers_fetch_of_a_partition_it_has_answers_as_the_general_path(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every partition of a follower's fetch session with no traffic is answered on a
+    short path (no partition lookup, no read): the same answer and the same follower
+    state as the general path, which a fetch without a leader epoch still takes."""
+    partition = lead_replicated(services)
+    replicas = services.replica_manager
+    replicas.append(TOPIC, 0, batch(b"a", b"b"), -1)
+    replicas.record_follower_fetch(partition, 2, 2)
+    replicas.record_follower_fetch(partition, 3, 2)
+    assert partition.log.high_watermark == 2
+    looked_up = []
+    general = replicas.partition_or_error
+    monkeypatch.setattr(
+        replicas,
+        "partition_or_error",
+        lambda *args, **kwargs: looked_up.append(args) or general(*args, **kwargs),
+    )
+
+    answers = []
+    for leader_epoch in (0, -1):  # the short path, then (no epoch named) the general one
+        follower = partition.followers[2]
+        follower.last_caught_up_ms = follower.last_fetch_ms = 0
+        response = handle_fetch(services, context(FETCH, 11), follower_fetch(2, 2, leader_epoch))
+        parts, _size = response.encode_frame(11, 7)
+        answers.append((b"".join(parts), follower.log_end_offset, follower.last_caught_up_ms > 0))
+        assert follower.last_fetch_ms > 0
+    assert len(looked_up) == 1, "the short path looks nothing up"
+    assert answers[0] == answers[1]
+    answer = decode(FETCH, 11, answers[0][0]).responses[0].partitions[0]
+    assert (answer.error_code, answer.high_watermark, bytes(answer.records or b"")) == (
+        ErrorCode.none,
+        2,
+        b"",
+    )
+
+    # Behind the log end, out of the ISR or at another epoch: the general path.
+    replicas.append(TOPIC, 0, batch(b"c"), -1)
+    for replica_id, offset, leader_epoch in ((2, 2, 0), (2, 3, 0), (3, 3, 5)):
+        if replica_id == 2 and offset == 3:
+            partition.isr = (1, 3)
+        looked_up.clear()
+        fenced = handle_fetch(
+            services, context(FETCH, 11), follower_fetch(replica_id, offset, leader_epoch)
+        )
+        assert looked_up, (replica_id, offset, leader_epoch)
+    parts, _size = fenced.encode_frame(11, 8)
+    assert (
+        decode(FETCH, 11, b"".join(p for p in parts if isinstance(p, bytes)))
+        .responses[0]
+        .partitions[0]
+        .error_code
+        == ErrorCode.unknown_leader_epoch
+    )
 
 
 @pytest.mark.parametrize("isolation_level", [0, 1])
