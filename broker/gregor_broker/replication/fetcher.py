@@ -453,8 +453,9 @@ class ReplicaFetcher:
         throttled_max_bytes = max(int(rate / 10), 1) if rate is not None else config.fetch_max_bytes
         partition_max_bytes = config.fetch_max_bytes
         throttled_partition_max_bytes = min(config.fetch_max_bytes, throttled_max_bytes)
+        partitions = self.partitions
         wanted: dict[TopicPartition, FetchPosition] = {}
-        for key, item in self.partitions.items():
+        for key, item in partitions.items():
             if key not in skip and not item.needs_truncation:
                 partition_log = item.partition.log
                 wanted[key] = FetchPosition(
@@ -470,6 +471,13 @@ class ReplicaFetcher:
             return None
         forgotten: list[TopicPartition] = []
         if rate is None:
+            for key, position in wanted.items():
+                if partitions[key].fetch_offset != position.fetch_offset:
+                    # A partition whose answers are not yet checked against this fetch
+                    # offset (followed afresh since, a new log at the same position) is
+                    # sent whatever the session holds: an answer is applied only to the
+                    # fetch offset its item was sent with.
+                    self.session.sent.pop(key, None)
             session_id, epoch, sending, forgotten = self.session.build(wanted)
         else:
             # Under a follower throttle each fetch picks its partitions anew: full fetches
@@ -479,7 +487,6 @@ class ReplicaFetcher:
             self.session.replaces = NO_SESSION
         # The fetch offset each answer is checked against (``_apply_fetched``): a partition
         # left out of an incremental fetch keeps the one the leader's session holds.
-        partitions = self.partitions
         for key, position in sending.items():
             partitions[key].fetch_offset = position.fetch_offset
         self._request_epoch = epoch

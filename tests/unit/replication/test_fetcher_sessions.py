@@ -179,3 +179,23 @@ def test_a_throttled_fetcher_closes_its_session_and_fetches_without_one(tmp_path
     sent = _sent(request[0])
     assert (sent.session_id, sent.session_epoch) == (9, FINAL_EPOCH)
     assert fetcher.session.session_id == NO_SESSION
+
+
+def test_a_partition_followed_afresh_is_sent_even_at_the_position_the_session_holds(
+    tmp_path: Path,
+) -> None:
+    """An answer is applied only to the fetch offset its item was sent with: a partition
+    followed again (a new item) at the very position the leader's session holds must be
+    sent, or its answers would be dropped for ever."""
+    fetcher = _fetcher(tmp_path)
+    client = Client()
+    assert fetcher._fetch_request(client, set(), set(), None) is not None  # type: ignore[arg-type]
+    fetcher._apply_response(client, _answer(session_id=9), 41, set(), None)  # type: ignore[arg-type]
+    old = fetcher.partitions[A0]
+    fetcher.partitions[A0] = FollowedPartition(old.partition, 3, needs_truncation=False)
+    request = fetcher._fetch_request(client, set(), set(), None)  # type: ignore[arg-type]
+    assert request is not None
+    sent = _sent(request[0])
+    assert (sent.session_id, sent.session_epoch) == (9, 1)
+    assert [(t.topic, [p.partition for p in t.partitions]) for t in sent.topics] == [("a", [0])]
+    assert fetcher.partitions[A0].fetch_offset == 0
