@@ -116,12 +116,9 @@ def test_a_hostile_client_does_not_delay_another_clients_api_versions(
 FIRST_USE_LIMIT_S = 0.400
 
 
-def test_first_use_of_every_api_version_does_not_delay_another_client(broker_factory) -> None:
-    """A fuzzer's start: every advertised version once, over a few connections. Each
-    version's first use (kio classes, generated checkers: 2 to 15 ms each) ran on the
-    event loop, one after another, while another client waited; it now runs on a
-    background thread. The probe's worst round trip stays within 100 ms of its worst
-    without the attack."""
+def _first_use_attack(broker_factory) -> tuple[list[float], list[float]]:
+    """A new broker's probe round trips without, then during, a client using every
+    advertised version at once: ``(quiet, during)``."""
     broker = broker_factory()
     quiet = _probe(broker.bootstrap, None, 2.0)
     attack = subprocess.Popen(
@@ -155,8 +152,27 @@ def test_first_use_of_every_api_version_does_not_delay_another_client(broker_fac
         f"{max(quiet) * 1000:.1f} ms)"
     )
     assert outcome["answered"] > outcome["sent"] / 2, outcome
-    assert max(samples) < max(quiet) + FIRST_USE_LIMIT_S, (
-        f"another client's ApiVersions took up to {max(samples) * 1000:.0f} ms while a "
-        f"client used every API version (p99 {_p99(samples) * 1000:.0f} ms; without it "
-        f"{max(quiet) * 1000:.0f} ms)"
+    return quiet, samples
+
+
+def test_first_use_of_every_api_version_does_not_delay_another_client(broker_factory) -> None:
+    """A fuzzer's start: every advertised version once, each on its own connection. Each
+    version's first use (kio classes, generated checkers: 2 to 15 ms each) ran on the
+    event loop, one after another, while another client waited (582-1205 ms); it now
+    runs on a background thread (45-185 ms). The probe's worst round trip stays within
+    400 ms of its worst without the attack.
+
+    Wall-clock round trips also carry the machine's own load (CI ran the rest of the
+    suite beside it and once saw 690 ms), so a second new broker gets a second attempt:
+    first uses back on the event loop stall every attempt."""
+    worst = []
+    for _attempt in range(2):
+        quiet, samples = _first_use_attack(broker_factory)
+        if max(samples) < max(quiet) + FIRST_USE_LIMIT_S:
+            return
+        worst.append(f"{max(samples) * 1000:.0f} ms (without it {max(quiet) * 1000:.0f} ms)")
+    pytest.fail(
+        "another client's ApiVersions took up to "
+        + " and then ".join(worst)
+        + " while a client used every API version, on two new brokers"
     )
