@@ -454,19 +454,31 @@ class ReplicaFetcher:
         partition_max_bytes = config.fetch_max_bytes
         throttled_partition_max_bytes = min(config.fetch_max_bytes, throttled_max_bytes)
         partitions = self.partitions
+        held = self.session.sent
         wanted: dict[TopicPartition, FetchPosition] = {}
         for key, item in partitions.items():
-            if key not in skip and not item.needs_truncation:
-                partition_log = item.partition.log
-                wanted[key] = FetchPosition(
-                    key[1],
-                    item.leader_epoch,
-                    partition_log.log_end_offset,
-                    partition_log.log_start_offset,
-                    throttled_partition_max_bytes
-                    if throttled and key in throttled
-                    else partition_max_bytes,
-                )
+            if key in skip or item.needs_truncation:
+                continue
+            partition_log = item.partition.log
+            offset = partition_log.log_end_offset
+            log_start = partition_log.log_start_offset
+            max_bytes = (
+                throttled_partition_max_bytes
+                if throttled and key in throttled
+                else partition_max_bytes
+            )
+            position = held.get(key)
+            if (
+                position is None
+                or position.fetch_offset != offset
+                or position.current_leader_epoch != item.leader_epoch
+                or position.log_start_offset != log_start
+                or position.partition_max_bytes != max_bytes
+            ):
+                # A partition without traffic keeps the position its session holds:
+                # most of a follower's partitions, every round trip.
+                position = FetchPosition(key[1], item.leader_epoch, offset, log_start, max_bytes)
+            wanted[key] = position
         if not wanted:
             return None
         forgotten: list[TopicPartition] = []
