@@ -154,23 +154,24 @@ def encode_request(
     )
     pack = _PARTITION.pack
     for topic, partitions in topics:
-        name = topic.encode()
-        out += _I16.pack(len(name))
-        out += name
-        out += _I32.pack(len(partitions))
+        _write_name_and_count(out, topic, len(partitions))
         for position in partitions:
             out += pack(*position)
     out += _I32.pack(len(forgotten))
     for topic, indexes in forgotten:
-        name = topic.encode()
-        out += _I16.pack(len(name))
-        out += name
-        out += _I32.pack(len(indexes))
+        _write_name_and_count(out, topic, len(indexes))
         for index in indexes:
             out += _I32.pack(index)
     out += _EMPTY_RACK
     _I32.pack_into(out, 0, len(out) - 4)
     return bytes(out)
+
+
+def _write_name_and_count(out: bytearray, topic: str, count: int) -> None:
+    name = topic.encode()
+    out += _I16.pack(len(name))
+    out += name
+    out += _I32.pack(count)
 
 
 def decode_request(frame: bytes | memoryview, offset: int) -> ReplicaFetchRequest | None:
@@ -191,16 +192,7 @@ def decode_request(frame: bytes | memoryview, offset: int) -> ReplicaFetchReques
         unpack_partition = _PARTITION.unpack_from
         partition_size = _PARTITION.size
         for _ in range(count):
-            (length,) = _I16.unpack_from(frame, position)
-            position += 2
-            if length < 0 or position + length > end:
-                return None
-            name = bytes(frame[position : position + length]).decode()
-            position += length
-            (partitions,) = _I32.unpack_from(frame, position)
-            position += 4
-            if partitions < 0 or partitions * partition_size > end - position:
-                return None
+            name, partitions, position = _name_and_count(frame, position, partition_size)
             positions = []
             for _ in range(partitions):
                 positions.append(FetchPosition._make(unpack_partition(frame, position)))
@@ -212,26 +204,39 @@ def decode_request(frame: bytes | memoryview, offset: int) -> ReplicaFetchReques
             return None
         forgotten = []
         for _ in range(count):
-            (length,) = _I16.unpack_from(frame, position)
-            position += 2
-            if length < 0 or position + length > end:
-                return None
-            name = bytes(frame[position : position + length]).decode()
-            position += length
-            (partitions,) = _I32.unpack_from(frame, position)
-            position += 4
-            if partitions < 0 or partitions * 4 > end - position:
-                return None
+            name, partitions, position = _name_and_count(frame, position, 4)
             indexes = list(struct.unpack_from(f">{partitions}i", frame, position))
             position += 4 * partitions
             forgotten.append(ForgottenTopic(name, indexes))
         if bytes(frame[position:]) != _EMPTY_RACK:
             return None  # a rack id, or bytes past the request
-    except (struct.error, UnicodeDecodeError):
+    except (struct.error, UnicodeDecodeError, _NotAReplicaFetch):
         return None
     return ReplicaFetchRequest(
         replica_id, max_wait_ms, min_bytes, max_bytes, topics, session, epoch, forgotten
     )
+
+
+class _NotAReplicaFetch(ValueError):
+    """A length or count that does not fit the frame: not a request this decoder reads."""
+
+
+def _name_and_count(
+    frame: bytes | memoryview, position: int, item_size: int
+) -> tuple[str, int, int]:
+    """A topic name, the count of the array after it (items of at least ``item_size``
+    bytes, all within the frame) and the position past both."""
+    (length,) = _I16.unpack_from(frame, position)
+    position += 2
+    if length < 0 or position + length > len(frame):
+        raise _NotAReplicaFetch
+    name = bytes(frame[position : position + length]).decode()
+    position += length
+    (count,) = _I32.unpack_from(frame, position)
+    position += 4
+    if count < 0 or count * item_size > len(frame) - position:
+        raise _NotAReplicaFetch
+    return name, count, position
 
 
 def decode_response(frame: bytes | bytearray | memoryview) -> tuple[int, FetchedResponse]:

@@ -26,6 +26,7 @@ from kio.schema.errors import ErrorCode
 from ..cluster.metadata_cache import MetadataCache
 from ..log.checkpoints import UNDEFINED_EPOCH
 from ..protocol import replica_fetch
+from ..protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from ..protocol.record_batch import BatchHeader, InvalidBatch, peek_offset_and_length, scan_batches
 from ..protocol.replica_fetch import FetchedPartition, FetchPosition
 from ..tasks import cancel_and_wait
@@ -56,11 +57,6 @@ class FollowerLogs(Protocol):
 log = logging.getLogger(__name__)
 
 FETCH_VERSION = replica_fetch.VERSION
-# Fetch session ids and epochs (KIP-227), as the leader's cache reads them.
-NO_SESSION = 0
-INITIAL_EPOCH = 0  # a full fetch asking for a new session
-FINAL_EPOCH = -1  # a full fetch without a session (closing the one it names)
-_MAX_EPOCH = 2**31 - 1
 # Answers after which the session is dropped and the next fetch is a full one.
 SESSION_ERRORS = frozenset(
     {
@@ -125,19 +121,19 @@ class FetchSessionState:
     __slots__ = ("epoch", "replaces", "sent", "session_id")
 
     def __init__(self) -> None:
-        self.session_id = NO_SESSION
+        self.session_id = INVALID_SESSION_ID
         self.epoch = INITIAL_EPOCH
         self.sent: dict[TopicPartition, FetchPosition] = {}
-        self.replaces = NO_SESSION  # the session the next full fetch closes
+        self.replaces = INVALID_SESSION_ID  # the session the next full fetch closes
 
     def reset(self, *, other_leader: bool = False) -> None:
         """Start again with a full fetch. ``other_leader``: the fetcher now talks to
         another address, where this session id names nothing of ours."""
         if other_leader:
-            self.replaces = NO_SESSION
-        elif self.session_id != NO_SESSION:
+            self.replaces = INVALID_SESSION_ID
+        elif self.session_id != INVALID_SESSION_ID:
             self.replaces = self.session_id
-        self.session_id = NO_SESSION
+        self.session_id = INVALID_SESSION_ID
         self.epoch = INITIAL_EPOCH
         self.sent = {}
 
@@ -146,7 +142,7 @@ class FetchSessionState:
     ) -> tuple[int, int, dict[TopicPartition, FetchPosition], list[TopicPartition]]:
         """``(session_id, epoch, partitions to send, partitions to forget)`` for a request
         fetching ``wanted``; what the leader's session will hold is remembered now."""
-        if self.session_id == NO_SESSION:
+        if self.session_id == INVALID_SESSION_ID:
             self.sent = dict(wanted)
             return self.replaces, INITIAL_EPOCH, wanted, []
         sent = self.sent
@@ -162,15 +158,15 @@ class FetchSessionState:
         if epoch == INITIAL_EPOCH:
             # A new session, or none when the leader's cache had no room: the next
             # fetch is a full one again. Either way the one it replaced is closed.
-            self.replaces = NO_SESSION
+            self.replaces = INVALID_SESSION_ID
             self.session_id = session_id
-            self.epoch = 1 if session_id != NO_SESSION else INITIAL_EPOCH
-            if session_id == NO_SESSION:
+            self.epoch = 1 if session_id != INVALID_SESSION_ID else INITIAL_EPOCH
+            if session_id == INVALID_SESSION_ID:
                 self.sent = {}
         elif session_id != self.session_id:
             self.reset()  # closed by the leader (every partition forgotten)
         else:
-            self.epoch = 1 if self.epoch == _MAX_EPOCH else self.epoch + 1
+            self.epoch = next_epoch(self.epoch)
 
 
 class ReplicaFetcher:
@@ -496,7 +492,7 @@ class ReplicaFetcher:
             # without a session (closing ours, if there is one).
             self.session.reset()
             session_id, epoch, sending = self.session.replaces, FINAL_EPOCH, wanted
-            self.session.replaces = NO_SESSION
+            self.session.replaces = INVALID_SESSION_ID
         # The fetch offset each answer is checked against (``_apply_fetched``): a partition
         # left out of an incremental fetch keeps the one the leader's session holds.
         for key, position in sending.items():

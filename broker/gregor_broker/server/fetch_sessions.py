@@ -40,27 +40,15 @@ from uuid import UUID
 
 from kio.schema.errors import ErrorCode
 
+from ..protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from ..protocol.fetch_response import PartitionResult, TopicResult, records_size
 
 log = logging.getLogger(__name__)
 
-INVALID_SESSION_ID = 0
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
-_MAX_EPOCH = 2**31 - 1
 _MAX_SESSION_ID = 2**31 - 1
 
 TopicKey = str | UUID
 """How a session names a topic: its name (Fetch v7-12) or its topic id (v13+)."""
-
-
-def next_epoch(epoch: int) -> int:
-    """Matches Kafka's ``FetchMetadata.nextEpoch``: -1 stays -1, the maximum wraps to 1."""
-    if epoch < 0:
-        return FINAL_EPOCH
-    if epoch == _MAX_EPOCH:
-        return 1
-    return epoch + 1
 
 
 @dataclass(slots=True, eq=False)

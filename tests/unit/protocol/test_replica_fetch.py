@@ -22,16 +22,12 @@ TOPICS = [
 ]
 
 
+# What follower 2's requests below say besides their topics and session.
+FOLLOWER_2 = {"replica_id": 2, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 10485760}
+
+
 def test_request_matches_kio_byte_for_byte() -> None:
-    ours = replica_fetch.encode_request(
-        99,
-        b"gregor-replica-2",
-        replica_id=2,
-        max_wait_ms=500,
-        min_bytes=1,
-        max_bytes=10485760,
-        topics=TOPICS,
-    )
+    ours = replica_fetch.encode_request(99, b"gregor-replica-2", **FOLLOWER_2, topics=TOPICS)
     request = entities.build(
         entities.payload_class(1, 11, "request"),
         {
@@ -57,40 +53,28 @@ def test_request_matches_kio_byte_for_byte() -> None:
 def test_an_incremental_session_request_matches_kio_byte_for_byte() -> None:
     """A fetch in a session (KIP-227): its id and epoch, and the partitions it forgets."""
     ours = replica_fetch.encode_request(
-        12,
+        99,
         b"gregor-replica-2",
-        replica_id=2,
-        max_wait_ms=500,
-        min_bytes=1,
-        max_bytes=10485760,
+        **FOLLOWER_2,
         topics=TOPICS[:1],
         session_id=1234567,
         session_epoch=42,
         forgotten=[("päyments", [1, 4]), ("gone", [0])],
     )
-    request = entities.build(
-        entities.payload_class(1, 11, "request"),
-        {
-            "replica_id": 2,
-            "max_wait": 500,
-            "min_bytes": 1,
-            "max_bytes": 10485760,
-            "isolation_level": 0,
-            "session_id": 1234567,
-            "session_epoch": 42,
-            "topics": [
-                {"topic": topic, "partitions": [p._asdict() for p in partitions]}
-                for topic, partitions in TOPICS[:1]
-            ],
-            "forgotten_topics_data": [
-                {"topic": "päyments", "partitions": [1, 4]},
-                {"topic": "gone", "partitions": [0]},
-            ],
-            "rack_id": "",
-        },
+    request = _kio_request(
+        session_id=1234567,
+        session_epoch=42,
+        topics=[
+            {"topic": topic, "partitions": [p._asdict() for p in partitions]}
+            for topic, partitions in TOPICS[:1]
+        ],
+        forgotten_topics_data=[
+            {"topic": "päyments", "partitions": [1, 4]},
+            {"topic": "gone", "partitions": [0]},
+        ],
     )
-    header = struct.pack(">hhih", 1, 11, 12, 16) + b"gregor-replica-2"
-    assert ours == frame(header, entities.encode(request))
+    frame_bytes, _offset = _request_frame(request)  # correlation id 99, the same client
+    assert ours == struct.pack(">i", len(frame_bytes)) + frame_bytes
 
 
 def test_request_without_partitions_matches_kio() -> None:

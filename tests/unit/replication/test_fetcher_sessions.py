@@ -10,16 +10,11 @@ from kio.schema.errors import ErrorCode
 from gregor_broker.log.log_config import LogConfig
 from gregor_broker.log.partition_log import PartitionLog
 from gregor_broker.protocol import replica_fetch
+from gregor_broker.protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH
+from gregor_broker.protocol.fetch_metadata import INVALID_SESSION_ID as NO_SESSION
 from gregor_broker.protocol.fetch_response import encode_fetch_response
 from gregor_broker.protocol.replica_fetch import FetchPosition
-from gregor_broker.replication.fetcher import (
-    FINAL_EPOCH,
-    INITIAL_EPOCH,
-    NO_SESSION,
-    FetchSessionState,
-    FollowedPartition,
-    ReplicaFetcher,
-)
+from gregor_broker.replication.fetcher import FetchSessionState, FollowedPartition, ReplicaFetcher
 from gregor_broker.replication.partition import Partition
 from gregor_broker.replication.replication_config import ReplicationConfig
 

@@ -16,18 +16,20 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from gregor_broker.protocol import entities
-from gregor_broker.protocol.fetch_response import PartitionResult, TopicResult
-from gregor_broker.server.fetch_sessions import (
+from gregor_broker.protocol.fetch_metadata import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     INVALID_SESSION_ID,
+    next_epoch,
+)
+from gregor_broker.protocol.fetch_response import PartitionResult, TopicResult
+from gregor_broker.server.fetch_sessions import (
     FetchContext,
     FetchSessionCache,
     FullContext,
     IncrementalContext,
     SessionErrorContext,
     SessionlessContext,
-    next_epoch,
 )
 
 EVICTION_MS = 1000
