@@ -47,6 +47,12 @@ class PartitionResult:
     current_leader: tuple[int, int] | None = None  # (leader_id, leader_epoch)
 
 
+# A partition an incremental fetch session need not answer (nothing it would carry
+# differs from what the session last sent). Shared: never changed, never encoded (the
+# session's ``finish`` drops it).
+UNCHANGED_PARTITION = PartitionResult(-1)
+
+
 @dataclass(slots=True)
 class TopicResult:
     name: str

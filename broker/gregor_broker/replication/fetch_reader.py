@@ -19,7 +19,12 @@ from uuid import UUID
 from kio.schema.errors import ErrorCode
 
 from ..log.partition_log import OffsetOutOfRange
-from ..protocol.fetch_response import PartitionResult, TopicResult, records_size
+from ..protocol.fetch_response import (
+    UNCHANGED_PARTITION,
+    PartitionResult,
+    TopicResult,
+    records_size,
+)
 from .partition import Partition, PartitionError
 from .replica_manager import ReplicaManager, now_ms
 from .throttle import LEADER_RATE, LEADER_REPLICAS, is_throttled, parse_rate
@@ -296,7 +301,10 @@ def _idle_follower_result(
     without its lookups: every partition of a follower's fetch session that had no
     traffic comes through here on every round trip (``__consumer_offsets`` alone has
     fifty), and the general path made them a third of the leader's work per message at
-    a thousand acks=all messages a second."""
+    a thousand acks=all messages a second. In an incremental session (``requested`` is
+    the session's partition, holding the high watermark and log start offset it last
+    sent) a partition whose answer would carry nothing new is ``UNCHANGED_PARTITION``,
+    which the session drops without looking at it."""
     if partition is None or partition.leader != broker_id or replica_id not in partition.isr:
         return None
     log = partition.log
@@ -311,6 +319,11 @@ def _idle_follower_result(
     ):
         return None
     partition.record_follower_fetch(replica_id, offset, now)
+    if (
+        getattr(requested, "high_watermark", None) == log.high_watermark
+        and getattr(requested, "local_log_start_offset", None) == log.log_start_offset
+    ):
+        return UNCHANGED_PARTITION
     return PartitionResult(
         requested.partition,
         ErrorCode.none,

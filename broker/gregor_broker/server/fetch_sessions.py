@@ -41,7 +41,12 @@ from uuid import UUID
 from kio.schema.errors import ErrorCode
 
 from ..protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
-from ..protocol.fetch_response import PartitionResult, TopicResult, records_size
+from ..protocol.fetch_response import (
+    UNCHANGED_PARTITION,
+    PartitionResult,
+    TopicResult,
+    records_size,
+)
 
 log = logging.getLogger(__name__)
 
@@ -319,6 +324,8 @@ class IncrementalContext(FetchContext):
         for run, topic in zip(self.runs, topics, strict=True):
             kept = []
             for cached, result in zip(run.partitions, topic.partitions, strict=True):
+                if result is UNCHANGED_PARTITION:
+                    continue  # the reader found nothing to send (an idle follower's)
                 if cached.maybe_update_response_data(result):
                     kept.append(result)
                     if records_size(result) > 0:

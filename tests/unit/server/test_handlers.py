@@ -393,8 +393,16 @@ def test_fetches_wake_only_for_what_can_answer_them(services: Services) -> None:
     asyncio.run(scenario())
 
 
-def follower_fetch(replica_id: int, offset: int, leader_epoch: int) -> Any:
-    """A follower's Fetch v11 as the leader reads it (the lean decoder's objects)."""
+def follower_fetch(
+    replica_id: int,
+    offset: int,
+    leader_epoch: int,
+    *,
+    partitions: tuple[int, ...] = (0,),
+    session: tuple[int, int] = (0, -1),
+) -> Any:
+    """A follower's Fetch v11 as the leader reads it (the lean decoder's objects): the
+    ``partitions`` at ``offset``, in the fetch ``session`` (id, epoch; none by default)."""
     frame = replica_fetch.encode_request(
         3,
         b"gregor-replica",
@@ -402,7 +410,19 @@ def follower_fetch(replica_id: int, offset: int, leader_epoch: int) -> Any:
         max_wait_ms=0,
         min_bytes=1,
         max_bytes=1 << 20,
-        topics=[(TOPIC, [replica_fetch.FetchPosition(0, leader_epoch, offset, 0, 1 << 20)])],
+        topics=[
+            (
+                TOPIC,
+                [
+                    replica_fetch.FetchPosition(p, leader_epoch, offset, 0, 1 << 20)
+                    for p in partitions
+                ],
+            )
+        ]
+        if partitions
+        else [],
+        session_id=session[0],
+        session_epoch=session[1],
     )
     decoded = replica_fetch.decode_request(frame[4:], 2 + 2 + 4 + 2 + len(b"gregor-replica"))
     assert decoded is not None
@@ -463,6 +483,60 @@ def test_an_in_sync_followers_fetch_of_a_partition_it_has_answers_as_the_general
         .partitions[0]
         .error_code
         == ErrorCode.unknown_leader_epoch
+    )
+
+
+def test_a_followers_session_answers_only_what_changed_on_its_idle_partitions(
+    services: Services,
+) -> None:
+    """In a follower's incremental session, a partition it has all of is left out of the
+    answer until something it would carry changes: here the high watermark, moved by the
+    other follower while this one had nothing new to fetch."""
+    services.metadata.set_topic(
+        TOPIC, TopicAssignment.of({0: [BROKER_ID, 2, 3], 1: [BROKER_ID, 2, 3]}, TOPIC_ID)
+    )
+    for index in (0, 1):
+        state = PartitionState(controller_epoch=1, leader=BROKER_ID, leader_epoch=0, isr=(1, 2, 3))
+        services.metadata.set_partition_state(TOPIC, index, state, version=0)
+    replicas = services.replica_manager
+    replicas.reconcile(services.metadata.take_changed_topics())
+    for index in (0, 1):
+        replicas.append(TOPIC, index, batch(b"a"), -1)
+        for follower in (2, 3):
+            replicas.record_follower_fetch(replicas.partitions[(TOPIC, index)], follower, 1)
+
+    def answered(request: Any) -> tuple[int, dict[int, int]]:
+        """The session id and {partition: high watermark} of the answer."""
+        response = handle_fetch(services, context(FETCH, 11), request)
+        parts, _size = response.encode_frame(11, 7)
+        decoded = decode(FETCH, 11, b"".join(p for p in parts if isinstance(p, bytes)))
+        return decoded.session_id, {
+            p.partition_index: p.high_watermark for t in decoded.responses for p in t.partitions
+        }
+
+    session_id, full = answered(follower_fetch(2, 1, 0, partitions=(0, 1), session=(0, 0)))
+    assert session_id and full == {0: 1, 1: 1}
+    assert answered(follower_fetch(2, 1, 0, partitions=(), session=(session_id, 1))) == (
+        session_id,
+        {},
+    )
+    # Partition 0 grows; follower 2 has copied it (it fetches from 2), follower 3 not yet:
+    # the high watermark stays at 1, as the session last sent, so nothing is said.
+    partition = replicas.partitions[(TOPIC, 0)]
+    replicas.append(TOPIC, 0, batch(b"b"), -1)
+    assert answered(follower_fetch(2, 2, 0, partitions=(0,), session=(session_id, 2))) == (
+        session_id,
+        {},
+    )
+    replicas.record_follower_fetch(partition, 3, 2)  # the high watermark moves to 2
+    # Nothing new for follower 2 to copy anywhere, but partition 0's high watermark moved.
+    assert answered(follower_fetch(2, 1, 0, partitions=(), session=(session_id, 3))) == (
+        session_id,
+        {0: 2},
+    )
+    assert answered(follower_fetch(2, 1, 0, partitions=(), session=(session_id, 4))) == (
+        session_id,
+        {},
     )
 
 
