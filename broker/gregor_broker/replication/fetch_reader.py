@@ -309,7 +309,10 @@ def _idle_follower_result(
         return None
     log = partition.log
     offset = requested.fetch_offset
-    if offset != log.log_end_offset or requested.current_leader_epoch != partition.leader_epoch:
+    if offset != log.log_end_offset or (
+        # Fetch v9+ names the leader epoch; an older fetch takes the general path.
+        getattr(requested, "current_leader_epoch", -1) != partition.leader_epoch
+    ):
         return None
     follower = partition.followers.get(replica_id)
     if (

@@ -486,6 +486,49 @@ def test_an_in_sync_followers_fetch_of_a_partition_it_has_answers_as_the_general
     )
 
 
+@pytest.mark.parametrize("version", [4, 5, 6, 8])
+def test_a_replica_fetch_older_than_leader_epochs_takes_the_general_path(
+    services: Services, version: int
+) -> None:
+    """Fetch v4-8 carries no current leader epoch: a replica's fetch of a partition it
+    has all of is answered as any other (the fuzzer's v5 and v6 got UNKNOWN_SERVER_ERROR
+    from a short path that read the missing field)."""
+    partition = lead_replicated(services)
+    replicas = services.replica_manager
+    replicas.append(TOPIC, 0, batch(b"a"), -1)
+    replicas.record_follower_fetch(partition, 2, 1)
+    replicas.record_follower_fetch(partition, 3, 1)
+    data = {
+        "replica_id": 2,
+        "max_wait": datetime.timedelta(0),
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": TOPIC,
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "fetch_offset": 1,
+                        "log_start_offset": 0,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+    }
+    fetch = entities.build(entities.payload_class(FETCH, version, "request"), data)
+    response = handle_fetch(services, context(FETCH, version), fetch)
+    parts, _size = response.encode_frame(version, 7)
+    answer = decode(FETCH, version, b"".join(p for p in parts if isinstance(p, bytes)))
+    result = answer.responses[0].partitions[0]
+    assert (result.error_code, result.high_watermark) == (ErrorCode.none, 1)
+
+
 def test_a_followers_session_answers_only_what_changed_on_its_idle_partitions(
     services: Services,
 ) -> None:
