@@ -137,6 +137,17 @@ class FetchSessionState:
         self.epoch = INITIAL_EPOCH
         self.sent = {}
 
+    def close(self) -> int:
+        """Leave the session for fetches without one: the id such a fetch names (epoch
+        -1) so that the leader closes it, or none."""
+        self.reset()
+        closing, self.replaces = self.replaces, INVALID_SESSION_ID
+        return closing
+
+    def resend(self, key: TopicPartition) -> None:
+        """Send ``key``'s position in the next request whatever the session holds."""
+        self.sent.pop(key, None)
+
     def build(
         self, wanted: dict[TopicPartition, FetchPosition]
     ) -> tuple[int, int, dict[TopicPartition, FetchPosition], list[TopicPartition]]:
@@ -160,7 +171,7 @@ class FetchSessionState:
             # fetch is a full one again. Either way the one it replaced is closed.
             self.replaces = INVALID_SESSION_ID
             self.session_id = session_id
-            self.epoch = 1 if session_id != INVALID_SESSION_ID else INITIAL_EPOCH
+            self.epoch = next_epoch(INITIAL_EPOCH) if session_id else INITIAL_EPOCH
             if session_id == INVALID_SESSION_ID:
                 self.sent = {}
         elif session_id != self.session_id:
@@ -485,14 +496,12 @@ class ReplicaFetcher:
                     # offset (followed afresh since, a new log at the same position) is
                     # sent whatever the session holds: an answer is applied only to the
                     # fetch offset its item was sent with.
-                    self.session.sent.pop(key, None)
+                    self.session.resend(key)
             session_id, epoch, sending, forgotten = self.session.build(wanted)
         else:
             # Under a follower throttle each fetch picks its partitions anew: full fetches
             # without a session (closing ours, if there is one).
-            self.session.reset()
-            session_id, epoch, sending = self.session.replaces, FINAL_EPOCH, wanted
-            self.session.replaces = INVALID_SESSION_ID
+            session_id, epoch, sending = self.session.close(), FINAL_EPOCH, wanted
         # The fetch offset each answer is checked against (``_apply_fetched``): a partition
         # left out of an incremental fetch keeps the one the leader's session holds.
         for key, position in sending.items():

@@ -218,12 +218,16 @@ def test_produce_with_invalid_acks_appends_nothing(services: Services) -> None:
 # -- Fetch -------------------------------------------------------------------------------
 
 
-def fetch_request(version: int, offset: int, max_wait_ms: int = 0, isolation_level: int = 0) -> Any:
+def fetch_request(
+    version: int, offset: int, max_wait_ms: int = 0, isolation_level: int = 0, replica_id: int = -1
+) -> Any:
+    """A Fetch of ``TOPIC``-0 (a consumer's unless ``replica_id``); fields the version
+    does not have are left out."""
     return request(
         FETCH,
         version,
         {
-            "replica_id": -1,
+            "replica_id": replica_id,
             "max_wait": datetime.timedelta(milliseconds=max_wait_ms),
             "min_bytes": 1,
             "max_bytes": 1 << 20,
@@ -498,30 +502,7 @@ def test_a_replica_fetch_older_than_leader_epochs_takes_the_general_path(
     replicas.append(TOPIC, 0, batch(b"a"), -1)
     replicas.record_follower_fetch(partition, 2, 1)
     replicas.record_follower_fetch(partition, 3, 1)
-    data = {
-        "replica_id": 2,
-        "max_wait": datetime.timedelta(0),
-        "min_bytes": 1,
-        "max_bytes": 1 << 20,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": TOPIC,
-                "partitions": [
-                    {
-                        "partition": 0,
-                        "fetch_offset": 1,
-                        "log_start_offset": 0,
-                        "partition_max_bytes": 1 << 20,
-                    }
-                ],
-            }
-        ],
-        "forgotten_topics_data": [],
-    }
-    fetch = entities.build(entities.payload_class(FETCH, version, "request"), data)
+    fetch = fetch_request(version, 1, replica_id=2)
     response = handle_fetch(services, context(FETCH, version), fetch)
     parts, _size = response.encode_frame(version, 7)
     answer = decode(FETCH, version, b"".join(p for p in parts if isinstance(p, bytes)))
