@@ -12,6 +12,7 @@ compare between two versions of Gregor run one after the other.
     python -m bench.round_trip                      # 1 partition, 3 runs of 5 s
     python -m bench.round_trip --partitions 8 --reps 2 --seconds 3
     python -m bench.round_trip --rate 1000 --idle 30  # paced, as the latency rows
+    python -m bench.round_trip --idle-partitions 1000  # beside 1,000 partitions at rest
 
 ``--rate`` offers that many messages/s instead (the latency rows' paced producer and
 stamping consumer, ``bench.clients latency-*``, 1 partition) and adds the end-to-end p50
@@ -101,6 +102,7 @@ def run(
     idle: float = 0.0,
     hold: float = 0.0,
     settle: float = 0.0,
+    idle_partitions: int = 0,
 ) -> list[dict]:
     target = GregorClusterTarget(directory)
     for broker in target.cluster.brokers:
@@ -110,6 +112,10 @@ def run(
     started = time.monotonic()
     try:
         topic = "round-trip"
+        if idle_partitions:
+            # Replicated like the measured topic, never written: what a follower's fetch
+            # session and the leader's fetch path cost per partition that has no traffic.
+            target.create_topic("round-trip-idle", idle_partitions)
         target.create_topic(topic, partitions)
         metadata = target.admin().list_topics(topic, timeout=10)
         leaders = {p.leader for p in metadata.topics[topic].partitions.values()}
@@ -257,6 +263,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--settle", type=float, default=25, help="wait this many s after the start (25)"
     )
+    parser.add_argument(
+        "--idle-partitions",
+        type=int,
+        default=0,
+        help="first create a topic of this many partitions that gets no traffic (0)",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
     started = time.strftime("%H:%M:%S")
@@ -271,12 +283,14 @@ def main(argv: list[str] | None = None) -> int:
             args.idle,
             args.hold,
             args.settle,
+            args.idle_partitions,
         )
     if args.json:
         print(json.dumps(results))
         return 0
     paced = f", paced at {args.rate:,} msg/s" if args.rate else ""
-    print(f"1 KiB acks=all, {args.partitions} partition(s){paced}, started {started}")
+    idle = f", {args.idle_partitions:,} idle partitions" if args.idle_partitions else ""
+    print(f"1 KiB acks=all, {args.partitions} partition(s){paced}{idle}, started {started}")
     for result in results:
         _print(result)
     return 0
