@@ -119,3 +119,49 @@ def test_followers_fetch_in_incremental_sessions(broker_factory) -> None:
     wanted = {broker_id: (2.0, 8.0) for broker_id in metrics}
     assert wait_for(lambda: sessions_held() == wanted, 20), (sessions_held(), wanted)
     assert sorted(consume_values(bootstrap, "in-sessions", 240, partitions=12)) == sorted(values)
+
+
+def test_partitions_at_rest_stay_in_sync_and_are_copied_at_once_when_written(
+    broker_factory,
+) -> None:
+    """A follower's session on the leader reads only the partitions that changed since
+    they were last found quiet (``server/fetch_sessions.py``, FULL_PASS_MS): a write to a
+    partition at rest wakes the follower's waiting fetch at once (with a 2.5 s
+    ``replica.fetch.wait.max.ms``, a missed wake-up would hold the acks=all write about
+    that long), and partitions at rest for longer than ``replica.lag.time.max.ms`` stay
+    in their ISRs (their followers' fetch times are refreshed by the periodic full
+    reads). Kafka wants the fetch wait below the lag time, as here."""
+    properties = {"replica.fetch.wait.max.ms": "2500", "replica.lag.time.max.ms": "6000"}
+    brokers = [broker_factory(broker_id, **properties) for broker_id in (1, 2, 3)]
+    assert every_broker_knows_the_others(brokers), "brokers unknown to each other"
+    bootstrap = ",".join(broker.bootstrap for broker in brokers)
+    create_topic(
+        bootstrap, "at-rest", partitions=12, replication_factor=3,
+        config={"min.insync.replicas": "3"},
+    )  # fmt: skip
+    produce_values(bootstrap, "at-rest", [b"first"] * 24, acks="all")
+    assert wait_for(
+        lambda: all(len(isr) == 3 for _l, _r, isr in _describe(bootstrap, "at-rest").values()),
+        30,
+    ), _describe(bootstrap, "at-rest")
+    time.sleep(7)  # longer at rest than replica.lag.time.max.ms
+    described = _describe(bootstrap, "at-rest")
+    assert all(sorted(isr) == [1, 2, 3] for _l, _r, isr in described.values()), described
+
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0}
+    )
+    producer.list_topics("at-rest", timeout=10)  # connections and metadata first
+    took = {}
+    errors: list[object] = []
+    for partition in range(12):
+        started = time.monotonic()
+        producer.produce(
+            "at-rest", b"later", partition=partition, on_delivery=lambda e, _m: errors.append(e)
+        )
+        assert producer.flush(30) == 0
+        took[partition] = time.monotonic() - started
+        time.sleep(0.3)  # the partition is found quiet again before the next write
+    assert errors == [None] * 12, errors
+    # Each write waits for both followers (min.insync.replicas=3): a wake-up, not 2.5 s.
+    assert max(took.values()) < 1.0, took

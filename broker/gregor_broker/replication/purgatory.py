@@ -21,8 +21,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from typing import Protocol
 
 TopicPartition = tuple[str, int]
+
+
+class PartitionListener(Protocol):
+    """Told of every notification of a partition it listens to, for as long as it listens
+    (a follower's fetch session on the leader: ``server/fetch_sessions.py``)."""
+
+    def partition_changed(self, key: TopicPartition, wake: bool) -> None:
+        """``wake``: anything but a high watermark move (records, leadership)."""
 
 
 class Waiters:
@@ -33,6 +42,27 @@ class Waiters:
         # (and everything else): ``watch(committed=...)`` says which.
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         self._committed: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        # Standing interest, not one wait: kept until ``unlisten``, told of every kind of
+        # notification (appends, the high watermark, anything else).
+        self._listeners: dict[TopicPartition, set[PartitionListener]] = {}
+
+    def listen(self, keys: Iterable[TopicPartition], listener: PartitionListener) -> None:
+        for key in keys:
+            self._listeners.setdefault(key, set()).add(listener)
+
+    def unlisten(self, keys: Iterable[TopicPartition], listener: PartitionListener) -> None:
+        for key in keys:
+            listeners = self._listeners.get(key)
+            if listeners is not None:
+                listeners.discard(listener)
+                if not listeners:
+                    del self._listeners[key]
+
+    def _tell_listeners(self, key: TopicPartition, wake: bool) -> None:
+        listeners = self._listeners.get(key)
+        if listeners:
+            for listener in list(listeners):
+                listener.partition_changed(key, wake)
 
     async def wait_any(self, keys: Iterable[TopicPartition], timeout: float) -> None:
         """Until one of ``keys`` is notified or ``timeout`` seconds pass."""
@@ -96,14 +126,17 @@ class Waiters:
         """Wake every waiter of ``key``: something other than its data changed."""
         _wake(self._waiters.pop(key, None))
         _wake(self._committed.pop(key, None))
+        self._tell_listeners(key, True)
 
     def notify_appended(self, key: TopicPartition) -> None:
         """Records were appended to ``key``'s log: wake all but committed-only readers."""
         _wake(self._waiters.pop(key, None))
+        self._tell_listeners(key, True)
 
     def notify_committed(self, key: TopicPartition) -> None:
         """``key``'s high watermark moved: wake committed-only readers."""
         _wake(self._committed.pop(key, None))
+        self._tell_listeners(key, False)
 
 
 def _wake(waiters: set[asyncio.Future[None]] | None) -> None:

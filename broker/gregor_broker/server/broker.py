@@ -243,6 +243,8 @@ class Broker:
             replication_config=replication_config_for(config, self.inter_broker_security),
             produce_decompressed_max_bytes=config.produce_decompressed_max_bytes,
         )
+        # Followers' sessions read only the partitions the replica manager says changed.
+        self.fetch_sessions.watch_partitions(self.replica_manager.append_waiters)
         # After the replica manager's own listener: its partitions go offline first.
         self.logs.dir_failure_listeners.append(self._on_log_dir_failure)
         self.topic_admin = TopicAdmin(config, self.metadata, self.zk_admin)

@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
@@ -47,10 +48,18 @@ from ..protocol.fetch_response import (
     TopicResult,
     records_size,
 )
+from ..replication.purgatory import Waiters
 
 log = logging.getLogger(__name__)
 
 _MAX_SESSION_ID = 2**31 - 1
+_ORDER = attrgetter("order")
+
+# A follower's session on the leader reads only the partitions that changed since they
+# were last found quiet, and all of them this often: what no notification covers (a log
+# start moved by retention, an ISR or leader epoch change) reaches the follower within
+# it, and the quiet partitions' follower fetch times (the ISR lag check) stay this fresh.
+FULL_PASS_MS = 250
 
 TopicKey = str | UUID
 """How a session names a topic: its name (Fetch v7-12) or its topic id (v13+)."""
@@ -75,6 +84,9 @@ class CachedPartition:
     last_fetched_epoch: int = -1
     high_watermark: int = -1
     local_log_start_offset: int = -1
+    # The session's fetch order (``FetchSession.partitions``' order), as a number: a read
+    # of a few partitions of a large session sorts them by it.
+    order: int = 0
 
     @classmethod
     def from_request(cls, topic_key: TopicKey, requested: Any) -> CachedPartition:
@@ -135,6 +147,50 @@ class FetchSession:
     last_used_ms: int
     epoch: int
     cached_size: int = -1
+    next_order: int = 0
+    # A follower's session (``FetchSessionCache.watch_partitions``): the partitions its
+    # fetches read, told by the replica manager's notifications (``partition_changed``);
+    # the others were found quiet (the follower has all of them, nothing to send) and
+    # nothing has happened to them since. None: every fetch reads every partition.
+    active: set[tuple[TopicKey, int]] | None = None
+    full_pass_due_ms: int = 0
+    # Set when a partition the current fetch does not read has new records (or anything
+    # but a high watermark move): the fetch answers at once, and the next one reads it.
+    skipped_changed: bool = False
+    parked: Any = None  # the waiting fetch's future
+    waiters: Waiters | None = None
+
+    def __post_init__(self) -> None:
+        for cached in self.partitions.values():
+            cached.order = self.next_order
+            self.next_order += 1
+
+    def listen(self, waiters: Waiters) -> None:
+        """Read only what changed from now on: ``waiters`` (the replica manager's
+        ``append_waiters``) tell this session of its partitions' notifications."""
+        self.waiters = waiters
+        self.active = set(self.partitions)
+        waiters.listen(self.partitions, self)
+
+    def stop_listening(self) -> None:
+        if self.waiters is not None:
+            self.waiters.unlisten(self.partitions, self)
+            self.waiters = None
+
+    def partition_changed(self, key: tuple[str, int], wake: bool) -> None:
+        """A notification of ``key``: its next read is due. ``wake``: records or
+        anything but the high watermark, which a follower's waiting fetch answers now
+        (as Kafka's DelayedFetch wakes for a follower on the log end, not on the high
+        watermark)."""
+        active = self.active
+        if active is None or key in active or key not in self.partitions:
+            return
+        active.add(key)
+        if wake:
+            self.skipped_changed = True
+            parked = self.parked
+            if parked is not None and not parked.done():
+                parked.set_result(None)
 
     def update(self, request: Any, uses_topic_ids: bool) -> tuple[int, int, int]:
         """Apply an incremental request: (added, updated, removed) partition counts.
@@ -144,22 +200,33 @@ class FetchSession:
         """
         added = updated = removed = 0
         partitions = self.partitions
+        active = self.active
         for topic in request.topics:
             topic_key = topic.topic_id if uses_topic_ids else topic.topic
             for requested in topic.partitions:
-                cached = partitions.get((topic_key, requested.partition))
+                key = (topic_key, requested.partition)
+                cached = partitions.get(key)
                 if cached is None:
-                    partitions[(topic_key, requested.partition)] = CachedPartition.from_request(
-                        topic_key, requested
-                    )
+                    cached = partitions[key] = CachedPartition.from_request(topic_key, requested)
+                    cached.order = self.next_order
+                    self.next_order += 1
+                    if self.waiters is not None:
+                        self.waiters.listen((key,), self)  # type: ignore[arg-type]
                     added += 1
                 else:
                     cached.update_request(requested)
                     updated += 1
+                if active is not None:
+                    active.add(key)  # the follower moved on: its fetch reads it
         for forgotten in getattr(request, "forgotten_topics_data", None) or ():
             topic_key = forgotten.topic_id if uses_topic_ids else forgotten.topic
             for index in forgotten.partitions:
-                if partitions.pop((topic_key, index), None) is not None:
+                key = (topic_key, index)
+                if partitions.pop(key, None) is not None:
+                    if self.waiters is not None:
+                        self.waiters.unlisten((key,), self)  # type: ignore[arg-type]
+                    if active is not None:
+                        active.discard(key)
                     removed += 1
         return added, updated, removed
 
@@ -167,6 +234,8 @@ class FetchSession:
         key = (cached.topic_key, cached.partition)
         if self.partitions.get(key) is cached:
             self.partitions[key] = self.partitions.pop(key)
+            cached.order = self.next_order
+            self.next_order += 1
 
 
 @dataclass(slots=True)
@@ -189,11 +258,11 @@ def _request_runs(request: Any, uses_topic_ids: bool) -> list[TopicRun]:
     return [TopicRun(topic.topic, None, topic.partitions) for topic in request.topics]
 
 
-def _session_runs(session: FetchSession) -> list[TopicRun]:
+def _session_runs(session: FetchSession, partitions: Iterable[CachedPartition]) -> list[TopicRun]:
     runs: list[TopicRun] = []
     current: list[CachedPartition] = []
     previous: TopicKey | None = None
-    for cached in session.partitions.values():
+    for cached in partitions:
         if not current or cached.topic_key != previous:
             current = []
             previous = cached.topic_key
@@ -226,6 +295,21 @@ class FetchContext:
         instead of ``finish`` (Kafka's getThrottledResponse): no session is created and
         none advanced by the results the client never sees."""
         return self.error_code, INVALID_SESSION_ID
+
+    # A follower's incremental fetch that reads only part of its session (the handler
+    # calls these around every read and wait; nothing to do for the others).
+    skipping = False  # some session partitions are not read: wait even with none
+
+    def after_read(self, topics: list[TopicResult]) -> None:
+        """Called in the same step as each read: the results' quiet partitions."""
+
+    def park(self, future: Any) -> None:
+        """The future the waiting fetch waits on: a skipped partition's news sets it."""
+
+    @property
+    def skipped_changed(self) -> bool:
+        """A partition this fetch does not read has news: answer now."""
+        return False
 
 
 class SessionErrorContext(FetchContext):
@@ -295,12 +379,48 @@ class FullContext(FetchContext):
 
 
 class IncrementalContext(FetchContext):
-    """An incremental fetch: reads the whole session, answers only what changed."""
+    """An incremental fetch: reads the session, answers only what changed.
 
-    def __init__(self, session: FetchSession) -> None:
+    A consumer's session is read whole on every fetch, as Kafka's is. A follower's
+    (``FetchSession.active``) is read whole every ``FULL_PASS_MS``; in between only the
+    partitions the fetch names or the replica manager has notified since they were last
+    found quiet: a follower with a thousand partitions at rest and one busy one made the
+    leader read the thousand on every round trip (round seven, docs/performance.md)."""
+
+    def __init__(self, session: FetchSession, now_ms: int = 0) -> None:
         self.session = session
         self.expected_epoch = session.epoch
-        self.runs = _session_runs(session)
+        session.skipped_changed = False
+        session.parked = None
+        active = session.active
+        if active is None:
+            self.runs = _session_runs(session, session.partitions.values())
+        elif len(active) == len(session.partitions) or now_ms >= session.full_pass_due_ms:
+            session.full_pass_due_ms = now_ms + FULL_PASS_MS
+            active.update(session.partitions)
+            self.runs = _session_runs(session, session.partitions.values())
+        else:
+            partitions = session.partitions
+            reading = sorted((partitions[key] for key in active), key=_ORDER)
+            self.runs = _session_runs(session, reading)
+            self.skipping = True
+
+    def after_read(self, topics: list[TopicResult]) -> None:
+        active = self.session.active
+        if active is None:
+            return
+        for run, topic in zip(self.runs, topics, strict=True):
+            for cached, result in zip(run.partitions, topic.partitions, strict=True):
+                if result is UNCHANGED_PARTITION:
+                    active.discard((cached.topic_key, cached.partition))
+
+    def park(self, future: Any) -> None:
+        if self.session.active is not None:
+            self.session.parked = future
+
+    @property
+    def skipped_changed(self) -> bool:
+        return self.session.skipped_changed
 
     def throttled(self) -> tuple[int, int]:
         if self.session.epoch != self.expected_epoch:
@@ -367,6 +487,12 @@ class FetchSessionCache:
         self.created_total = 0
         self.evictions_total = 0
         self._random = rng or random.Random()
+        self.partition_waiters: Waiters | None = None
+
+    def watch_partitions(self, waiters: Waiters) -> None:
+        """Followers' sessions made from now on read only what changed, as ``waiters``
+        (the replica manager's ``append_waiters``) tell them."""
+        self.partition_waiters = waiters
 
     def __len__(self) -> int:
         return len(self.sessions)
@@ -426,7 +552,7 @@ class FetchSessionCache:
                 removed,
                 len(session.partitions),
             )
-        return IncrementalContext(session)
+        return IncrementalContext(session, now_ms)
 
     # the cache part -------------------------------------------------------------------------
 
@@ -451,6 +577,8 @@ class FetchSessionCache:
             last_used_ms=now_ms,
             epoch=next_epoch(INITIAL_EPOCH),
         )
+        if privileged and not uses_topic_ids and self.partition_waiters is not None:
+            session.listen(self.partition_waiters)
         self.sessions[session.id] = session
         self.touch(session, now_ms)
         self.created_total += 1
@@ -521,6 +649,7 @@ class FetchSessionCache:
         session_id = session if isinstance(session, int) else session.id
         removed = self.sessions.pop(session_id, None)
         if removed is not None:
+            removed.stop_listening()
             self._last_used.pop(session_id, None)
             self.partitions_total -= max(removed.cached_size, 0)
         return removed

@@ -7,6 +7,7 @@ runs. Time is a plain millisecond count passed in.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
 from collections.abc import Iterable
@@ -22,8 +23,14 @@ from gregor_broker.protocol.fetch_metadata import (
     INVALID_SESSION_ID,
     next_epoch,
 )
-from gregor_broker.protocol.fetch_response import PartitionResult, TopicResult
+from gregor_broker.protocol.fetch_response import (
+    UNCHANGED_PARTITION,
+    PartitionResult,
+    TopicResult,
+)
+from gregor_broker.replication.purgatory import Waiters
 from gregor_broker.server.fetch_sessions import (
+    FULL_PASS_MS,
     FetchContext,
     FetchSessionCache,
     FullContext,
@@ -586,3 +593,154 @@ def test_a_throttled_incremental_fetch_keeps_its_session_and_the_unsent_changes(
     context = incremental(cache, session_id, 2)
     _, _, topics = context.finish(read(context, changed={("t", 1): {"high_watermark": 12}}), 0)
     assert answered(topics) == [("t", 1)]
+
+
+# --- a follower's session reads what changed (FULL_PASS_MS) --------------------------------
+
+
+def quiet(context: FetchContext, *keys: tuple[str, int]) -> list[TopicResult]:
+    """``read(context)`` with ``keys`` answered as the reader answers a partition an
+    in-sync follower has all of and whose answer carries nothing new."""
+    topics = read(context)
+    for topic in topics:
+        topic.partitions = [
+            UNCHANGED_PARTITION if (topic.name, p.partition_index) in keys else p
+            for p in topic.partitions
+        ]
+    return topics
+
+
+def follower_session(waiters: Waiters, topics: Partitions) -> tuple[FetchSessionCache, int]:
+    cache = FetchSessionCache(10, EVICTION_MS)
+    cache.watch_partitions(waiters)
+    return cache, new_session(cache, topics, privileged=True)
+
+
+def step(
+    cache: FetchSessionCache,
+    session_id: int,
+    now_ms: int,
+    *quiet_keys: tuple[str, int],
+    topics: Partitions | None = None,
+) -> tuple[list[tuple[str | uuid.UUID, int, int]], FetchContext]:
+    """One incremental fetch of a follower: what it read; ``quiet_keys`` found quiet."""
+    session = cache.get(session_id)
+    assert session is not None
+    request = fetch_request(session_id=session_id, epoch=session.epoch, topics=topics)
+    context = cache.new_context(request, 12, True, now_ms)
+    read_now = fetched(context)
+    results = quiet(context, *quiet_keys)
+    context.after_read(results)
+    context.finish(results, now_ms)
+    return read_now, context
+
+
+def test_a_follower_session_reads_only_partitions_notified_or_named_since_found_quiet():
+    waiters = Waiters()
+    everything = {"t": [(0, 5), (1, 5), (2, 5), (3, 5)]}
+    cache, session_id = follower_session(waiters, everything)
+    all_keys = [("t", 0), ("t", 1), ("t", 2), ("t", 3)]
+
+    read_now, _ = step(cache, session_id, 1, *all_keys)
+    assert read_now == [("t", 0, 5), ("t", 1, 5), ("t", 2, 5), ("t", 3, 5)]
+    read_now, context = step(cache, session_id, 2)
+    assert read_now == [] and context.skipping  # every partition quiet: none read
+
+    waiters.notify_appended(("t", 2))  # records
+    waiters.notify_committed(("t", 0))  # a high watermark move
+    waiters.notify(("t", 3))  # leadership
+    waiters.notify_appended(("other", 0))  # not in the session
+    read_now, _ = step(cache, session_id, 3, ("t", 3))
+    assert read_now == [("t", 0, 5), ("t", 2, 5), ("t", 3, 5)]
+    # Read and not found quiet: read again; found quiet: not.
+    read_now, _ = step(cache, session_id, 4, *all_keys)
+    assert read_now == [("t", 0, 5), ("t", 2, 5)]
+    # A partition the follower names (it moved on) is read.
+    read_now, _ = step(cache, session_id, 5, *all_keys, topics={"t": [(1, 9)]})
+    assert read_now == [("t", 1, 9)]
+    assert step(cache, session_id, 6)[0] == []
+    # Every FULL_PASS_MS the whole session is read, quiet or not, in the session's order.
+    read_now, _ = step(cache, session_id, 1 + FULL_PASS_MS, *all_keys)
+    assert read_now == [("t", 0, 5), ("t", 1, 9), ("t", 2, 5), ("t", 3, 5)]
+    assert step(cache, session_id, 2 + FULL_PASS_MS)[0] == []
+
+
+def test_news_of_a_skipped_partition_wakes_the_parked_fetch_but_a_high_watermark_does_not():
+    loop = asyncio.new_event_loop()
+    try:
+        waiters = Waiters()
+        cache, session_id = follower_session(waiters, {"t": [(0, 5), (1, 5)]})
+        step(cache, session_id, 1, ("t", 0), ("t", 1))
+        _, context = step(cache, session_id, 2)
+        parked = loop.create_future()
+        context.park(parked)
+
+        waiters.notify_committed(("t", 0))
+        assert not parked.done() and not context.skipped_changed
+        waiters.notify_appended(("t", 1))
+        assert parked.done() and context.skipped_changed
+        # The next fetch reads both: the high watermark to send, the records to copy.
+        read_now, context = step(cache, session_id, 3)
+        assert read_now == [("t", 0, 5), ("t", 1, 5)] and not context.skipped_changed
+    finally:
+        loop.close()
+
+
+def test_a_follower_session_stops_listening_to_what_it_forgets_and_when_it_closes():
+    waiters = Waiters()
+    cache, session_id = follower_session(waiters, {"t": [(0, 5), (1, 5)]})
+    assert set(waiters._listeners) == {("t", 0), ("t", 1)}
+    step(cache, session_id, 1, topics={"u": [(0, 0)]})
+    assert set(waiters._listeners) == {("t", 0), ("t", 1), ("u", 0)}
+    session = cache.get(session_id)
+    assert session is not None
+    context = cache.new_context(
+        fetch_request(session_id=session_id, epoch=session.epoch, forgotten={"t": [0]}),
+        12,
+        True,
+        2,
+    )
+    context.finish(read(context), 2)
+    assert set(waiters._listeners) == {("t", 1), ("u", 0)}
+    cache.new_context(fetch_request(session_id=session_id, epoch=FINAL_EPOCH), 12, True, 3)
+    assert cache.get(session_id) is None and waiters._listeners == {}
+
+
+def test_consumer_and_topic_id_sessions_read_the_whole_session_every_fetch():
+    waiters = Waiters()
+    cache = FetchSessionCache(10, EVICTION_MS)
+    cache.watch_partitions(waiters)
+    consumer = new_session(cache, {"t": [(0, 5), (1, 5)]})
+    by_id = new_session(cache, {ORDERS: [(0, 5)]}, version=13, privileged=True)
+    assert waiters._listeners == {}
+    for now_ms in (1, 2):
+        context = incremental(cache, consumer, now_ms, now_ms=now_ms)
+        assert fetched(context) == [("t", 0, 5), ("t", 1, 5)]
+        context.after_read(quiet(context, ("t", 0), ("t", 1)))
+        context.finish(quiet(context, ("t", 0), ("t", 1)), now_ms)
+        context = incremental(cache, by_id, now_ms, version=13, now_ms=now_ms)
+        assert fetched(context) == [(ORDERS, 0, 5)]
+        context.finish(read(context), now_ms)
+
+
+def test_a_partial_read_keeps_the_session_order_records_moving_a_partition_back():
+    waiters = Waiters()
+    topics: Partitions = {"a": [(0, 1), (1, 1)], "b": [(0, 1)], "c": [(0, 1)]}
+    cache, session_id = follower_session(waiters, topics)
+    step(cache, session_id, 1, ("a", 0), ("a", 1), ("b", 0), ("c", 0))
+    for key in (("b", 0), ("a", 1), ("a", 0)):
+        waiters.notify_appended(key)
+    session = cache.get(session_id)
+    assert session is not None
+    context = cache.new_context(
+        fetch_request(session_id=session_id, epoch=session.epoch), 12, True, 2
+    )
+    assert fetched(context) == [("a", 0, 1), ("a", 1, 1), ("b", 0, 1)]
+    results = read(context, changed={("a", 0): {"records": b"x"}})
+    context.after_read(results)
+    context.finish(results, 2)
+    # a-0 returned records: it goes behind the others, in a partial read too (c-0, quiet
+    # all along, is not read).
+    read_now, context = step(cache, session_id, 3)
+    assert context.skipping
+    assert read_now == [("a", 1, 1), ("b", 0, 1), ("a", 0, 1)]

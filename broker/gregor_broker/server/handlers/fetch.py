@@ -81,19 +81,22 @@ def handle_fetch(
             ANONYMOUS, context.header.client_id or "", request.max_bytes
         )
     topics, total = read.once()
+    fetch.after_read(topics)
     if (
         total >= request.min_bytes
         or max_wait_ms <= 0
         or read.had_error
         or read.redirected
-        or not read.keys
+        or not (read.keys or fetch.skipping)
     ):
         return _respond(context, topics, read, fetch)
     # Watched now, in the call that found too little: an append before the coroutine's
     # first step still wakes it.
     # A consumer's fetch (it reads up to the high watermark) wakes when the high
-    # watermark moves, a follower's when records are appended.
+    # watermark moves, a follower's when records are appended (to a partition it reads,
+    # or one of its session's it skipped: ``park``).
     watched = broker.replica_manager.append_waiters.watch(read.keys, committed=replica_id < 0)
+    fetch.park(watched)
     return _wait_and_respond(broker, context, read, fetch, max_wait_ms, watched)
 
 
@@ -137,11 +140,19 @@ async def _wait_and_respond(
             remaining = min(remaining, read.throttle_retry_s)
         await waiters.wait_watched(watched, read.keys, remaining)
         topics, total = read.once()
-        if total >= read.request.min_bytes or read.had_error or read.redirected:
+        fetch.after_read(topics)
+        if (
+            total >= read.request.min_bytes
+            or read.had_error
+            or read.redirected
+            or fetch.skipped_changed
+        ):
             return _respond(context, topics, read, fetch)
         watched = waiters.watch(read.keys, committed=read.replica_id < 0)
+        fetch.park(watched)
     waiters.unwatch(watched, read.keys)
     topics, _total = read.once()
+    fetch.after_read(topics)
     return _respond(context, topics, read, fetch)
 
 
