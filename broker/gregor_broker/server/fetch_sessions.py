@@ -57,8 +57,9 @@ _ORDER = attrgetter("order")
 
 # A follower's session on the leader reads only the partitions that changed since they
 # were last found quiet, and all of them this often: what no notification covers (a log
-# start moved by retention, an ISR or leader epoch change) reaches the follower within
-# it, and the quiet partitions' follower fetch times (the ISR lag check) stay this fresh.
+# start moved by retention, a deleted partition, an ISR change) reaches the follower
+# within it, and the quiet partitions' follower fetch times (the ISR lag check) stay
+# this fresh.
 FULL_PASS_MS = 250
 
 TopicKey = str | UUID
@@ -154,8 +155,9 @@ class FetchSession:
     # nothing has happened to them since. None: every fetch reads every partition.
     active: set[tuple[TopicKey, int]] | None = None
     full_pass_due_ms: int = 0
-    # Set when a partition the current fetch does not read has new records (or anything
-    # but a high watermark move): the fetch answers at once, and the next one reads it.
+    # Set when a partition found quiet (not read by the current fetch, or read and found
+    # quiet) has new records or anything but a high watermark move: the waiting fetch
+    # answers at once, and the next one reads it.
     skipped_changed: bool = False
     parked: Any = None  # the waiting fetch's future
     waiters: Waiters | None = None
@@ -211,7 +213,7 @@ class FetchSession:
                     cached.order = self.next_order
                     self.next_order += 1
                     if self.waiters is not None:
-                        self.waiters.listen((key,), self)  # type: ignore[arg-type]
+                        self.waiters.listen((key,), self)
                     added += 1
                 else:
                     cached.update_request(requested)
@@ -224,7 +226,7 @@ class FetchSession:
                 key = (topic_key, index)
                 if partitions.pop(key, None) is not None:
                     if self.waiters is not None:
-                        self.waiters.unlisten((key,), self)  # type: ignore[arg-type]
+                        self.waiters.unlisten((key,), self)
                     if active is not None:
                         active.discard(key)
                     removed += 1
@@ -308,7 +310,7 @@ class FetchContext:
 
     @property
     def skipped_changed(self) -> bool:
-        """A partition this fetch does not read has news: answer now."""
+        """A partition found quiet has news since: answer now, the next fetch reads it."""
         return False
 
 
