@@ -10,7 +10,8 @@ loop's thread. A call from a lower layer into a higher one fails the test unless
 through something the higher layer handed down (``HANDED_DOWN``): the API table's handlers
 and the responses they return (the router calls them; the composition root built the
 table), the coordinator's ``InternalTopicCreator`` (``TopicAdmin``), and the listener lists
-and waiter predicates a lower layer calls and an upper one fills.
+and waiter predicates a lower layer calls and an upper one fills (the fetch sessions that
+listen to ``Waiters`` among them).
 """
 
 from __future__ import annotations
@@ -67,6 +68,13 @@ HANDED_DOWN = (
     ),
     # LogManager.dir_failure_listeners: a failed log dir taken offline above the log.
     ("gregor_broker.log.log_manager", "LogManager.log_dir_failed", "gregor_broker."),
+    # Waiters.listen: a follower's fetch session hears its partitions' notifications
+    # (FetchSessionCache.watch_partitions, given append_waiters by the composition root).
+    (
+        "gregor_broker.replication.purgatory",
+        "Waiters._tell_listeners",
+        "gregor_broker.server.fetch_sessions",
+    ),
 )
 RECORDS = 50
 
