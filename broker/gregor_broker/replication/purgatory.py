@@ -61,7 +61,8 @@ class Waiters:
     def _tell_listeners(self, key: TopicPartition, wake: bool) -> None:
         listeners = self._listeners.get(key)
         if listeners:
-            for listener in list(listeners):
+            # A listener does not listen or unlisten while it is told.
+            for listener in listeners:
                 listener.partition_changed(key, wake)
 
     async def wait_any(self, keys: Iterable[TopicPartition], timeout: float) -> None:

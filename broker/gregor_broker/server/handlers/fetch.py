@@ -48,6 +48,7 @@ from ...protocol.replica_fetch import ReplicaFetchRequest
 from ...protocol.requests import FetchRequest
 from ...protocol.response import FetchResult
 from ...replication.fetch_reader import FetchReader
+from ...replication.purgatory import Waiters
 from ...security.acl import AclOperation, ResourceType
 from ..fetch_sessions import FetchContext
 from ..quotas import ANONYMOUS
@@ -80,8 +81,7 @@ def handle_fetch(
         read.max_bytes = broker.quotas.fetch_max_bytes(
             ANONYMOUS, context.header.client_id or "", request.max_bytes
         )
-    topics, total = read.once()
-    fetch.after_read(topics)
+    topics, total = _read(read, fetch)
     if (
         total >= request.min_bytes
         or max_wait_ms <= 0
@@ -92,11 +92,7 @@ def handle_fetch(
         return _respond(context, topics, read, fetch)
     # Watched now, in the call that found too little: an append before the coroutine's
     # first step still wakes it.
-    # A consumer's fetch (it reads up to the high watermark) wakes when the high
-    # watermark moves, a follower's when records are appended (to a partition it reads,
-    # or one of its session's it skipped: ``park``).
-    watched = broker.replica_manager.append_waiters.watch(read.keys, committed=replica_id < 0)
-    fetch.park(watched)
+    watched = _watch(broker.replica_manager.append_waiters, read, fetch)
     return _wait_and_respond(broker, context, read, fetch, max_wait_ms, watched)
 
 
@@ -139,8 +135,7 @@ async def _wait_and_respond(
             # max_wait; waking when the leader quota frees up keeps the copy at its rate.
             remaining = min(remaining, read.throttle_retry_s)
         await waiters.wait_watched(watched, read.keys, remaining)
-        topics, total = read.once()
-        fetch.after_read(topics)
+        topics, total = _read(read, fetch)
         if (
             total >= read.request.min_bytes
             or read.had_error
@@ -148,12 +143,27 @@ async def _wait_and_respond(
             or fetch.skipped_changed
         ):
             return _respond(context, topics, read, fetch)
-        watched = waiters.watch(read.keys, committed=read.replica_id < 0)
-        fetch.park(watched)
+        watched = _watch(waiters, read, fetch)
     waiters.unwatch(watched, read.keys)
-    topics, _total = read.once()
-    fetch.after_read(topics)
+    topics, _total = _read(read, fetch)
     return _respond(context, topics, read, fetch)
+
+
+def _read(read: FetchReader, fetch: FetchContext) -> tuple[list[TopicResult], int]:
+    """One read, and the session told in the same step which partitions it found quiet
+    (a notification between the two would otherwise be lost)."""
+    topics, total = read.once()
+    fetch.after_read(topics)
+    return topics, total
+
+
+def _watch(waiters: Waiters, read: FetchReader, fetch: FetchContext) -> asyncio.Future[None]:
+    """Park on what can answer the fetch: a consumer's on the high watermark of what it
+    reads, a follower's on appends to what it reads and (``park``) to its session's
+    partitions it skipped."""
+    watched = waiters.watch(read.keys, committed=read.replica_id < 0)
+    fetch.park(watched)
+    return watched
 
 
 # Bytes of a partition's entry besides its records (index, error, offsets, lengths).
