@@ -8,9 +8,34 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..config import ConfigError, load_broker_config
-from ..server.broker import Broker
+
+if TYPE_CHECKING:
+    from ..server.broker import Broker
+
+
+def without_hypothesis() -> None:
+    """Make ``hypothesis`` unimportable in this process; call it before kio is imported.
+
+    kio registers a hypothesis strategy for each of its types whenever hypothesis can be
+    imported, as it can wherever the tests' extras are installed (``make run`` and
+    ``make test`` use that environment). The first registration builds hypothesis's
+    Unicode tables and caches them in ``.hypothesis/`` under the working directory: a
+    broker's own directory, new at every ``gregor local up``, so each broker start spent
+    about 3 s of CPU there (more than half of its start) and left the cache behind. A
+    broker never draws a strategy.
+    """
+    sys.modules.setdefault("hypothesis", None)
+
+
+def import_broker() -> type[Broker]:
+    """Import the server: every request schema, the handlers and the log layer, most of
+    what a broker's start costs (the zygote pays it once, before it forks)."""
+    from ..server.broker import Broker
+
+    return Broker
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -85,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_broker_config(args.config, overrides)
         # Builds the listeners' TLS contexts and SASL settings: bad ones stop it here.
-        broker = Broker(config)
+        broker = import_broker()(config)
     except (ConfigError, OSError) as error:
         print(f"gregor-broker: {error}", file=sys.stderr)
         return 2
@@ -93,4 +118,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    without_hypothesis()
     sys.exit(main())

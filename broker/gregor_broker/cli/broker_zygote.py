@@ -1,8 +1,8 @@
 """``python -m gregor_broker.cli.broker_zygote``: a pre-forked broker launcher (a zygote).
 
-Starting a broker is mostly importing it: ``gregor_broker.cli.broker`` pulls in every
-request schema, the server and the log layer, 1-2 s of CPU before the broker does
-anything (10-20 s of wall time on a loaded 2-core machine). A fault campaign restarts
+Starting a broker is mostly importing it: ``gregor_broker.cli.broker.import_broker``
+pulls in every request schema, the server and the log layer, 1-3 s of CPU before the
+broker does anything (10-20 s of wall time on a loaded 2-core machine). A fault campaign restarts
 brokers hundreds of times, so this process pays for the imports once and then forks a
 broker on demand. Each child is a genuine fresh broker process: its own pid and session,
 its own stdin/stdout/stderr, no thread or event loop inherited (the zygote starts none),
@@ -86,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     if args:  # --help (it takes no options: requests come on stdin)
         print(__doc__)
         return 0 if args[0] in ("-h", "--help") else 2
+    broker_cli.without_hypothesis()
+    broker_cli.import_broker()
     signal.signal(signal.SIGCHLD, _reap)
     # Ctrl-C in a terminal reaches the supervisor; the zygote stops at end of stdin.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
