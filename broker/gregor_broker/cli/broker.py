@@ -11,23 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import ConfigError, load_broker_config
+from .startup import without_hypothesis
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
-
-
-def without_hypothesis() -> None:
-    """Make ``hypothesis`` unimportable in this process; call it before kio is imported.
-
-    kio registers a hypothesis strategy for each of its types whenever hypothesis can be
-    imported, as it can wherever the tests' extras are installed (``make run`` and
-    ``make test`` use that environment). The first registration builds hypothesis's
-    Unicode tables and caches them in ``.hypothesis/`` under the working directory: a
-    broker's own directory, new at every ``gregor local up``, so each broker start spent
-    about 3 s of CPU there (more than half of its start) and left the cache behind. A
-    broker never draws a strategy.
-    """
-    sys.modules.setdefault("hypothesis", None)
 
 
 def import_broker() -> type[Broker]:
@@ -94,6 +81,7 @@ async def run(broker: Broker) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    without_hypothesis()
     args = parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -118,5 +106,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    without_hypothesis()
     sys.exit(main())

@@ -27,6 +27,7 @@ import sys
 from typing import Any
 
 from . import broker as broker_cli
+from .startup import without_hypothesis
 
 
 def _report(message: dict[str, Any]) -> None:
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     if args:  # --help (it takes no options: requests come on stdin)
         print(__doc__)
         return 0 if args[0] in ("-h", "--help") else 2
-    broker_cli.without_hypothesis()
+    without_hypothesis()
     broker_cli.import_broker()
     signal.signal(signal.SIGCHLD, _reap)
     # Ctrl-C in a terminal reaches the supervisor; the zygote stops at end of stdin.

@@ -14,7 +14,12 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from gregor_broker.cli import (
+from gregor_broker.cli.startup import without_hypothesis
+
+if __name__ == "__main__":  # python -m gregor_broker.cli.main; the script: startup.gregor
+    without_hypothesis()  # before the command groups import kio
+
+from gregor_broker.cli import (  # after the guard above
     acls,
     bench,
     completion,
