@@ -183,6 +183,9 @@ def test_local_up_defaults_to_three_brokers_on_racks_a_b_c_with_metrics(local_di
     # Issue 12: `make run` (this command) is up in under 30 s once installed: ZooKeeper
     # and three brokers registered and answering, with the whole test suite beside it.
     assert up_seconds < 30, f"gregor local up took {up_seconds:.1f} s"
+    # A broker never imports hypothesis (installed with the test extras): building its
+    # Unicode tables in each new broker directory was half of every broker's start.
+    assert not list(local_dir.glob("*/.hypothesis")), "a broker imported hypothesis"
     expected = [f"http://127.0.0.1:{metrics_port + i}/metrics" for i in range(3)]
     assert f"metrics:           {' '.join(expected)}" in up.stdout
     state = json.loads((local_dir / "cluster.json").read_text())
