@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from gregor_broker.devtools.zookeeper_server import free_port
 
-from ..integration.broker_helpers import scrape, wait_for
+from ..integration.broker_helpers import every_broker_knows_the_others, scrape, wait_for
 from .expectations import unique_topic
 from .test_confluent_kafka import TIMEOUT, Deliveries, producer
 
@@ -42,6 +42,8 @@ def racked_topic(brokers, prefix: str) -> tuple[str, str]:
     """The brokers' bootstrap and a new one-partition topic led by broker 1 (rack a),
     followed by 2 (rack b) and 3 (rack c)."""
     bootstrap = ",".join(process.bootstrap for process, _ in brokers.values())
+    # The assignment names all three: each broker must know the others first.
+    assert every_broker_knows_the_others([process for process, _ in brokers.values()])
     topic = unique_topic(prefix)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2, 3]])])
