@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -67,6 +67,9 @@ SESSION_ERRORS = frozenset(
 )
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 RETRY_BACKOFF_S = 0.2
+# How often a fetcher recomputes every partition's fetch position, not only those it knows
+# changed (``ReplicaFetcher._session_positions``): a log start moved by retention under it.
+FULL_PASS_S = 0.25
 
 TopicPartition = tuple[str, int]
 _T = TypeVar("_T")
@@ -149,20 +152,35 @@ class FetchSessionState:
         self.sent.pop(key, None)
 
     def build(
-        self, wanted: dict[TopicPartition, FetchPosition]
+        self,
+        wanted: dict[TopicPartition, FetchPosition],
+        changed: Iterable[TopicPartition] | None = None,
     ) -> tuple[int, int, dict[TopicPartition, FetchPosition], list[TopicPartition]]:
         """``(session_id, epoch, partitions to send, partitions to forget)`` for a request
-        fetching ``wanted``; what the leader's session will hold is remembered now."""
+        fetching ``wanted``; what the leader's session will hold is remembered now.
+        ``changed``: the only keys whose entry in ``wanted`` may differ from the one in
+        the last request built (added, removed or moved); None compares them all."""
         if self.session_id == INVALID_SESSION_ID:
             self.sent = dict(wanted)
             return self.replaces, INITIAL_EPOCH, wanted, []
         sent = self.sent
-        changed = {key: position for key, position in wanted.items() if sent.get(key) != position}
-        forgotten = [key for key in sent if key not in wanted]
+        if changed is None:
+            sending = {key: pos for key, pos in wanted.items() if sent.get(key) != pos}
+            forgotten = [key for key in sent if key not in wanted]
+        else:
+            sending = {}
+            forgotten = []
+            for key in changed:
+                position = wanted.get(key)
+                if position is None:
+                    if key in sent:
+                        forgotten.append(key)
+                elif sent.get(key) != position:
+                    sending[key] = position
         for key in forgotten:
             del sent[key]
-        sent.update(changed)
-        return self.session_id, self.epoch, changed, forgotten
+        sent.update(sending)
+        return self.session_id, self.epoch, sending, forgotten
 
     def answered(self, epoch: int, session_id: int) -> None:
         """A response without error to the request sent at ``epoch``."""
@@ -181,7 +199,14 @@ class FetchSessionState:
 
 
 class ReplicaFetcher:
-    """Fetches every partition this broker follows from one leader."""
+    """Fetches every partition this broker follows from one leader.
+
+    A fetch costs what changed, not what is followed: the fetch positions of the
+    partitions it may fetch are kept between requests (``_positions``) and recomputed for
+    the partitions something happened to (``_stale``: followed or left, answered,
+    truncated), with a full pass every ``FULL_PASS_S`` for what changes underneath (a log
+    start moved by retention). Only ``add`` and ``remove`` change ``partitions``.
+    """
 
     def __init__(
         self,
@@ -204,6 +229,29 @@ class ReplicaFetcher:
         self.session = FetchSessionState()
         # The session epoch of the request in flight (FINAL_EPOCH: sessionless).
         self._request_epoch = FINAL_EPOCH
+        # The unthrottled fetch positions of the partitions not truncating, the keys to
+        # recompute before the next request, and when all are next recomputed.
+        self._positions: dict[TopicPartition, FetchPosition] = {}
+        self._stale: set[TopicPartition] = set()
+        self._full_pass_at = 0.0
+        # The partitions waiting for their truncation point (``needs_truncation``).
+        self._truncating: set[TopicPartition] = set()
+
+    def add(self, item: FollowedPartition) -> None:
+        """Follow ``item`` (replacing what this fetcher had for its partition)."""
+        key = (item.partition.topic, item.partition.index)
+        self.partitions[key] = item
+        self._stale.add(key)
+        if item.needs_truncation:
+            self._truncating.add(key)
+        else:
+            self._truncating.discard(key)
+        self.wake()
+
+    def remove(self, key: TopicPartition) -> None:
+        if self.partitions.pop(key, None) is not None:
+            self._stale.add(key)
+            self._truncating.discard(key)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
@@ -258,15 +306,10 @@ class ReplicaFetcher:
                 # leader: their ISRs shrank to the leader, acks=all writes stalled for
                 # minutes, and idempotent producers bumped their epochs hundreds of times,
                 # re-sending what was stored (chaos seed 202's duplicate storm).
-                now = time.monotonic()
-                truncating = [
-                    f
-                    for f in self.partitions.values()
-                    if f.needs_truncation and f.truncation_retry_at <= now
-                ]
+                truncating = self._due_for_truncation(time.monotonic())
                 if truncating:
                     await self._truncate(client, truncating)
-                if any(not f.needs_truncation for f in self.partitions.values()):
+                if len(self._truncating) < len(self.partitions):  # one is fetchable
                     await self._fetch(client)
                 elif not truncating:
                     await asyncio.sleep(RETRY_BACKOFF_S)
@@ -283,6 +326,24 @@ class ReplicaFetcher:
                 await asyncio.sleep(RETRY_BACKOFF_S)
 
     # truncation ---------------------------------------------------------------------------
+
+    def _due_for_truncation(self, now: float) -> list[FollowedPartition]:
+        """The partitions to ask their truncation point for now (not those retrying
+        later, after an error)."""
+        partitions = self.partitions
+        return [
+            item
+            for item in (partitions.get(key) for key in self._truncating)
+            if item is not None and item.needs_truncation and item.truncation_retry_at <= now
+        ]
+
+    def _truncated(self, item: FollowedPartition) -> None:
+        """``item`` has its truncation point: it is fetched from its log end now."""
+        item.needs_truncation = False
+        key = (item.partition.topic, item.partition.index)
+        self._stale.add(key)
+        self._truncating.discard(key)
+
     async def _truncate(self, client: BrokerClient, followed: list[FollowedPartition]) -> None:
         if self.manager.truncate_to_high_watermark:
             for item in followed:
@@ -298,7 +359,7 @@ class ReplicaFetcher:
                 )
                 if not self._truncate_log(item, target):
                     continue
-                item.needs_truncation = False
+                self._truncated(item)
             return
         by_topic: dict[str, list[FollowedPartition]] = {}
         for item in followed:
@@ -366,7 +427,7 @@ class ReplicaFetcher:
             if not self._truncate_log(item, target):
                 return
         # truncate_to held the high watermark at or below the new log end.
-        item.needs_truncation = False
+        self._truncated(item)
 
     def _truncate_log(self, item: FollowedPartition, target: int) -> bool:
         """Truncate; False when the disk failed (the partition is then offline here)."""
@@ -436,10 +497,7 @@ class ReplicaFetcher:
         rate = parse_rate(manager.metadata.dynamic_broker_config(manager.broker_id, FOLLOWER_RATE))
         if rate is not None:
             return None  # a follower throttle now: the loop's budgeted path
-        now = time.monotonic()
-        if any(
-            f.needs_truncation and f.truncation_retry_at <= now for f in self.partitions.values()
-        ):
+        if self._truncating and self._due_for_truncation(time.monotonic()):
             return None  # a new leader epoch or an out-of-range offset: truncate first
         request = self._fetch_request(client, set(), set(), None)
         if request is None:
@@ -457,51 +515,30 @@ class ReplicaFetcher:
         """The next Fetch frame and its correlation id; None when no partition can be
         fetched (all throttled or truncating)."""
         config = self.manager.replication_config
-        throttled_max_bytes = max(int(rate / 10), 1) if rate is not None else config.fetch_max_bytes
-        partition_max_bytes = config.fetch_max_bytes
-        throttled_partition_max_bytes = min(config.fetch_max_bytes, throttled_max_bytes)
         partitions = self.partitions
-        held = self.session.sent
-        wanted: dict[TopicPartition, FetchPosition] = {}
-        for key, item in partitions.items():
-            if key in skip or item.needs_truncation:
-                continue
-            partition_log = item.partition.log
-            offset = partition_log.log_end_offset
-            log_start = partition_log.log_start_offset
-            max_bytes = (
-                throttled_partition_max_bytes
-                if throttled and key in throttled
-                else partition_max_bytes
-            )
-            position = held.get(key)
-            if (
-                position is None
-                or position.fetch_offset != offset
-                or position.current_leader_epoch != item.leader_epoch
-                or position.log_start_offset != log_start
-                or position.partition_max_bytes != max_bytes
-            ):
-                # A partition without traffic keeps the position its session holds:
-                # most of a follower's partitions, every round trip.
-                position = FetchPosition(key[1], item.leader_epoch, offset, log_start, max_bytes)
-            wanted[key] = position
-        if not wanted:
-            return None
         forgotten: list[TopicPartition] = []
         if rate is None:
-            for key, position in wanted.items():
-                if partitions[key].fetch_offset != position.fetch_offset:
+            wanted, changed = self._session_positions(config.fetch_max_bytes)
+            if not wanted:
+                return None
+            for key in wanted if changed is None else changed:
+                position = wanted.get(key)
+                if position is not None and partitions[key].fetch_offset != position.fetch_offset:
                     # A partition whose answers are not yet checked against this fetch
                     # offset (followed afresh since, a new log at the same position) is
                     # sent whatever the session holds: an answer is applied only to the
                     # fetch offset its item was sent with.
                     self.session.resend(key)
-            session_id, epoch, sending, forgotten = self.session.build(wanted)
+            session_id, epoch, sending, forgotten = self.session.build(wanted, changed)
+            self._stale.clear()
         else:
+            wanted = self._throttled_positions(skip, throttled, rate, config)
+            if not wanted:
+                return None
             # Under a follower throttle each fetch picks its partitions anew: full fetches
             # without a session (closing ours, if there is one).
             session_id, epoch, sending = self.session.close(), FINAL_EPOCH, wanted
+            self._full_pass_at = 0.0  # all recomputed when the session resumes
         # The fetch offset each answer is checked against (``_apply_fetched``): a partition
         # left out of an incremental fetch keeps the one the leader's session holds.
         for key, position in sending.items():
@@ -521,6 +558,50 @@ class ReplicaFetcher:
             forgotten=_by_topic({key: key[1] for key in forgotten}),
         )
         return frame, correlation_id
+
+    def _session_positions(
+        self, max_bytes: int
+    ) -> tuple[dict[TopicPartition, FetchPosition], set[TopicPartition] | None]:
+        """The unthrottled fetch positions of the partitions not truncating, and the keys
+        whose position may differ from the last request's (None: any may)."""
+        partitions = self.partitions
+        positions = self._positions
+        now = time.monotonic()
+        if now >= self._full_pass_at:
+            self._full_pass_at = now + FULL_PASS_S
+            self._stale.clear()
+            self._positions = {
+                key: _position(key, item, positions.get(key), max_bytes)
+                for key, item in partitions.items()
+                if not item.needs_truncation
+            }
+            return self._positions, None
+        for key in self._stale:
+            item = partitions.get(key)
+            if item is None or item.needs_truncation:
+                positions.pop(key, None)
+            else:
+                positions[key] = _position(key, item, positions.get(key), max_bytes)
+        return positions, self._stale
+
+    def _throttled_positions(
+        self,
+        skip: set[TopicPartition],
+        throttled: set[TopicPartition],
+        rate: float,
+        config: ReplicationConfig,
+    ) -> dict[TopicPartition, FetchPosition]:
+        """Every fetchable partition's position under a follower throttle: a throttled
+        partition asks for at most a tenth of a second's worth of the rate."""
+        throttled_max_bytes = min(config.fetch_max_bytes, max(int(rate / 10), 1))
+        held = self.session.sent
+        wanted: dict[TopicPartition, FetchPosition] = {}
+        for key, item in self.partitions.items():
+            if key in skip or item.needs_truncation:
+                continue
+            max_bytes = throttled_max_bytes if key in throttled else config.fetch_max_bytes
+            wanted[key] = _position(key, item, held.get(key), max_bytes)
+        return wanted
 
     def _apply_response(
         self,
@@ -560,11 +641,13 @@ class ReplicaFetcher:
             self.session.answered(self._request_epoch, response.session_id)
         backoff = False
         partitions = self.partitions
+        stale = self._stale
         for data in response.partitions:
             key = (data.topic, data.partition)
             item = partitions.get(key)
             if item is None:
                 continue
+            stale.add(key)  # appended to, or out of range
             if rate is not None and key in throttled:
                 before = item.partition.log.log_end_offset
                 backoff |= not self._apply_fetched(item, data)
@@ -583,6 +666,7 @@ class ReplicaFetcher:
         error = data.error_code
         if error == ErrorCode.offset_out_of_range:
             item.needs_truncation = True
+            self._truncating.add((partition.topic, partition.index))
             return False
         if error != ErrorCode.none:
             # NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH: metadata will catch up.
@@ -615,6 +699,24 @@ class ReplicaFetcher:
         return True
 
 
+def _position(
+    key: TopicPartition, item: FollowedPartition, previous: FetchPosition | None, max_bytes: int
+) -> FetchPosition:
+    """``item``'s fetch position: ``previous`` itself when nothing in it moved."""
+    partition_log = item.partition.log
+    offset = partition_log.log_end_offset
+    log_start = partition_log.log_start_offset
+    if (
+        previous is not None
+        and previous.fetch_offset == offset
+        and previous.current_leader_epoch == item.leader_epoch
+        and previous.log_start_offset == log_start
+        and previous.partition_max_bytes == max_bytes
+    ):
+        return previous
+    return FetchPosition(key[1], item.leader_epoch, offset, log_start, max_bytes)
+
+
 def _by_topic(positions: dict[TopicPartition, _T]) -> list[tuple[str, list[_T]]]:
     """``{(topic, partition): value}`` grouped by topic, in first-seen order."""
     grouped: dict[str, list[_T]] = {}
@@ -644,7 +746,7 @@ class ReplicaFetcherManager:
         key = (partition.topic, partition.index)
         for leader_id, fetcher in self.fetchers.items():
             if leader_id != partition.leader:
-                fetcher.partitions.pop(key, None)
+                fetcher.remove(key)
         fetcher = self.fetchers.get(partition.leader)
         if fetcher is None:
             fetcher = self.fetchers[partition.leader] = ReplicaFetcher(
@@ -653,12 +755,11 @@ class ReplicaFetcherManager:
             fetcher.start()
         current = fetcher.partitions.get(key)
         if current is None or current.leader_epoch != partition.leader_epoch:
-            fetcher.partitions[key] = FollowedPartition(partition, partition.leader_epoch)
-            fetcher.wake()
+            fetcher.add(FollowedPartition(partition, partition.leader_epoch))
 
     def unfollow(self, key: TopicPartition) -> None:
         for fetcher in self.fetchers.values():
-            fetcher.partitions.pop(key, None)
+            fetcher.remove(key)
 
     async def stop(self) -> None:
         self._stopped = True

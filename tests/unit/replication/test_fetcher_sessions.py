@@ -12,7 +12,13 @@ from gregor_broker.log.partition_log import PartitionLog
 from gregor_broker.protocol import replica_fetch
 from gregor_broker.protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH
 from gregor_broker.protocol.fetch_metadata import INVALID_SESSION_ID as NO_SESSION
-from gregor_broker.protocol.fetch_response import encode_fetch_response
+from gregor_broker.protocol.fetch_response import (
+    PartitionResult,
+    TopicResult,
+    encode_fetch_response,
+)
+from gregor_broker.protocol.record_batch import BatchHeader
+from gregor_broker.protocol.records import Record, make_batch
 from gregor_broker.protocol.replica_fetch import FetchPosition
 from gregor_broker.replication.fetcher import FetchSessionState, FollowedPartition, ReplicaFetcher
 from gregor_broker.replication.partition import Partition
@@ -95,6 +101,11 @@ class Logs:
     broker_id = 2
     replication_config = ReplicationConfig()
 
+    def append_as_follower(
+        self, partition: Partition, buffer: bytearray, headers: list[BatchHeader]
+    ) -> None:
+        partition.log.append_as_follower(buffer, headers)
+
     def follower_high_watermark_moved(self, partition: Partition) -> None:
         pass
 
@@ -115,7 +126,7 @@ def _fetcher(tmp_path: Path) -> ReplicaFetcher:
     for index in (0, 1):
         log = PartitionLog.open(tmp_path / f"a-{index}", LogConfig(), now_ms=lambda: 0)
         partition = Partition("a", index, None, log, replicas=(1, 2, 3), leader=1, leader_epoch=3)
-        fetcher.partitions[("a", index)] = FollowedPartition(partition, 3, needs_truncation=False)
+        fetcher.add(FollowedPartition(partition, 3, needs_truncation=False))
     return fetcher
 
 
@@ -187,10 +198,88 @@ def test_a_partition_followed_afresh_is_sent_even_at_the_position_the_session_ho
     assert fetcher._fetch_request(client, set(), set(), None) is not None  # type: ignore[arg-type]
     fetcher._apply_response(client, _answer(session_id=9), 41, set(), None)  # type: ignore[arg-type]
     old = fetcher.partitions[A0]
-    fetcher.partitions[A0] = FollowedPartition(old.partition, 3, needs_truncation=False)
+    fetcher.add(FollowedPartition(old.partition, 3, needs_truncation=False))
     request = fetcher._fetch_request(client, set(), set(), None)  # type: ignore[arg-type]
     assert request is not None
     sent = _sent(request[0])
     assert (sent.session_id, sent.session_epoch) == (9, 1)
     assert [(t.topic, [p.partition for p in t.partitions]) for t in sent.topics] == [("a", [0])]
     assert fetcher.partitions[A0].fetch_offset == 0
+
+
+def _records_for(index: int, base_offset: int, session_id: int = 9) -> memoryview:
+    """A session answer carrying one record for partition ``a-<index>``."""
+    records = make_batch([Record(0, 0, b"k", b"v")], base_offset=base_offset)
+    topics = [TopicResult("a", None, [PartitionResult(index, high_watermark=0, records=records)])]
+    parts, _size = encode_fetch_response(11, 41, session_id=session_id, topics=topics)
+    return memoryview(b"".join(parts))[4:]
+
+
+def _request(fetcher: ReplicaFetcher) -> replica_fetch.ReplicaFetchRequest:
+    request = fetcher._fetch_request(Client(), set(), set(), None)  # type: ignore[arg-type]
+    assert request is not None
+    return _sent(request[0])
+
+
+def _named(sent: replica_fetch.ReplicaFetchRequest) -> list[tuple[str, int, int]]:
+    return [(t.topic, p.partition, p.fetch_offset) for t in sent.topics for p in t.partitions]
+
+
+def test_a_fetch_recomputes_only_what_changed_and_everything_at_the_full_pass(
+    tmp_path: Path,
+) -> None:
+    """Each request costs the partitions something happened to (answered with records,
+    followed or left, out of range, truncated), not all it follows; a change no event
+    covers (a log start moved by retention) is sent by the next full pass."""
+    fetcher = _fetcher(tmp_path)
+    client = Client()
+    assert _named(_request(fetcher)) == [("a", 0, 0), ("a", 1, 0)]  # full: a session
+    fetcher._apply_response(client, _answer(session_id=9), 41, set(), None)  # type: ignore[arg-type]
+    fetcher._full_pass_at = float("inf")  # no full pass until the end of this test
+
+    # An answer with records for a-0 moves a-0 only.
+    assert _named(_request(fetcher)) == []  # nothing moved yet: an empty incremental fetch
+    assert not fetcher._apply_response(client, _records_for(0, 0), 41, set(), None)  # type: ignore[arg-type]
+    assert fetcher._stale == {A0}
+    sent = _request(fetcher)
+    assert (sent.session_epoch, _named(sent), sent.forgotten_topics_data) == (2, [("a", 0, 1)], [])
+    assert fetcher._stale == set()
+
+    # Nothing happened: an empty incremental fetch, nothing recomputed.
+    assert _named(_request(fetcher)) == []
+
+    # Out of range: a-0 waits for its truncation point and leaves the session meanwhile;
+    # back at its log end once truncated.
+    fetcher._apply_response(client, _error_for(0, ErrorCode.offset_out_of_range), 41, set(), None)  # type: ignore[arg-type]
+    sent = _request(fetcher)
+    assert (_named(sent), [(t.topic, t.partitions) for t in sent.forgotten_topics_data]) == (
+        [],
+        [("a", [0])],
+    )
+    assert fetcher._due_for_truncation(0.0) == [fetcher.partitions[A0]]
+    fetcher._apply_epoch_end(fetcher.partitions[A0], 3, 1)
+    assert fetcher._due_for_truncation(0.0) == []
+    assert _named(_request(fetcher)) == [("a", 0, 1)]
+
+    # Left: forgotten at once.
+    fetcher.remove(A1)
+    sent = _request(fetcher)
+    assert (_named(sent), [(t.topic, t.partitions) for t in sent.forgotten_topics_data]) == (
+        [],
+        [("a", [1])],
+    )
+
+    # Retention moved a-0's log start: no event says so; the full pass sends it.
+    fetcher.partitions[A0].partition.log.delete_records_before(1)
+    assert _named(_request(fetcher)) == []
+    fetcher._full_pass_at = 0.0
+    sent = _request(fetcher)
+    assert [(p.partition, p.log_start_offset) for t in sent.topics for p in t.partitions] == [
+        (0, 1)
+    ]
+
+
+def _error_for(index: int, error_code: int) -> memoryview:
+    topics = [TopicResult("a", None, [PartitionResult(index, error_code=error_code)])]
+    parts, _size = encode_fetch_response(11, 41, session_id=9, topics=topics)
+    return memoryview(b"".join(parts))[4:]
