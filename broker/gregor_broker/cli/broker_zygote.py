@@ -2,9 +2,9 @@
 
 Starting a broker is mostly importing it: ``gregor_broker.cli.broker.import_broker``
 pulls in every request schema, the server and the log layer, 1-3 s of CPU before the
-broker does anything (10-20 s of wall time on a loaded 2-core machine). A fault campaign restarts
-brokers hundreds of times, so this process pays for the imports once and then forks a
-broker on demand. Each child is a genuine fresh broker process: its own pid and session,
+broker does anything (10-20 s of wall time on a loaded 2-core machine). A fault campaign
+restarts brokers hundreds of times, so this process pays for the imports once and then
+forks a broker on demand. Each child is a genuine fresh broker process: its own pid and session,
 its own stdin/stdout/stderr, no thread or event loop inherited (the zygote starts none),
 ``random`` reseeded by the fork hook; ``kill -9`` of it is a real crash.
 

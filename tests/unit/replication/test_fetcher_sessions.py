@@ -207,11 +207,18 @@ def test_a_partition_followed_afresh_is_sent_even_at_the_position_the_session_ho
     assert fetcher.partitions[A0].fetch_offset == 0
 
 
-def _records_for(index: int, base_offset: int, session_id: int = 9) -> memoryview:
-    """A session answer carrying one record for partition ``a-<index>``."""
+def _records_for(index: int, base_offset: int) -> memoryview:
+    """An answer in session 9 carrying one record for partition ``a-<index>``."""
     records = make_batch([Record(0, 0, b"k", b"v")], base_offset=base_offset)
     topics = [TopicResult("a", None, [PartitionResult(index, high_watermark=0, records=records)])]
-    parts, _size = encode_fetch_response(11, 41, session_id=session_id, topics=topics)
+    parts, _size = encode_fetch_response(11, 41, session_id=9, topics=topics)
+    return memoryview(b"".join(parts))[4:]
+
+
+def _error_for(index: int, error_code: int) -> memoryview:
+    """An answer in session 9 with ``error_code`` for partition ``a-<index>``."""
+    topics = [TopicResult("a", None, [PartitionResult(index, error_code=error_code)])]
+    parts, _size = encode_fetch_response(11, 41, session_id=9, topics=topics)
     return memoryview(b"".join(parts))[4:]
 
 
@@ -277,9 +284,3 @@ def test_a_fetch_recomputes_only_what_changed_and_everything_at_the_full_pass(
     assert [(p.partition, p.log_start_offset) for t in sent.topics for p in t.partitions] == [
         (0, 1)
     ]
-
-
-def _error_for(index: int, error_code: int) -> memoryview:
-    topics = [TopicResult("a", None, [PartitionResult(index, error_code=error_code)])]
-    parts, _size = encode_fetch_response(11, 41, session_id=9, topics=topics)
-    return memoryview(b"".join(parts))[4:]
