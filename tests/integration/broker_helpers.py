@@ -76,17 +76,22 @@ def wait_for(predicate, timeout: float, interval: float = 0.2) -> bool:
         return False
 
 
-def every_broker_knows_the_others(brokers, timeout: float = 60) -> bool:
+def every_broker_knows_the_others(
+    brokers, timeout: float = 60, client_config: dict[str, str] | None = None
+) -> bool:
     """Whether each of ``brokers`` (processes with a ``bootstrap``) lists all of them in its
     metadata, within ``timeout`` seconds. Started brokers have registered in ZooKeeper; a
     broker learns of the others through its watch a moment later, and until then it
     refuses a replica assignment that names them (INVALID_REPLICA_ASSIGNMENT, "names
-    unknown brokers")."""
+    unknown brokers"). ``client_config``: librdkafka settings of the admin clients
+    (security)."""
     import confluent_kafka.admin
 
     brokers = list(brokers)
     admins = [
-        confluent_kafka.admin.AdminClient({"bootstrap.servers": broker.bootstrap})
+        confluent_kafka.admin.AdminClient(
+            {"bootstrap.servers": broker.bootstrap, **(client_config or {})}
+        )
         for broker in brokers
     ]
     return wait_for(

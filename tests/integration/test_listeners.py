@@ -16,6 +16,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from gregor_broker.devtools.local_cluster import zookeeper_client
 from gregor_broker.devtools.zookeeper_server import free_port
 
+from .broker_helpers import every_broker_knows_the_others
+
 MAP = "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT"
 
 
@@ -80,6 +82,7 @@ def test_followers_replicate_over_the_inter_broker_listener(broker_factory) -> N
                 **{"min.insync.replicas": "2"},
             )
         )
+    assert every_broker_knows_the_others(brokers)  # two replicas
     bootstrap = brokers[0].bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics([NewTopic("replicated", 1, 2)])

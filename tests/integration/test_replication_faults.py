@@ -23,7 +23,7 @@ from gregor_broker.devtools.certificates import KEY_PASSWORD, make_certificates
 from gregor_broker.devtools.local_cluster import BrokerProcess
 from gregor_broker.devtools.zookeeper_server import free_port
 
-from .broker_helpers import create_topic, wait_for
+from .broker_helpers import create_topic, every_broker_knows_the_others, wait_for
 from .durability import NumberedProducer, lost_messages
 from .security.test_sasl_plaintext import gregor
 
@@ -76,6 +76,8 @@ def _sasl_ssl_cluster(
         "sasl.password": "alice-secret",
         "ssl.ca.location": str(certificates.ca),
     }
+    # Three replicas: each broker must know the others first (cluster_factory waits so).
+    assert every_broker_knows_the_others(brokers.values(), client_config=client_config)
     return ",".join(addresses), brokers.__getitem__, client_config
 
 

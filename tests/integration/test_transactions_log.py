@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from gregor_broker.log.transaction_index import TransactionIndex
 
-from .broker_helpers import create_topic, produce_values, wait_for
+from .broker_helpers import create_topic, every_broker_knows_the_others, produce_values, wait_for
 from .txn_helpers import (
     TxnProducer,
     confluent_values,
@@ -153,6 +153,7 @@ def test_an_open_transaction_and_the_aborted_index_survive_sigkill(broker) -> No
 def test_a_follower_copies_markers_and_the_txn_index(broker_factory) -> None:
     first = broker_factory()
     second = broker_factory()
+    assert every_broker_knows_the_others([first, second])  # two replicas
     topic = _topic("replicated")
     create_topic(first.bootstrap, topic, replication_factor=2)
     leader = None

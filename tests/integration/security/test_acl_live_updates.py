@@ -13,7 +13,7 @@ import confluent_kafka.admin
 from kazoo.client import KazooClient
 from kio.schema.errors import ErrorCode
 
-from ..broker_helpers import create_topic, wait_for
+from ..broker_helpers import create_topic, every_broker_knows_the_others, wait_for
 from .acl_helpers import USERS, UserClient, librdkafka_login, start_acl_broker
 
 TIMEOUT = 60
@@ -113,6 +113,7 @@ def test_followers_need_cluster_action(broker_factory, zk_connect) -> None:
     an ACL grants ClusterAction on the cluster; then the follower catches up and rejoins."""
     options = {"super.users": "User:admin", "replica.lag.time.max.ms": "4000"}
     brokers = [start_acl_broker(broker_factory, i, **options) for i in (1, 2)]
+    assert every_broker_knows_the_others(brokers)  # two replicas
     admin = confluent_kafka.admin.AdminClient(
         {"bootstrap.servers": brokers[0].sasl_bootstrap, **librdkafka_login("admin")}
     )
