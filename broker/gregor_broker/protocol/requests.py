@@ -5,10 +5,6 @@ instead of ``Any``: the union of kio's generated dataclasses for exactly the ver
 ``server/handlers/__init__.py``'s ``API_TABLE``; ``REQUEST_VERSIONS`` maps each API key to
 them, and a unit test keeps the two in step. Fields a version lacks are read with
 ``getattr`` in the handlers.
-
-Handlers import these names for type checking only (``if TYPE_CHECKING:``): importing
-every class of every served version cost each broker's start about 1.5 s, and the router
-loads the class of a request's version when one first comes (``entities.payload_class``).
 """
 
 from __future__ import annotations
