@@ -22,9 +22,7 @@ def test_each_served_api_has_its_versions_and_the_classes_the_router_decodes(api
 @pytest.mark.parametrize("api_key", sorted(API_TABLE))
 def test_each_handler_is_typed_with_its_apis_alias(api_key):
     spec = API_TABLE[api_key]
-    # Handlers import their aliases for type checking only (importing every kio request
-    # class at a broker's start cost about 1.5 s): the names resolve in ``requests``.
-    hints = typing.get_type_hints(spec.handler, localns=vars(requests))
+    hints = typing.get_type_hints(spec.handler)
     alias = hints["request"]
     members = set(typing.get_args(alias)) or {alias}
     assert members == set(requests.REQUEST_VERSIONS[api_key].values())

@@ -10,10 +10,11 @@ Filters take ANY and MATCH as Kafka's ``AclBindingFilter`` does.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...protocol.requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 from ...protocol.response import BodyResponse
 from ...security.acl import (
     AclBinding,
@@ -30,9 +31,6 @@ from ...security.acl import (
 from ..authorizer import AclAuthorizer
 from ..request_router import RequestContext
 from ..services import BrokerServices
-
-if TYPE_CHECKING:
-    from ...protocol.requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 
 _NO_AUTHORIZER = "No Authorizer is configured on the broker"
 

@@ -11,7 +11,7 @@ INVALID_REQUEST.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -24,13 +24,11 @@ from ...cluster.client_quotas import (
     validate_quota_value,
 )
 from ...cluster.zk_paths import DEFAULT_ENTITY
+from ...protocol.requests import AlterClientQuotasRequest, DescribeClientQuotasRequest
 from ...protocol.response import BodyResponse
 from ...security.acl import AclOperation
 from ..request_router import RequestContext
 from ..services import BrokerServices
-
-if TYPE_CHECKING:
-    from ...protocol.requests import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
 USER = "user"
 CLIENT_ID = "client-id"

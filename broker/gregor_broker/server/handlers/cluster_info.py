@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -14,14 +14,12 @@ from ...protocol.acl_operations import (
     AclResourceType,
     authorized_operations,
 )
+from ...protocol.requests import ApiVersionsRequest, DescribeClusterRequest
 from ...protocol.response import BodyResponse
 from ...protocol.wire import API_VERSIONS_KEY, frame, response_header
 from ...security.acl import CLUSTER_NAME
 from ..request_router import RequestContext
 from ..services import BrokerServices
-
-if TYPE_CHECKING:
-    from ...protocol.requests import ApiVersionsRequest, DescribeClusterRequest
 
 
 @dataclass(slots=True)

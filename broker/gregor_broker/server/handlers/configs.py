@@ -18,7 +18,7 @@ import typing
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -32,18 +32,16 @@ from ...config import (
     validate_topic_configs,
 )
 from ...protocol import entities
+from ...protocol.requests import (
+    AlterConfigsRequest,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+)
 from ...protocol.response import BodyResponse
 from ...protocol.wire import encode_array_length, frame, response_header
 from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
-
-if TYPE_CHECKING:
-    from ...protocol.requests import (
-        AlterConfigsRequest,
-        DescribeConfigsRequest,
-        IncrementalAlterConfigsRequest,
-    )
 
 TOPIC = 2
 BROKER = 4

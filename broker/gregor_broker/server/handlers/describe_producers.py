@@ -10,18 +10,14 @@ marker, and the first offset of its open transaction (-1: none).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kio.schema.errors import ErrorCode
 
+from ...protocol.requests import DescribeProducersRequest
 from ...protocol.response import BodyResponse
 from ...replication.partition import PartitionError
 from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
-
-if TYPE_CHECKING:
-    from ...protocol.requests import DescribeProducersRequest
 
 
 def handle_describe_producers(

@@ -36,7 +36,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...protocol.fetch_response import (
     EmptyFetchResponse,
@@ -45,6 +45,7 @@ from ...protocol.fetch_response import (
     records_size,
 )
 from ...protocol.replica_fetch import ReplicaFetchRequest
+from ...protocol.requests import FetchRequest
 from ...protocol.response import FetchResult
 from ...replication.fetch_reader import FetchReader
 from ...replication.purgatory import Waiters
@@ -53,9 +54,6 @@ from ..fetch_sessions import FetchContext
 from ..quotas import ANONYMOUS
 from ..request_router import RequestContext
 from ..services import BrokerServices
-
-if TYPE_CHECKING:
-    from ...protocol.requests import FetchRequest
 
 
 def handle_fetch(

@@ -12,7 +12,7 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -21,24 +21,22 @@ from ...coordinator.records import OffsetAndMetadata, hash_is_cheap, java_string
 from ...coordinator.service import CoordinatorUnavailable, now_ms
 from ...coordinator.transaction_coordinator import TransactionCoordinatorUnavailable
 from ...protocol.acl_operations import AclOperation, AclResourceType, authorized_operations
+from ...protocol.requests import (
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    FindCoordinatorRequest,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    ListGroupsRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+)
 from ...protocol.response import BodyResponse, Response
 from ..request_router import HandlerResult, RequestContext
 from ..services import BrokerServices
-
-if TYPE_CHECKING:
-    from ...protocol.requests import (
-        DeleteGroupsRequest,
-        DescribeGroupsRequest,
-        FindCoordinatorRequest,
-        HeartbeatRequest,
-        JoinGroupRequest,
-        LeaveGroupRequest,
-        ListGroupsRequest,
-        OffsetCommitRequest,
-        OffsetDeleteRequest,
-        OffsetFetchRequest,
-        SyncGroupRequest,
-    )
 
 Handler = Callable[..., HandlerResult]
 GROUP_KEY_TYPE = 0

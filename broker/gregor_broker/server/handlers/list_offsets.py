@@ -9,18 +9,16 @@ there is none.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...protocol.requests import ListOffsetsRequest
 from ...protocol.response import BodyResponse
 from ...replication.partition import PartitionError
 from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
-
-if TYPE_CHECKING:
-    from ...protocol.requests import ListOffsetsRequest
 
 LATEST = -1
 EARLIEST = -2

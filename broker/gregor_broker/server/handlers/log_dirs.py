@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...protocol.requests import DescribeLogDirsRequest
 from ...protocol.response import BodyResponse
 from ...security.acl import AclOperation
 from ..request_router import RequestContext
 from ..services import BrokerServices
-
-if TYPE_CHECKING:
-    from ...protocol.requests import DescribeLogDirsRequest
 
 UNKNOWN_SPACE = -1  # Kafka's "not known" for total_bytes / usable_bytes
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -27,13 +27,11 @@ from ...protocol.metadata_response import (
     MetadataTopic,
     encode_topic,
 )
+from ...protocol.requests import MetadataRequest
 from ...security.acl import CLUSTER_NAME
 from ..request_router import RequestContext
 from ..services import BrokerServices
 from ..topic_admin import TopicAdminError
-
-if TYPE_CHECKING:
-    from ...protocol.requests import MetadataRequest
 
 AUTO_CREATE_WAIT_S = 2.0
 CONTROLLER_WAIT_S = 5.0

@@ -11,23 +11,21 @@ KIP-455).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from ...cluster.reassignment import original_replicas, preferred_leader
 from ...cluster.topic_names import topic_name_error
+from ...protocol.requests import (
+    AlterPartitionReassignmentsRequest,
+    ElectLeadersRequest,
+    ListPartitionReassignmentsRequest,
+)
 from ...protocol.response import BodyResponse
 from ...security.acl import AclOperation
 from ..request_router import RequestContext
 from ..services import BrokerServices
-
-if TYPE_CHECKING:
-    from ...protocol.requests import (
-        AlterPartitionReassignmentsRequest,
-        ElectLeadersRequest,
-        ListPartitionReassignmentsRequest,
-    )
 
 PREFERRED = 0
 

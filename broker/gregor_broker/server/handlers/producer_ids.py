@@ -12,18 +12,16 @@ after an abortable error (KIP-360).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...protocol.requests import InitProducerIdRequest
 from ...protocol.response import BodyResponse
 from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
 from .groups import hashes_group_ids_off_loop
-
-if TYPE_CHECKING:
-    from ...protocol.requests import InitProducerIdRequest
 
 log = logging.getLogger(__name__)
 

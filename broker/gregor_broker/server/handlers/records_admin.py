@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kio.schema.errors import ErrorCode
 
 from ...log.partition_log import OffsetOutOfRange
+from ...protocol.requests import DeleteRecordsRequest
 from ...protocol.response import BodyResponse
 from ...replication.partition import PartitionError
 from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
-
-if TYPE_CHECKING:
-    from ...protocol.requests import DeleteRecordsRequest
 
 HIGH_WATERMARK = -1  # Kafka: offset -1 means "delete up to the high watermark"
 

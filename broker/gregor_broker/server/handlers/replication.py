@@ -7,18 +7,14 @@ so the asker truncates any tail written under a leadership that did not last.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kio.schema.errors import ErrorCode
 
+from ...protocol.requests import OffsetForLeaderEpochRequest
 from ...protocol.response import BodyResponse
 from ...replication.partition import PartitionError
 from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
-
-if TYPE_CHECKING:
-    from ...protocol.requests import OffsetForLeaderEpochRequest
 
 
 def handle_offset_for_leader_epoch(

@@ -12,7 +12,7 @@ The SCRAM credential APIs read and write ``/config/users/<user>`` through
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -21,6 +21,12 @@ from ...cluster.scram_credentials import (
     read_all_scram_credentials,
     read_scram_credentials,
     storable_user,
+)
+from ...protocol.requests import (
+    AlterUserScramCredentialsRequest,
+    DescribeUserScramCredentialsRequest,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
 )
 from ...protocol.response import BodyResponse
 from ...security.acl import AclOperation
@@ -32,14 +38,6 @@ from ...security.scram import (
 )
 from ..request_router import RequestContext
 from ..services import BrokerServices
-
-if TYPE_CHECKING:
-    from ...protocol.requests import (
-        AlterUserScramCredentialsRequest,
-        DescribeUserScramCredentialsRequest,
-        SaslAuthenticateRequest,
-        SaslHandshakeRequest,
-    )
 
 # Kafka's ScramMechanism types on the wire.
 MECHANISM_BY_TYPE = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}

@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from ...cluster.models import uuid_from_str
 from ...config import describe_topic_configs
+from ...protocol.requests import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
 from ...protocol.response import BodyResponse
 from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
 from ..services import BrokerServices
 from ..topic_admin import TopicAdminError
-
-if TYPE_CHECKING:
-    from ...protocol.requests import (
-        CreatePartitionsRequest,
-        CreateTopicsRequest,
-        DeleteTopicsRequest,
-    )
 
 
 def _timeout_s(request: Any) -> float:

@@ -11,13 +11,21 @@ INVALID_PRODUCER_EPOCH for clients older than the versions that know it.
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from ...coordinator.records import OFFSETS_TOPIC, partition_for
 from ...coordinator.service import CoordinatorUnavailable, now_ms
 from ...coordinator.transaction_coordinator import STATE_NAMES, fenced_error
+from ...protocol.requests import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    DescribeTransactionsRequest,
+    EndTxnRequest,
+    ListTransactionsRequest,
+    TxnOffsetCommitRequest,
+)
 from ...protocol.response import BodyResponse
 from ...security.acl import AclOperation, ResourceType
 from ..request_router import RequestContext
@@ -28,16 +36,6 @@ from .groups import (
     offsets_to_commit,
     replicated_commit,
 )
-
-if TYPE_CHECKING:
-    from ...protocol.requests import (
-        AddOffsetsToTxnRequest,
-        AddPartitionsToTxnRequest,
-        DescribeTransactionsRequest,
-        EndTxnRequest,
-        ListTransactionsRequest,
-        TxnOffsetCommitRequest,
-    )
 
 _EPOCH = datetime.datetime.fromtimestamp(0, tz=datetime.UTC)
 

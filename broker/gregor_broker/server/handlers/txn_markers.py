@@ -20,20 +20,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from ...coordinator.records import OFFSETS_TOPIC
 from ...log.partition_log import AppendResult
+from ...protocol.requests import WriteTxnMarkersRequest
 from ...protocol.response import BodyResponse
 from ...replication.partition import PartitionError
 from ...security.acl import AclOperation
 from ..request_router import RequestContext
 from ..services import BrokerServices
-
-if TYPE_CHECKING:
-    from ...protocol.requests import WriteTxnMarkersRequest
 
 log = logging.getLogger(__name__)
 
