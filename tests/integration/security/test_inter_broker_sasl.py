@@ -67,16 +67,14 @@ def test_replication_over_sasl_ssl_with_acks_all(broker_factory, zk_connect, cer
     result = gregor("users", "scram", "set", "broker", "--password", BROKER_PASSWORD,
                     "--mechanism", "SCRAM-SHA-512", "--zookeeper", zk_connect)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    ports = []
     brokers = []
     for broker_id in (1, 2, 3):
         client_port, properties = _properties(certificates, BROKER_PASSWORD)
         brokers.append(broker_factory(broker_id, port=client_port, timeout=120, **properties))
-        ports.append(client_port)
     # Three replicas: each broker must know the others first (they learn of a
     # registration through a ZooKeeper watch, a moment after it).
     assert every_broker_knows_the_others(brokers)
-    bootstrap = ",".join(f"127.0.0.1:{port}" for port in ports)
+    bootstrap = ",".join(broker.bootstrap for broker in brokers)
     topic = f"replicated-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(60)
@@ -90,16 +88,14 @@ def test_a_follower_with_a_wrong_inter_broker_password_does_not_replicate(
     result = gregor("users", "scram", "set", "broker", "--password", BROKER_PASSWORD,
                     "--mechanism", "SCRAM-SHA-512", "--zookeeper", zk_connect)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    ports = []
     brokers = []
     for broker_id, password in ((1, BROKER_PASSWORD), (2, "not-the-password")):
         client_port, properties = _properties(certificates, password)
         properties["min.insync.replicas"] = "2"
         broker = broker_factory(broker_id, port=client_port, timeout=120, **properties)
         brokers.append(broker)
-        ports.append(client_port)
     assert every_broker_knows_the_others(brokers)  # the assignment names both
-    bootstrap = ",".join(f"127.0.0.1:{port}" for port in ports)
+    bootstrap = ",".join(broker.bootstrap for broker in brokers)
     topic = f"unreplicated-{uuid.uuid4().hex[:6]}"
     # Broker 1 leads; broker 2 must fetch from it and cannot log in.
     admin = AdminClient({"bootstrap.servers": bootstrap})

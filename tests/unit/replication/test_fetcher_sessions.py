@@ -136,8 +136,12 @@ def _sent(frame: bytes) -> replica_fetch.ReplicaFetchRequest:
     return request
 
 
-def _answer(error_code: int = 0, session_id: int = 0) -> memoryview:
-    parts, _size = encode_fetch_response(11, 41, error_code=error_code, session_id=session_id)
+def _answer(
+    error_code: int = 0, session_id: int = 0, topics: list[TopicResult] | None = None
+) -> memoryview:
+    parts, _size = encode_fetch_response(
+        11, 41, error_code=error_code, session_id=session_id, topics=topics or []
+    )
     return memoryview(b"".join(parts))[4:]
 
 
@@ -210,16 +214,14 @@ def test_a_partition_followed_afresh_is_sent_even_at_the_position_the_session_ho
 def _records_for(index: int, base_offset: int) -> memoryview:
     """An answer in session 9 carrying one record for partition ``a-<index>``."""
     records = make_batch([Record(0, 0, b"k", b"v")], base_offset=base_offset)
-    topics = [TopicResult("a", None, [PartitionResult(index, high_watermark=0, records=records)])]
-    parts, _size = encode_fetch_response(11, 41, session_id=9, topics=topics)
-    return memoryview(b"".join(parts))[4:]
+    result = PartitionResult(index, high_watermark=0, records=records)
+    return _answer(session_id=9, topics=[TopicResult("a", None, [result])])
 
 
 def _error_for(index: int, error_code: int) -> memoryview:
     """An answer in session 9 with ``error_code`` for partition ``a-<index>``."""
-    topics = [TopicResult("a", None, [PartitionResult(index, error_code=error_code)])]
-    parts, _size = encode_fetch_response(11, 41, session_id=9, topics=topics)
-    return memoryview(b"".join(parts))[4:]
+    result = PartitionResult(index, error_code=error_code)
+    return _answer(session_id=9, topics=[TopicResult("a", None, [result])])
 
 
 def _request(fetcher: ReplicaFetcher) -> replica_fetch.ReplicaFetchRequest:
