@@ -234,6 +234,10 @@ class ReplicaManager:
         self.fetchers.unfollow(key)
         log.info("deleting local log of %s-%d (topic deleted or replica moved)", *key)
         self.logs.delete_log(partition.topic, partition.index)
+        # Kafka's StopReplica: acks=all produces and fetches waiting on it answer now
+        # (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION), not at their timeouts.
+        self.append_waiters.notify(key)
+        self.high_watermark_waiters.notify(key)
 
     def _forget_index(self, key: TopicPartition) -> None:
         indexes = self._indexes_of.get(key[0])

@@ -596,6 +596,49 @@ def test_a_waiting_consumer_fetch_answers_once_the_followers_have_the_data(
     assert replicas.append_waiters.pending() == 0
 
 
+def test_an_acks_all_produce_waiting_when_the_replica_moves_away_answers_at_once(
+    services: Services,
+) -> None:
+    """Kafka's StopReplica completes the delayed produces and fetches of the partition
+    it removes. A reassignment that moved the partition off this leader deleted its log
+    but woke nobody: the acks=all produce waiting for the followers answered only at its
+    own timeout (30 s in librdkafka), and the producer stood still that long."""
+    lead_replicated(services)
+    replicas = services.replica_manager
+    produce = produce_request(9, -1, batch(b"a"))  # acks=all, 5 s timeout
+
+    async def scenario() -> tuple[Any, Any, float]:
+        loop = asyncio.get_running_loop()
+        waiting = handle_produce(services, context(PRODUCE, 9), produce)
+        assert asyncio.iscoroutine(waiting), "the followers have not fetched: it waits"
+        task = asyncio.ensure_future(waiting)
+        # A consumer waiting up to 30 s for the record to be committed.
+        consuming = handle_fetch(services, context(FETCH, 11), fetch_request(11, 0, 30_000))
+        assert asyncio.iscoroutine(consuming)
+        consumer = asyncio.ensure_future(consuming)
+        await asyncio.sleep(0.01)
+        assert not task.done() and not consumer.done()
+        # The reassignment's last step: the replicas are [2, 3, 4], led by 2.
+        services.metadata.set_topic(TOPIC, TopicAssignment.of({0: [2, 3, 4]}, TOPIC_ID))
+        state = PartitionState(controller_epoch=1, leader=2, leader_epoch=1, isr=(2, 3, 4))
+        services.metadata.set_partition_state(TOPIC, 0, state, version=1)
+        started = loop.time()
+        replicas.reconcile(services.metadata.take_changed_topics())
+        response, fetch = await asyncio.wait_for(asyncio.gather(task, consumer), 20)
+        return response, fetch, loop.time() - started
+
+    response, fetch, waited = asyncio.run(scenario())
+    answer = decode(PRODUCE, 9, response.encode_frame(9, 7)).responses[0].partition_responses[0]
+    assert answer.error_code == ErrorCode.not_leader_or_follower
+    parts, _size = fetch.encode_frame(11, 7)
+    fetch_answer = decode(FETCH, 11, b"".join(parts)).responses[0].partitions[0]
+    assert fetch_answer.error_code == ErrorCode.not_leader_or_follower
+    assert (TOPIC, 0) not in replicas.partitions
+    assert waited < 1, f"they waited {waited:.1f} s after the replica moved away"
+    assert replicas.high_watermark_waiters.pending() == 0
+    assert replicas.append_waiters.pending() == 0
+
+
 # -- Metadata ----------------------------------------------------------------------------
 
 
