@@ -46,6 +46,7 @@ from ..security.client import ClientSecurity, inter_broker_security
 from ..security.scram import ScramCredential
 from ..security.tls import PrincipalMapper, server_context
 from ..stats import AuthenticationMetrics
+from ..tasks import cancel_and_wait
 from .authentication import SaslAuthenticator, SaslListenerSettings
 from .authorizer import Authorizer, build_authorizer
 from .connection import Connection, SendfileCounter
@@ -559,8 +560,9 @@ class Broker:
                     "controlled.shutdown.enable=false: stopping without moving leadership "
                     "away first"
                 )
-        for task in self._tasks:
-            task.cancel()
+        # Awaited, not only cancelled: a periodic job (a flush or roll sweep, between two
+        # slices) must be over before the logs close under it.
+        await cancel_and_wait(self._tasks, "periodic jobs")
         await self.router.preparer.stop()
         if getattr(self, "coordinator", None) is not None:
             await self.coordinator.stop()
