@@ -115,8 +115,10 @@ class KubeClient:
         probe: Callable[[], Any],
         timeout: float = 30.0,
         interval: float = 0.1,
+        show: Callable[[], Any] | None = None,
     ) -> Any:
-        """Poll ``probe`` until it returns something truthy; AssertionError on timeout."""
+        """Poll ``probe`` until it returns something truthy; AssertionError on timeout,
+        with what ``show`` returns then (the state a failure is diagnosed from)."""
         deadline = time.monotonic() + timeout
         last: Any = None
         while time.monotonic() < deadline:
@@ -127,4 +129,10 @@ class KubeClient:
             if last and not isinstance(last, TRANSIENT):
                 return last
             time.sleep(interval)
-        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}")
+        message = f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}"
+        if show is not None:
+            try:
+                message += f"; then: {show()!r}"
+            except TRANSIENT as error:
+                message += f"; then unreadable: {error!r}"
+        raise AssertionError(message)

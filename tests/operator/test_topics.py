@@ -120,6 +120,18 @@ def test_topic_resource_lifecycle_create_grow_refuse_shrink_config_delete(
             return configs["retention.ms"].value == "7200000"
 
         client.wait_for("the broker to see retention.ms=7200000", described)
+        # The change handled for good: a retry of its handler (after a ZooKeeper timeout
+        # on a loaded machine) writes the spec's configs again, over a change made
+        # outside the resource meanwhile.
+        client.wait_for(
+            "observedGeneration to reach the config change's generation",
+            lambda: (
+                (topic := client.get(API, "topics", "default", "orders"))
+                .get("status", {})
+                .get("observedGeneration")
+                == topic["metadata"]["generation"]
+            ),
+        )
 
         # A config changed outside the resource (kafka-configs through the brokers) is
         # reported as drift, not silently kept or reverted.
@@ -136,6 +148,10 @@ def test_topic_resource_lifecycle_create_grow_refuse_shrink_config_delete(
             lambda: (
                 (client.get(API, "topics", "default", "orders").get("status") or {}).get("drift")
                 == {"segment.ms": "3600000"}
+            ),
+            show=lambda: (
+                client.get(API, "topics", "default", "orders").get("status"),
+                admin.get_topic_config("orders"),
             ),
         )
 

@@ -144,7 +144,11 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
             "replicas moving" if state is not None and state.reassigning else None
         )
         patch.status.update(fields)
-        patch.status["observedGeneration"] = generation
+        if apply_config:
+            # Only a change handler applies a generation's configs: the status timer,
+            # which leaves them alone, claimed a generation whose handler was still
+            # being retried (and would yet write the spec's configs).
+            patch.status["observedGeneration"] = generation
         patch.status["conditions"] = conditions(
             previous,
             ready=waiting is None and fields.get("offlinePartitions", 0) == 0,
