@@ -58,14 +58,9 @@ def _probe(bootstrap: str, attack: subprocess.Popen | None, minimum_s: float) ->
     return samples
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-def test_a_hostile_client_does_not_delay_another_clients_api_versions(
-    broker_factory, scenario: str
-) -> None:
-    metrics_port = free_port()
-    broker = broker_factory(**{"metrics.port": str(metrics_port)})
-    # The same probe with no attack: what this machine's own load costs a round trip
-    # (other test workers share the cores). The attack may add at most 100 ms to it.
+def _attacked(broker, scenario: str) -> tuple[float, list[float], dict]:
+    """The probe's p99 with no attack, then its round trips while ``scenario`` runs, and
+    what the attack reported."""
     quiet_p99 = _p99(_probe(broker.bootstrap, None, 2.0))
     attack = subprocess.Popen(
         [
@@ -97,11 +92,40 @@ def test_a_hostile_client_does_not_delay_another_clients_api_versions(
         f"(without the attack {quiet_p99 * 1000:.1f} ms)"
     )
     assert len(samples) >= 100
-    assert p99 < quiet_p99 + P99_LIMIT_S, (
-        f"{scenario}: another client's ApiVersions p99 was {p99 * 1000:.0f} ms "
-        f"(max {max(samples) * 1000:.0f} ms, {quiet_p99 * 1000:.0f} ms without the attack) "
-        f"over {len(samples)} requests; attack: {outcome}"
-    )
+    return quiet_p99, samples, outcome
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_a_hostile_client_does_not_delay_another_clients_api_versions(
+    broker_factory, scenario: str
+) -> None:
+    """The same probe with no attack first: what this machine's own load costs a round
+    trip (other test workers share the cores). The attack may add at most 100 ms to it.
+
+    The broker and the attacker take both cores between them, so a burst of the other
+    workers' load during the attack, which the probe before it did not see, costs the
+    broker its share of a core while eight connections wait in line (CI: p99 110-127 ms
+    in 2 of 6 runs of the suite, 11 ms beside six busy loops). A second attempt, on the
+    same broker, is measured then: a broker that lets one client starve the others
+    fails every attempt."""
+    metrics_port = free_port()
+    broker = broker_factory(**{"metrics.port": str(metrics_port)})
+    failures = []
+    for _attempt in range(2):
+        quiet_p99, samples, outcome = _attacked(broker, scenario)
+        p99 = _p99(samples)
+        if p99 < quiet_p99 + P99_LIMIT_S:
+            break
+        failures.append(
+            f"{p99 * 1000:.0f} ms (max {max(samples) * 1000:.0f} ms, "
+            f"{quiet_p99 * 1000:.0f} ms without the attack) over {len(samples)} requests"
+        )
+    else:
+        pytest.fail(
+            f"{scenario}: another client's ApiVersions p99 was "
+            + " and then ".join(failures)
+            + f"; attack: {outcome}"
+        )
     metrics = scrape(metrics_port)
     if scenario in ("describe-burst", "api-versions-burst"):
         assert outcome["answered"] == outcome["sent"], outcome  # the attacker is served too
