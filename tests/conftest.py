@@ -6,6 +6,7 @@ same way Kafka clusters share an ensemble with ``zookeeper.connect=host:port/chr
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,18 @@ from pathlib import Path
 import pytest
 
 from gregor_broker.devtools.zookeeper_server import ZooKeeperServer
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``long`` (acceptance runs of minutes) run only with
+    ``GREGOR_LONG_TESTS=1`` (``make test-long``); ``make test`` runs a short variant of
+    each."""
+    if os.environ.get("GREGOR_LONG_TESTS"):
+        return
+    skip = pytest.mark.skip(reason="long run: GREGOR_LONG_TESTS=1 (make test-long)")
+    for item in items:
+        if item.get_closest_marker("long") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,6 @@ with 5 more seeds (kill moments). Figures: docs/transactions.md.
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
@@ -26,9 +25,6 @@ from .txn_client_helpers import SINGLE_BROKER_PROPERTIES, read_all
 
 LOOP = Path(__file__).with_name("txn_eos_loop.py")
 PARTITIONS = 3
-LONG = pytest.mark.skipif(
-    not os.environ.get("GREGOR_LONG_TESTS"), reason="long run: GREGOR_LONG_TESTS=1 (make test-long)"
-)
 
 
 def _produce_input(bootstrap: str, topic: str, count: int) -> set[bytes]:
@@ -146,7 +142,6 @@ def test_consume_transform_produce_100k_exactly_once_across_5_kills(broker_facto
 
 
 @pytest.mark.long
-@LONG
 @pytest.mark.parametrize("seed", range(5))
 def test_consume_transform_produce_exactly_once_more_kill_moments(broker_factory, tmp_path, seed):
     _run(broker_factory, tmp_path, records=100_000, kills=5, seed=seed)

@@ -10,7 +10,6 @@ on a fresh cluster with its own kill moment. Counts: docs/transactions.md.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 
@@ -86,9 +85,6 @@ def test_partition_leader_killed_mid_commit(cluster_factory):
 
 
 @pytest.mark.long
-@pytest.mark.skipif(
-    not os.environ.get("GREGOR_LONG_TESTS"), reason="long run: GREGOR_LONG_TESTS=1 (make test-long)"
-)
 @pytest.mark.parametrize("run", range(LONG_RUNS))
 def test_partition_leader_killed_mid_commit_repeatedly(cluster_factory, run):
     _leader_killed_mid_commit(cluster_factory, seed=1000 + run)
