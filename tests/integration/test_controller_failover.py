@@ -120,16 +120,18 @@ def _paused_controller_cluster(broker_factory, enable: str):
     controller paused (SIGSTOP), so no leader moves until it resumes. Long sessions: the
     paused controller keeps its session (and nobody else takes over) meanwhile."""
     session = {"zookeeper.session.timeout.ms": "40000"}
+    first = broker_factory(1, **session)
+    client = zookeeper_client(first.zookeeper_connect)
+    admin = ZkAdmin(client)
+    # A broker registers before it runs for controller: broker 2 starting at once won
+    # the election on a loaded machine (CI), so the others start once broker 1 has it.
+    assert wait_for(lambda: admin.get_controller() is not None, 60)
+    assert admin.get_controller().broker_id == 1, "broker 1 was alone and is the controller"
     brokers = {
-        1: broker_factory(1, **session),
+        1: first,
         2: broker_factory(2, **session, **{"controlled.shutdown.enable": enable}),
         3: broker_factory(3, **session),
     }
-    client = zookeeper_client(brokers[1].zookeeper_connect)
-    admin = ZkAdmin(client)
-    assert wait_for(lambda: admin.get_controller() is not None, 60)
-    controller = admin.get_controller().broker_id
-    assert controller == 1, "broker 1 started first and is the controller"
     admin.create_topic("cs", {0: [2, 3]}, {})
     assert wait_for(lambda: _leader_and_isr(admin, "cs") == (2, (2, 3)), 120)
     # Broker 2 itself knows it leads (a broker learns its leadership from ZooKeeper a
