@@ -111,8 +111,10 @@ def test_a_hostile_client_does_not_delay_another_clients_api_versions(
     metrics_port = free_port()
     broker = broker_factory(**{"metrics.port": str(metrics_port)})
     failures = []
+    outcomes = []
     for _attempt in range(2):
         quiet_p99, samples, outcome = _attacked(broker, scenario)
+        outcomes.append(outcome)
         p99 = _p99(samples)
         if p99 < quiet_p99 + P99_LIMIT_S:
             break
@@ -131,9 +133,11 @@ def test_a_hostile_client_does_not_delay_another_clients_api_versions(
         assert outcome["answered"] == outcome["sent"], outcome  # the attacker is served too
     if scenario == "never-reads":
         # Answers pile up only to the write high-water mark and the socket buffers;
-        # the rest of what it sent stays unread in the kernel, not in the broker.
+        # the rest of what it sent stays unread in the kernel, not in the broker. (The
+        # broker's count covers every attempt.)
         described = metrics.get('gregor_requests_total{api="DescribeConfigs"}', 0)
-        assert described < outcome["sent_frames"] / 10, (described, outcome)
+        sent = sum(o["sent_frames"] for o in outcomes)
+        assert described < sent / 10, (described, outcomes)
     assert metrics["gregor_event_loop_delay_seconds_count"] > 0
 
 
