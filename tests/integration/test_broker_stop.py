@@ -26,6 +26,8 @@ from .in_process_brokers import start_broker
 
 # A stop takes well under a second here; the bound only turns a hang into a failure.
 STOP_BOUND_S = 30.0
+# Below the 30 s a controlled shutdown waits at most for leadership to move.
+DELETED_TOPIC_STOP_BOUND_S = 15.0
 
 
 async def _two_brokers_stopped_leader_first(zk_connect: str, directory: Path) -> list[float]:
@@ -216,6 +218,47 @@ def test_a_sigterm_right_after_a_topic_was_created_hands_its_leadership_over(
     loaded yet: its controlled shutdown waits until the cache shows it handed over."""
     caplog.set_level(logging.INFO, logger="gregor_broker.server.broker")
     asyncio.run(_stop_right_after_a_topic_was_created(zk_connect, tmp_path, caplog))
+
+
+async def _stop_while_a_led_topic_is_deleted(zk_connect: str, directory: Path, caplog) -> None:
+    brokers: list[Broker] = []
+    hold = None
+    try:
+        stopped, admin = await _controller_and_stopped(zk_connect, directory, brokers)
+        hold = _HeldStateReads(stopped.zk, "gone")
+        admin.create_topic("gone", {0: [1, 2]}, {})
+        deadline = time.monotonic() + 120
+        while _state(admin, "gone") != (1, (1, 2)) or not hold.held:
+            assert time.monotonic() < deadline, "gone-0 never led by broker 1"
+            await asyncio.sleep(0.2)
+        # ZooKeeper says broker 1 leads gone-0; its cache will not see a state of it.
+        started = time.monotonic()
+        stopping = asyncio.create_task(stopped.stop())
+        while not _messages(caplog, "waiting for leadership to move away"):
+            assert time.monotonic() < deadline, "broker 1 never deregistered"
+            assert not stopping.done()
+            await asyncio.sleep(0.1)
+        assert admin.request_topic_deletions(["gone"]) == {"gone": None}
+        # Its state never arrives now: the topic's deletion must end the wait for it, not
+        # the 30 s bound of a controlled shutdown.
+        async with asyncio.timeout(STOP_BOUND_S):
+            await stopping
+        took = time.monotonic() - started
+        assert _messages(caplog, "nothing left to hand over")
+        assert not _messages(caplog, "exiting anyway")
+        assert took < DELETED_TOPIC_STOP_BOUND_S, f"the stop took {took:.1f} s"
+    finally:
+        await _release_and_stop(hold, brokers)
+
+
+def test_a_topic_deleted_during_a_controlled_shutdown_does_not_hold_it(
+    zk_connect: str, tmp_path: Path, caplog
+) -> None:
+    """The stopping broker leads a partition its cache never saw a state of, and the topic
+    is deleted while it waits: there is nothing left to hand over, and it exits without
+    waiting out its controlled-shutdown bound."""
+    caplog.set_level(logging.INFO, logger="gregor_broker.server.broker")
+    asyncio.run(_stop_while_a_led_topic_is_deleted(zk_connect, tmp_path, caplog))
 
 
 async def _stop_with_a_stale_cached_state(zk_connect: str, directory: Path, caplog) -> None:

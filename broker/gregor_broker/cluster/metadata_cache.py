@@ -116,6 +116,10 @@ class MetadataCache:
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
         self._waiters_check_scheduled = False
         self.topics_by_id: dict[str, TopicInfo] = {}
+        # Ids of topics this cache saw deleted (or re-created under a new id): a
+        # controlled shutdown waiting to see such a topic's partition handed over stops
+        # waiting for it. A few bytes per deleted topic for the broker's lifetime.
+        self.deleted_topic_ids: set[str] = set()
         self.brokers_generation = 0  # moves with every change of the live brokers
         # Topics changed since the last ``take_changed_topics`` (so that reacting to one
         # partition's change costs one topic's work, not the whole cluster's).
@@ -203,9 +207,12 @@ class MetadataCache:
             removed = self.topics.pop(name, None)
             if removed is not None and removed.topic_id:
                 self.topics_by_id.pop(removed.topic_id, None)
+                self.deleted_topic_ids.add(removed.topic_id)
             self.notify()
             return
         topic = self.topics.get(name)
+        if topic is not None and topic.topic_id and topic.topic_id != assignment.topic_id:
+            self.deleted_topic_ids.add(topic.topic_id)  # re-created under a new id
         if topic is None or topic.topic_id != assignment.topic_id:
             topic = TopicInfo(name, assignment.topic_id, config=topic.config if topic else {})
             self.topics[name] = topic

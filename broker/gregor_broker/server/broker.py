@@ -621,8 +621,12 @@ class Broker:
         metadata = self.metadata
 
         def cache_caught_up() -> bool:
-            # Pruned as states arrive, so a check costs what is still missing.
+            # Pruned as states arrive, so a check costs what is still missing. A topic
+            # deleted meanwhile has nothing left to hand over: its state never arrives.
             for (topic, index), (topic_id, version) in list(led.items()):
+                if topic_id is not None and topic_id in metadata.deleted_topic_ids:
+                    del led[(topic, index)]
+                    continue
                 info = metadata.topics.get(topic)
                 partition = None
                 if info is not None and info.topic_id == topic_id:
