@@ -190,17 +190,23 @@ async def _stop_waiting_for_the_cache(
     assert not _messages(caplog, "exiting anyway")
 
 
+async def _create_led_by_broker_1(admin: ZkAdmin, topic: str, hold: _HeldStateReads) -> None:
+    """Create ``topic`` (one partition, replicas [1, 2]) and wait until ZooKeeper names
+    broker 1 its leader and broker 1's cache has tried to read that state (held)."""
+    admin.create_topic(topic, {0: [1, 2]}, {})
+    deadline = time.monotonic() + 120
+    while _state(admin, topic) != (1, (1, 2)) or not hold.held:
+        assert time.monotonic() < deadline, f"{topic}-0 never led by broker 1"
+        await asyncio.sleep(0.2)
+
+
 async def _stop_right_after_a_topic_was_created(zk_connect: str, directory: Path, caplog) -> None:
     brokers: list[Broker] = []
     hold = None
     try:
         stopped, admin = await _controller_and_stopped(zk_connect, directory, brokers)
         hold = _HeldStateReads(stopped.zk, "fresh")
-        admin.create_topic("fresh", {0: [1, 2]}, {})
-        deadline = time.monotonic() + 120
-        while _state(admin, "fresh") != (1, (1, 2)) or not hold.held:
-            assert time.monotonic() < deadline, "fresh-0 never led by broker 1"
-            await asyncio.sleep(0.2)
+        await _create_led_by_broker_1(admin, "fresh", hold)
         # ZooKeeper says broker 1 leads fresh-0; its cache has not seen that yet.
         cached = stopped.metadata.topics.get("fresh")
         assert (
@@ -226,13 +232,10 @@ async def _stop_while_a_led_topic_is_deleted(zk_connect: str, directory: Path, c
     try:
         stopped, admin = await _controller_and_stopped(zk_connect, directory, brokers)
         hold = _HeldStateReads(stopped.zk, "gone")
-        admin.create_topic("gone", {0: [1, 2]}, {})
-        deadline = time.monotonic() + 120
-        while _state(admin, "gone") != (1, (1, 2)) or not hold.held:
-            assert time.monotonic() < deadline, "gone-0 never led by broker 1"
-            await asyncio.sleep(0.2)
+        await _create_led_by_broker_1(admin, "gone", hold)
         # ZooKeeper says broker 1 leads gone-0; its cache will not see a state of it.
         started = time.monotonic()
+        deadline = started + 120
         stopping = asyncio.create_task(stopped.stop())
         while not _messages(caplog, "waiting for leadership to move away"):
             assert time.monotonic() < deadline, "broker 1 never deregistered"
