@@ -1,6 +1,7 @@
 """Where an acks=all round trip's CPU goes: each broker's CPU per acknowledged message.
 
-Starts a 3-broker cluster (``GregorClusterTarget``: RF=3, ``min.insync.replicas=2``), runs
+Starts a 3-broker cluster (``GregorClusterTarget``: RF=3, ``min.insync.replicas=2``; with
+``--brokers 1`` one broker at RF=1, the same workload without replication), runs
 the harness's own produce workload (``bench.clients produce``, 1 KiB, acks=all, unbatched
 unless ``--batched``) several times, and reports for each run: acknowledged messages/s,
 every broker's CPU time per acknowledged message (leader and followers apart, from
@@ -13,6 +14,7 @@ compare between two versions of Gregor run one after the other.
     python -m bench.round_trip --partitions 8 --reps 2 --seconds 3
     python -m bench.round_trip --rate 1000 --idle 30  # paced, as the latency rows
     python -m bench.round_trip --idle-partitions 1000  # beside 1,000 partitions at rest
+    python -m bench.round_trip --brokers 1 --rate 400  # the same at RF=1, for comparison
 
 ``--rate`` offers that many messages/s instead (the latency rows' paced producer and
 stamping consumer, ``bench.clients latency-*``, 1 partition) and adds the end-to-end p50
@@ -103,8 +105,12 @@ def run(
     hold: float = 0.0,
     settle: float = 0.0,
     idle_partitions: int = 0,
+    brokers: int = 3,
 ) -> list[dict]:
-    target = GregorClusterTarget(directory)
+    # One broker: the same workload at RF=1 (min.insync.replicas=1), what replication's
+    # per-message cost is measured against; three: RF=3, min.insync.replicas=2.
+    replicas = min(brokers, 3)
+    target = GregorClusterTarget(directory, brokers, replicas, min(replicas, 2))
     for broker in target.cluster.brokers:
         broker.metrics_port = 0
         broker.__post_init__()  # picks a free metrics port
@@ -245,9 +251,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.round_trip",
         description="Each broker's CPU per acknowledged acks=all message on a 3-broker "
-        "cluster, e.g. python -m bench.round_trip --partitions 8 --reps 2",
+        "cluster (or one broker at RF=1), e.g. python -m bench.round_trip --partitions 8 "
+        "--reps 2, or python -m bench.round_trip --brokers 1 --rate 400",
     )
     parser.add_argument("--partitions", type=int, default=1, help="topic partitions (1)")
+    parser.add_argument(
+        "--brokers",
+        type=int,
+        default=3,
+        help="brokers (3: RF=3, min.insync.replicas=2; 1: the same workload at RF=1)",
+    )
     parser.add_argument("--reps", type=int, default=3, help="produce runs (3)")
     parser.add_argument("--seconds", type=float, default=5, help="length of each run (5)")
     parser.add_argument("--batched", action="store_true", help="linger 5 ms, 64 KiB batches")
@@ -284,13 +297,18 @@ def main(argv: list[str] | None = None) -> int:
             args.hold,
             args.settle,
             args.idle_partitions,
+            args.brokers,
         )
     if args.json:
         print(json.dumps(results))
         return 0
     paced = f", paced at {args.rate:,} msg/s" if args.rate else ""
     idle = f", {args.idle_partitions:,} idle partitions" if args.idle_partitions else ""
-    print(f"1 KiB acks=all, {args.partitions} partition(s){paced}{idle}, started {started}")
+    replicas = min(args.brokers, 3)
+    print(
+        f"1 KiB acks=all, {args.brokers} broker(s) at RF={replicas}, {args.partitions} "
+        f"partition(s){paced}{idle}, started {started}"
+    )
     for result in results:
         _print(result)
     return 0
