@@ -33,3 +33,16 @@ def test_round_trip_attributes_each_brokers_share_of_an_acks_all_message(
     for follower in followers:
         assert "Produce" not in follower["requests_per_message"], result
         assert follower["cpu_us_per_message"] > 0, result
+
+
+def test_round_trip_on_one_broker_measures_the_same_workload_at_rf_1(tmp_path: Path) -> None:
+    """``--brokers 1``: one broker leads the partition at RF=1 and nobody fetches from it
+    to replicate: the figure replication's cost is measured against."""
+    (result,) = round_trip.run(tmp_path, partitions=1, reps=1, seconds=1, batched=False, brokers=1)
+
+    assert result["messages_per_s"] > 0, result
+    (broker,) = result["brokers"]
+    assert broker["leader"], result
+    assert broker["requests_per_message"]["Produce"] >= 1, result
+    assert "Fetch" not in broker["requests_per_message"], result
+    assert broker["cpu_us_per_message"] > 0, result
