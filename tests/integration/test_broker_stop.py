@@ -10,10 +10,12 @@ fetcher, reconnecting, lost the cancellation ``Broker.stop`` sent it (Python 3.1
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from gregor_broker.cluster.admin import ZkAdmin
@@ -190,31 +192,36 @@ async def _stop_waiting_for_the_cache(
     assert not _messages(caplog, "exiting anyway")
 
 
-async def _create_led_by_broker_1(admin: ZkAdmin, topic: str, hold: _HeldStateReads) -> None:
-    """Create ``topic`` (one partition, replicas [1, 2]) and wait until ZooKeeper names
-    broker 1 its leader and broker 1's cache has tried to read that state (held)."""
-    admin.create_topic(topic, {0: [1, 2]}, {})
-    deadline = time.monotonic() + 120
-    while _state(admin, topic) != (1, (1, 2)) or not hold.held:
-        assert time.monotonic() < deadline, f"{topic}-0 never led by broker 1"
-        await asyncio.sleep(0.2)
-
-
-async def _stop_right_after_a_topic_was_created(zk_connect: str, directory: Path, caplog) -> None:
+@contextlib.asynccontextmanager
+async def _broker_1_leading_unseen(
+    zk_connect: str, directory: Path, topic: str
+) -> AsyncIterator[tuple[Broker, ZkAdmin, _HeldStateReads]]:
+    """Broker 2 the controller, broker 1 (the one to stop) leading ``topic``-0 (replicas
+    [1, 2]) in ZooKeeper while its cache's reads of that state are held; both brokers
+    stopped at the end, the reads released first."""
     brokers: list[Broker] = []
     hold = None
     try:
         stopped, admin = await _controller_and_stopped(zk_connect, directory, brokers)
-        hold = _HeldStateReads(stopped.zk, "fresh")
-        await _create_led_by_broker_1(admin, "fresh", hold)
+        hold = _HeldStateReads(stopped.zk, topic)
+        admin.create_topic(topic, {0: [1, 2]}, {})
+        deadline = time.monotonic() + 120
+        while _state(admin, topic) != (1, (1, 2)) or not hold.held:
+            assert time.monotonic() < deadline, f"{topic}-0 never led by broker 1"
+            await asyncio.sleep(0.2)
+        yield stopped, admin, hold
+    finally:
+        await _release_and_stop(hold, brokers)
+
+
+async def _stop_right_after_a_topic_was_created(zk_connect: str, directory: Path, caplog) -> None:
+    async with _broker_1_leading_unseen(zk_connect, directory, "fresh") as (stopped, admin, hold):
         # ZooKeeper says broker 1 leads fresh-0; its cache has not seen that yet.
         cached = stopped.metadata.topics.get("fresh")
         assert (
             cached is None or cached.partitions.get(0) is None or cached.partitions[0].leader == -1
         )
         await _stop_waiting_for_the_cache(stopped, admin, "fresh", hold, caplog)
-    finally:
-        await _release_and_stop(hold, brokers)
 
 
 def test_a_sigterm_right_after_a_topic_was_created_hands_its_leadership_over(
@@ -227,12 +234,7 @@ def test_a_sigterm_right_after_a_topic_was_created_hands_its_leadership_over(
 
 
 async def _stop_while_a_led_topic_is_deleted(zk_connect: str, directory: Path, caplog) -> None:
-    brokers: list[Broker] = []
-    hold = None
-    try:
-        stopped, admin = await _controller_and_stopped(zk_connect, directory, brokers)
-        hold = _HeldStateReads(stopped.zk, "gone")
-        await _create_led_by_broker_1(admin, "gone", hold)
+    async with _broker_1_leading_unseen(zk_connect, directory, "gone") as (stopped, admin, _):
         # ZooKeeper says broker 1 leads gone-0; its cache will not see a state of it.
         started = time.monotonic()
         deadline = started + 120
@@ -250,8 +252,6 @@ async def _stop_while_a_led_topic_is_deleted(zk_connect: str, directory: Path, c
         assert _messages(caplog, "nothing left to hand over")
         assert not _messages(caplog, "exiting anyway")
         assert took < DELETED_TOPIC_STOP_BOUND_S, f"the stop took {took:.1f} s"
-    finally:
-        await _release_and_stop(hold, brokers)
 
 
 def test_a_topic_deleted_during_a_controlled_shutdown_does_not_hold_it(
