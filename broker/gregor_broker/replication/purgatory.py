@@ -15,6 +15,12 @@ high watermark move, each acks=all message at RF=3 woke the consumer's fetch onc
 append, which it cannot read before the followers have it) and the first follower's
 fetch once (the high watermark, which gives it nothing to copy): a task step and a read
 of the partition each, on the leader, on the round trip's critical path.
+
+What waits is a ``Wakeable``: an asyncio future (a produce waiting for the high
+watermark), or a parked fetch (``server/handlers/fetch.py``'s ``DelayedFetch``) whose
+``set_result`` re-reads and answers in the notifying call, as Kafka's purgatory runs
+``tryComplete`` on the thread that appended. So a notification may run a fetch's read
+and write its response before returning.
 """
 
 from __future__ import annotations
@@ -24,6 +30,14 @@ from collections.abc import Iterable
 from typing import Protocol
 
 TopicPartition = tuple[str, int]
+
+
+class Wakeable(Protocol):
+    """What waits on a partition: ``set_result(None)`` wakes it, once per wait."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: None, /) -> None: ...
 
 
 class PartitionListener(Protocol):
@@ -40,8 +54,8 @@ class Waiters:
     def __init__(self) -> None:
         # Waiting for appends (and everything else); waiting for the high watermark
         # (and everything else): ``watch(committed=...)`` says which.
-        self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
-        self._committed: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self._waiters: dict[TopicPartition, set[Wakeable]] = {}
+        self._committed: dict[TopicPartition, set[Wakeable]] = {}
         # Standing interest, not one wait: kept until ``unlisten``, told of every kind of
         # notification (appends, the high watermark, anything else).
         self._listeners: dict[TopicPartition, set[PartitionListener]] = {}
@@ -61,8 +75,9 @@ class Waiters:
     def _tell_listeners(self, key: TopicPartition, wake: bool) -> None:
         listeners = self._listeners.get(key)
         if listeners:
-            # A listener does not listen or unlisten while it is told.
-            for listener in listeners:
+            # A copy: a listener told wakes its session's parked fetch, whose answer may
+            # end or change that session's listening.
+            for listener in tuple(listeners):
                 listener.partition_changed(key, wake)
 
     async def wait_any(self, keys: Iterable[TopicPartition], timeout: float) -> None:
@@ -81,10 +96,16 @@ class Waiters:
         fetch then waited its whole max wait (500 ms for a follower, one acks=all round
         trip stalled)."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.watch_with(future, keys, committed=committed)
+        return future
+
+    def watch_with(
+        self, waiter: Wakeable, keys: list[TopicPartition], *, committed: bool = False
+    ) -> None:
+        """``watch`` for a waiter of the caller's own (a parked fetch)."""
         waiters = self._committed if committed else self._waiters
         for key in keys:
-            waiters.setdefault(key, set()).add(future)
-        return future
+            waiters.setdefault(key, set()).add(waiter)
 
     async def wait_watched(
         self, future: asyncio.Future[None], keys: list[TopicPartition], timeout: float
@@ -103,7 +124,7 @@ class Waiters:
                 timer.cancel()
             self.unwatch(future, keys)
 
-    def unwatch(self, future: asyncio.Future[None], keys: list[TopicPartition]) -> None:
+    def unwatch(self, future: Wakeable, keys: list[TopicPartition]) -> None:
         for by_key in (self._waiters, self._committed):
             for key in keys:
                 waiters = by_key.get(key)
@@ -140,7 +161,7 @@ class Waiters:
         self._tell_listeners(key, False)
 
 
-def _wake(waiters: set[asyncio.Future[None]] | None) -> None:
+def _wake(waiters: set[Wakeable] | None) -> None:
     # Every future of the key is set, so none stays watching it: a future whose waiter
     # never ran (its request dropped before its first step) goes too.
     if waiters:

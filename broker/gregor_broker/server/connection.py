@@ -57,6 +57,7 @@ from typing import Any
 
 from ..protocol.wire import MalformedRequest
 from ..stats import RateLimitedLog
+from .deferred import Deferred
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
@@ -416,6 +417,10 @@ class Connection(asyncio.BufferedProtocol):
             self._owe(result, True)
             return
         self._in_flight = True
+        if type(result) is Deferred:
+            # Written by whoever resolves it, in that call (a parked fetch's answer).
+            result.then(self._answer_deferred)
+            return
         if not is_awaitable(result):
             result = self._noop(result)
         self._task = asyncio.ensure_future(self._finish(result))
@@ -433,6 +438,49 @@ class Connection(asyncio.BufferedProtocol):
             error=error,
         )
         self.close_for("internal error", quiet=True)
+
+    def _answer_deferred(self, result: Any, error: BaseException | None) -> None:
+        """Write the answer to the request in flight, resolved in some other call: the
+        request that made a parked fetch answerable, or its timer. Nothing raised here
+        reaches that caller; the next request is taken on a later turn, never inside it."""
+        try:
+            if error is not None:
+                self._in_flight = False
+                self._failed(error)  # type: ignore[arg-type]
+                return
+            if self._closed:
+                self._in_flight = False
+                return
+            if is_awaitable(result):  # held by a quota throttle
+                self._task = asyncio.ensure_future(self._finish(result))
+                return
+            if isinstance(result, bytes):
+                self._outbox.append(result)
+                self._flush_outbox()
+            elif result is not None:
+                if self._outbox:
+                    self._flush_outbox()
+                parts = self._send_now(result[0])
+                if parts:  # the socket is full, or the transport still holds bytes
+                    self._task = asyncio.ensure_future(self._finish_parts(parts))
+                    return
+            self._in_flight = False
+            if self._end > self._start or self._large is not None or self._eof:
+                self._schedule()
+            else:
+                self._update_reading()
+        except Exception as failure:
+            self._in_flight = False
+            self._failed(failure)
+
+    async def _finish_parts(self, parts: list[Any]) -> None:
+        try:
+            await self._write_parts(parts)
+        except Exception as error:
+            self._failed(error)
+        finally:
+            self._in_flight = False
+        self._pump()
 
     def _flush_outbox(self) -> None:
         outbox = self._outbox
@@ -596,25 +644,41 @@ class Connection(asyncio.BufferedProtocol):
         if all(isinstance(part, bytes) for part in parts):
             transport.write(b"".join(parts))
             return
-        await self._wait_transport_empty()
-        sock = transport.get_extra_info("socket")
-        fileno = sock.fileno()
         loop = asyncio.get_running_loop()
+        while parts and not self._closed:
+            if transport.get_write_buffer_size():
+                await self._wait_transport_empty()
+                continue
+            parts = self._send_now(parts)
+            if parts:
+                await self._writable(loop, transport.get_extra_info("socket").fileno())
+
+    def _send_now(self, parts: list[Any]) -> list[Any]:
+        """Send what the socket takes now; the parts not sent yet (a part cut where the
+        socket filled), or all of them if the transport still holds bytes. Empty once
+        sent, or once the connection closed on a failure."""
+        transport = self.transport
+        assert transport is not None
+        if all(isinstance(part, bytes) for part in parts):
+            transport.write(b"".join(parts))
+            return []
+        if transport.get_write_buffer_size():
+            return parts
+        fileno = transport.get_extra_info("socket").fileno()
         counter = self.sendfile_counter
-        for part in parts:
+        for index, part in enumerate(parts):
             if self._closed:
-                return
+                return []
             if isinstance(part, bytes):
                 view = memoryview(part)
                 while view:
                     try:
                         sent = os.write(fileno, view)
                     except BlockingIOError:
-                        await self._writable(loop, fileno)
-                        continue
+                        return [bytes(view), *parts[index + 1 :]]
                     except OSError as error:
                         self.close_for(f"write failed: {error}")
-                        return
+                        return []
                     view = view[sent:]
                 continue
             offset = part.position
@@ -623,20 +687,20 @@ class Connection(asyncio.BufferedProtocol):
                 try:
                     sent = os.sendfile(fileno, part.fd, offset, remaining)
                 except BlockingIOError:
-                    await self._writable(loop, fileno)
-                    continue
+                    return [_RegionRest(part, offset, remaining), *parts[index + 1 :]]
                 except OSError as error:
                     self.close_for(f"sendfile failed: {error}")
-                    return
+                    return []
                 if sent == 0:
                     # The file shrank under us (truncation): the frame can no longer
                     # be completed, so the connection must go.
                     self.close_for("segment shrank during sendfile")
-                    return
+                    return []
                 counter.bytes_total += sent
                 counter.calls_total += 1
                 offset += sent
                 remaining -= sent
+        return []
 
     async def _writable(self, loop: asyncio.AbstractEventLoop, fileno: int) -> None:
         future: asyncio.Future[None] = loop.create_future()
@@ -657,3 +721,16 @@ class Connection(asyncio.BufferedProtocol):
                 loop.remove_writer(waiter)
         finally:
             os.close(waiter)
+
+
+class _RegionRest:
+    """What is left of a file region when the socket filled mid-way. It holds the region
+    (a ``FileSlice``, whose pin keeps the segment's descriptor open) until it is sent."""
+
+    __slots__ = ("fd", "position", "region", "size")
+
+    def __init__(self, region: Any, position: int, size: int) -> None:
+        self.fd = region.fd
+        self.position = position
+        self.size = size
+        self.region = region

@@ -35,6 +35,7 @@ from ..protocol.wire import (
 )
 from ..stats import LatencyHistogram, RateLimitedLog
 from .connection import Connection, is_awaitable
+from .deferred import Deferred
 from .services import BrokerServices
 
 log = logging.getLogger(__name__)
@@ -53,8 +54,9 @@ class UnsupportedApiVersions(Exception):
         self.header = header
 
 
-# What every handler returns: a response, or an awaitable of one when it waits.
-HandlerResult = Response | Awaitable[Response]
+# What every handler returns: a response, or when it waits a Deferred one (answered in
+# the call that completes it: ``deferred.py``) or an awaitable of one.
+HandlerResult = Response | Deferred | Awaitable[Response]
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +197,11 @@ class RequestRouter:
         context = RequestContext(header, connection, spec.name)
         try:
             result = spec.handler(self.broker, context, request)
+            if type(result) is Deferred:
+                busy = perf_counter() - started
+                return self._finish_deferred(
+                    context, request, len(frame_bytes), result, started, busy
+                )
             if is_awaitable(result):
                 busy = perf_counter() - started
                 return self._finish_async(context, request, len(frame_bytes), result, started, busy)
@@ -226,6 +233,42 @@ class RequestRouter:
         if is_awaitable(response):
             response = await response
         return response
+
+    def _finish_deferred(
+        self,
+        context: RequestContext,
+        request: Any,
+        size: int,
+        deferred: Deferred,
+        started: float,
+        busy: float,
+    ) -> Deferred:
+        """``_finish_async`` for a Deferred response: encoded in the call that resolves
+        it, and handed on (a Deferred frame, or an awaitable one when a quota delays it)."""
+        frame = Deferred()
+
+        def encode(response: Any, error: BaseException | None) -> None:
+            try:
+                if error is not None:
+                    raise error
+                result: Any = self._respond(context, request, size, response, started, busy)
+            except MalformedRequest as malformed:
+                frame.fail(malformed)
+                return
+            except RequestFailed as failed:
+                result = self._refused(context, request, failed)
+            except Exception as failure:
+                try:
+                    result = self._failed(
+                        self.apis[context.header.api_key], context, request, failure
+                    )
+                except Exception as unanswerable:
+                    frame.fail(unanswerable)
+                    return
+            frame.resolve(result)
+
+        deferred.then(encode)
+        return frame
 
     @staticmethod
     def _refused(context: RequestContext, request: Any, failed: RequestFailed) -> Frame:

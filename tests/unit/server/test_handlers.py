@@ -31,6 +31,7 @@ from gregor_broker.protocol.records import Record, iter_batch_records, make_batc
 from gregor_broker.protocol.wire import RequestHeader
 from gregor_broker.replication.replica_manager import ReplicaManager
 from gregor_broker.server.authorizer import Authorizer
+from gregor_broker.server.deferred import Deferred
 from gregor_broker.server.fetch_sessions import FetchSessionCache
 from gregor_broker.server.handlers.fetch import handle_fetch
 from gregor_broker.server.handlers.metadata import handle_metadata
@@ -143,9 +144,15 @@ def batch(*values: bytes) -> bytes:
 
 
 def run(result: Any) -> Any:
-    """Handlers return a response, or an awaitable of one when they wait."""
+    """Handlers return a response, or when they wait a coroutine or a Deferred one."""
     if asyncio.iscoroutine(result):
         return asyncio.run(result)
+    if isinstance(result, Deferred):
+
+        async def answer() -> Any:
+            return await result
+
+        return asyncio.run(answer())
     return result
 
 
@@ -314,7 +321,7 @@ def test_fetch_waits_for_a_produce_when_the_log_has_nothing_new(services: Servic
 
     async def fetch_then_produce() -> Any:
         waiting = handle_fetch(services, context(FETCH, 11), fetch_request(11, 0, 5000))
-        assert asyncio.iscoroutine(waiting), "nothing to read yet: the fetch waits"
+        assert isinstance(waiting, Deferred), "nothing to read yet: the fetch waits"
         task = asyncio.ensure_future(waiting)
         await asyncio.sleep(0.05)
         assert not task.done()
@@ -327,16 +334,16 @@ def test_fetch_waits_for_a_produce_when_the_log_has_nothing_new(services: Servic
 
 
 def test_a_produce_before_the_waiting_fetch_first_runs_still_wakes_it(services: Services) -> None:
-    """The fetch found nothing, returned its coroutine, and an append came before the
-    coroutine's first step (the connection runs it on a later turn of the loop). The
-    fetch must answer with that data at once, not after its max wait: a follower's fetch
-    missed it this way and every acks=all round trip behind it waited 500 ms."""
+    """The fetch found nothing and parked, and an append came before anything awaited
+    its answer. The fetch must answer with that data at once, not after its max wait: a
+    follower's fetch once missed it this way (it registered a turn of the loop after its
+    read) and every acks=all round trip behind it waited 500 ms."""
     lead(services)
 
     async def produce_before_the_fetch_runs() -> tuple[Any, float]:
         loop = asyncio.get_running_loop()
         waiting = handle_fetch(services, context(FETCH, 11), fetch_request(11, 0, 30_000))
-        assert asyncio.iscoroutine(waiting), "nothing to read yet: the fetch waits"
+        assert isinstance(waiting, Deferred), "nothing to read yet: the fetch waits"
         handle_produce(services, context(PRODUCE, 9), produce_request(9, 1, batch(b"early")))
         started = loop.time()
         response = await asyncio.wait_for(waiting, 20)
@@ -404,6 +411,7 @@ def follower_fetch(
     *,
     partitions: tuple[int, ...] = (0,),
     session: tuple[int, int] = (0, -1),
+    max_wait_ms: int = 0,
 ) -> Any:
     """A follower's Fetch v11 as the leader reads it (the lean decoder's objects): the
     ``partitions`` at ``offset``, in the fetch ``session`` (id, epoch; none by default)."""
@@ -411,7 +419,7 @@ def follower_fetch(
         3,
         b"gregor-replica",
         replica_id=replica_id,
-        max_wait_ms=0,
+        max_wait_ms=max_wait_ms,
         min_bytes=1,
         max_bytes=1 << 20,
         topics=[
@@ -431,6 +439,47 @@ def follower_fetch(
     decoded = replica_fetch.decode_request(frame[4:], 2 + 2 + 4 + 2 + len(b"gregor-replica"))
     assert decoded is not None
     return decoded
+
+
+def test_parked_fetches_are_answered_in_the_call_that_makes_them_answerable(
+    services: Services,
+) -> None:
+    """Kafka's purgatory completes a delayed fetch on the thread whose action made it
+    completable. The append answers the parked followers before the produce returns,
+    the follower fetch that moves the high watermark answers the parked consumer before
+    it returns: no turn of the event loop in between, where the rest of the waking
+    request and everything queued before would have gone first."""
+    partition = lead_replicated(services)
+    replicas = services.replica_manager
+
+    async def scenario() -> list[Any]:
+        followers = [
+            handle_fetch(services, context(FETCH, 11), follower_fetch(r, 0, 0, max_wait_ms=30_000))
+            for r in (2, 3)
+        ]
+        consumer = handle_fetch(services, context(FETCH, 11), fetch_request(11, 0, 30_000))
+        parked = [*followers, consumer]
+        assert all(isinstance(w, Deferred) and not w.settled for w in parked)
+        handle_produce(services, context(PRODUCE, 9), produce_request(9, 1, batch(b"a")))
+        assert all(w.settled for w in followers), "the append answered the followers"
+        assert not consumer.settled, "appended, not committed"
+        replicas.record_follower_fetch(partition, 2, 1)
+        assert not consumer.settled
+        replicas.record_follower_fetch(partition, 3, 1)
+        assert consumer.settled, "the high watermark's move answered the consumer"
+        return [await waiting for waiting in parked]
+
+    *to_followers, to_consumer = asyncio.run(scenario())
+    # A follower's small response comes in one piece (records read in); a consumer's
+    # records as a file region.
+    answers = [
+        decode(FETCH, 11, b"".join(response.encode_frame(11, 7)[0])) for response in to_followers
+    ]
+    answers = [a.responses[0].partitions[0] for a in answers]
+    answers.append(fetched(11, to_consumer).responses[0].partitions[0])
+    assert all(a.error_code == ErrorCode.none and bytes(a.records) for a in answers)
+    assert [a.high_watermark for a in answers] == [0, 0, 1]
+    assert replicas.append_waiters.pending() == 0
 
 
 def test_an_in_sync_followers_fetch_of_a_partition_it_has_answers_as_the_general_path(
@@ -575,7 +624,7 @@ def test_a_waiting_consumer_fetch_answers_once_the_followers_have_the_data(
     async def scenario() -> tuple[Any, float]:
         loop = asyncio.get_running_loop()
         waiting = handle_fetch(services, context(FETCH, 11), fetch)
-        assert asyncio.iscoroutine(waiting), "nothing committed yet: the fetch waits"
+        assert isinstance(waiting, Deferred), "nothing committed yet: the fetch waits"
         task = asyncio.ensure_future(waiting)
         await asyncio.sleep(0.01)
         replicas.append(TOPIC, 0, batch(b"a"), -1)
@@ -614,7 +663,7 @@ def test_an_acks_all_produce_waiting_when_the_replica_moves_away_answers_at_once
         task = asyncio.ensure_future(waiting)
         # A consumer waiting up to 30 s for the record to be committed.
         consuming = handle_fetch(services, context(FETCH, 11), fetch_request(11, 0, 30_000))
-        assert asyncio.iscoroutine(consuming)
+        assert isinstance(consuming, Deferred)
         consumer = asyncio.ensure_future(consuming)
         await asyncio.sleep(0.01)
         assert not task.done() and not consumer.done()

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,8 +48,8 @@ from ...protocol.replica_fetch import ReplicaFetchRequest
 from ...protocol.requests import FetchRequest
 from ...protocol.response import FetchResult
 from ...replication.fetch_reader import FetchReader
-from ...replication.purgatory import Waiters
 from ...security.acl import AclOperation, ResourceType
+from ..deferred import Deferred
 from ..fetch_sessions import FetchContext
 from ..quotas import ANONYMOUS
 from ..request_router import RequestContext
@@ -58,7 +58,7 @@ from ..services import BrokerServices
 
 def handle_fetch(
     broker: BrokerServices, context: RequestContext, request: FetchRequest
-) -> FetchResult | Awaitable[FetchResult]:
+) -> FetchResult | Deferred:
     # A follower's Fetch v11 arrives as a ReplicaFetchRequest (protocol/replica_fetch.py):
     # the lean decoder's objects carry kio's field names.
     version = context.version
@@ -90,10 +90,9 @@ def handle_fetch(
         or not (read.keys or fetch.skipping)
     ):
         return _respond(context, topics, read, fetch)
-    # Watched now, in the call that found too little: an append before the coroutine's
-    # first step still wakes it.
-    watched = _watch(broker.replica_manager.append_waiters, read, fetch)
-    return _wait_and_respond(broker, context, read, fetch, max_wait_ms, watched)
+    # Parked now, in the call that found too little: nothing between the read and the
+    # parking can be missed.
+    return DelayedFetch(broker, context, read, fetch, max_wait_ms).answer
 
 
 def _refused(
@@ -116,37 +115,78 @@ def _refused(
     return refused
 
 
-async def _wait_and_respond(
-    broker: BrokerServices,
-    context: RequestContext,
-    read: FetchReader,
-    fetch: FetchContext,
-    max_wait_ms: int,
-    watched: asyncio.Future[None],
-) -> FetchResponse:
-    waiters = broker.replica_manager.append_waiters
-    deadline = time.monotonic() + max_wait_ms / 1000
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
+class DelayedFetch:
+    """A fetch waiting until it can answer (Kafka's ``DelayedFetch``).
+
+    It parks on what can answer it: a consumer's on the high watermark of what it reads,
+    a follower's on appends to what it reads and (``FetchContext.park``) on its
+    session's partitions it skipped; and on a timer (``max_wait``, or sooner when the
+    leader replication throttle frees up). Whichever wakes it first (``set_result``, the
+    purgatory's ``Wakeable``), it reads again in that call and answers there if it can:
+    the append that gives a follower its records sends the follower's response, the
+    follower fetch that moves the high watermark sends the consumer's. Otherwise it parks
+    again, until its time is up; then it answers with what there is.
+    """
+
+    __slots__ = ("_context", "_deadline", "_fetch", "_read", "_timer", "_waiters", "answer")
+
+    def __init__(
+        self,
+        broker: BrokerServices,
+        context: RequestContext,
+        read: FetchReader,
+        fetch: FetchContext,
+        max_wait_ms: int,
+    ) -> None:
+        self.answer = Deferred()
+        self._context = context
+        self._read = read
+        self._fetch = fetch
+        self._waiters = broker.replica_manager.append_waiters
+        self._deadline = time.monotonic() + max_wait_ms / 1000
+        self._timer: asyncio.TimerHandle | None = None
+        self._park()
+
+    def _park(self) -> None:
+        read = self._read
+        self._waiters.watch_with(self, read.keys, committed=read.replica_id < 0)
+        self._fetch.park(self)
+        delay = self._deadline - time.monotonic()
         if read.throttle_retry_s is not None:
             # Gregor's addition: Kafka's delayed fetch wakes only on new data or at
             # max_wait; waking when the leader quota frees up keeps the copy at its rate.
-            remaining = min(remaining, read.throttle_retry_s)
-        await waiters.wait_watched(watched, read.keys, remaining)
-        topics, total = _read(read, fetch)
-        if (
-            total >= read.request.min_bytes
-            or read.had_error
-            or read.redirected
-            or fetch.skipped_changed
-        ):
-            return _respond(context, topics, read, fetch)
-        watched = _watch(waiters, read, fetch)
-    waiters.unwatch(watched, read.keys)
-    topics, _total = _read(read, fetch)
-    return _respond(context, topics, read, fetch)
+            delay = min(delay, read.throttle_retry_s)
+        self._timer = asyncio.get_running_loop().call_later(max(delay, 0.0), self.set_result, None)
+
+    def done(self) -> bool:
+        """Not parked: woken already (or answered)."""
+        return self._timer is None
+
+    def set_result(self, _result: None = None) -> None:
+        """Woken (a notification, the session, the timer): read, then answer or park."""
+        timer = self._timer
+        if timer is None:
+            return
+        self._timer = None
+        timer.cancel()
+        read = self._read
+        self._waiters.unwatch(self, read.keys)
+        try:
+            topics, total = _read(read, self._fetch)
+            if not (
+                total >= read.request.min_bytes
+                or read.had_error
+                or read.redirected
+                or self._fetch.skipped_changed
+                or time.monotonic() >= self._deadline
+            ):
+                self._park()
+                return
+        except Exception as error:  # the router answers UNKNOWN_SERVER_ERROR
+            self.answer.fail(error)
+            return
+        # Outside the try: what the answer's consumers do is theirs to handle.
+        self.answer.resolve(_respond(self._context, topics, read, self._fetch))
 
 
 def _read(read: FetchReader, fetch: FetchContext) -> tuple[list[TopicResult], int]:
@@ -155,15 +195,6 @@ def _read(read: FetchReader, fetch: FetchContext) -> tuple[list[TopicResult], in
     topics, total = read.once()
     fetch.after_read(topics)
     return topics, total
-
-
-def _watch(waiters: Waiters, read: FetchReader, fetch: FetchContext) -> asyncio.Future[None]:
-    """Park on what can answer the fetch: a consumer's on the high watermark of what it
-    reads, a follower's on appends to what it reads and (``park``) to its session's
-    partitions it skipped."""
-    watched = waiters.watch(read.keys, committed=read.replica_id < 0)
-    fetch.park(watched)
-    return watched
 
 
 # Bytes of a partition's entry besides its records (index, error, offsets, lengths).
