@@ -11,7 +11,7 @@ through something the higher layer handed down (``HANDED_DOWN``): the API table'
 and the responses they return (the router calls them; the composition root built the
 table), the coordinator's ``InternalTopicCreator`` (``TopicAdmin``), and the listener lists
 and waiter predicates a lower layer calls and an upper one fills (the fetch sessions that
-listen to ``Waiters`` among them).
+listen to ``Waiters`` and the fetches parked there among them).
 """
 
 from __future__ import annotations
@@ -75,6 +75,9 @@ HANDED_DOWN = (
         "Waiters._tell_listeners",
         "gregor_broker.server.fetch_sessions",
     ),
+    # Waiters.watch_with: a parked fetch (DelayedFetch, a Wakeable) is woken by the
+    # notification that makes it answerable, and answers in that call.
+    ("gregor_broker.replication.purgatory", "_wake", "gregor_broker.server.handlers.fetch"),
 )
 RECORDS = 50
 
