@@ -163,9 +163,10 @@ def test_a_hostile_client_does_not_delay_another_clients_api_versions(
 FIRST_USE_LIMIT_S = 0.400
 
 
-def _first_use_attack(broker_factory) -> tuple[list[float], list[float]]:
+def _first_use_attack(broker_factory) -> tuple[list[float], list[float], float]:
     """A new broker's probe round trips without, then during, a client using every
-    advertised version at once: ``(quiet, during)``."""
+    advertised version at once, and the share of the CPU the broker's event loop got
+    while it wanted one during the attack: ``(quiet, during, share)``."""
     broker = broker_factory()
     quiet = _probe(broker.bootstrap, None, 2.0)
     attack = subprocess.Popen(
@@ -184,22 +185,26 @@ def _first_use_attack(broker_factory) -> tuple[list[float], list[float]]:
         text=True,
     )
     try:
+        before = _scheduled(broker.pid)
         samples = _probe(broker.bootstrap, attack, 1.0)
+        after = _scheduled(broker.pid)
         out, err = attack.communicate(timeout=120)
     finally:
         if attack.poll() is None:
             attack.kill()
     assert attack.returncode == 0, err[-2000:]
     outcome = json.loads(out.strip().splitlines()[-1])
+    running, waiting = after[0] - before[0], after[1] - before[1]
+    cpu_share = running / (running + waiting) if running + waiting else 1.0
     ordered = sorted(samples)
     print(
         f"every-version: {outcome}, {len(samples)} probes, median "
         f"{ordered[len(ordered) // 2] * 1000:.1f} ms, p99 {_p99(samples) * 1000:.1f} ms, max "
         f"{ordered[-1] * 1000:.1f} ms (without: p99 {_p99(quiet) * 1000:.1f} ms, max "
-        f"{max(quiet) * 1000:.1f} ms)"
+        f"{max(quiet) * 1000:.1f} ms), the broker got {cpu_share:.0%} of the CPU it wanted"
     )
     assert outcome["answered"] > outcome["sent"] / 2, outcome
-    return quiet, samples
+    return quiet, samples, cpu_share
 
 
 def test_first_use_of_every_api_version_does_not_delay_another_client(broker_factory) -> None:
@@ -210,14 +215,19 @@ def test_first_use_of_every_api_version_does_not_delay_another_client(broker_fac
     400 ms of its worst without the attack.
 
     Wall-clock round trips also carry the machine's own load (CI ran the rest of the
-    suite beside it and once saw 690 ms), so a second new broker gets a second attempt:
-    first uses back on the event loop stall every attempt."""
+    suite beside it and saw 670-690 ms; 310-470 ms alone on the slower machine of
+    2026-11-27), so they count at the share of the CPU the broker's event loop got while
+    it wanted one, as in the scenarios above, and a second new broker gets a second
+    attempt: first uses back on the event loop stall every attempt."""
     worst = []
     for _attempt in range(2):
-        quiet, samples = _first_use_attack(broker_factory)
-        if max(samples) < max(quiet) + FIRST_USE_LIMIT_S:
+        quiet, samples, cpu_share = _first_use_attack(broker_factory)
+        if max(samples) * cpu_share < max(quiet) + FIRST_USE_LIMIT_S:
             return
-        worst.append(f"{max(samples) * 1000:.0f} ms (without it {max(quiet) * 1000:.0f} ms)")
+        worst.append(
+            f"{max(samples) * 1000:.0f} ms (without it {max(quiet) * 1000:.0f} ms; the broker "
+            f"given {cpu_share:.0%} of the CPU it wanted)"
+        )
     pytest.fail(
         "another client's ApiVersions took up to "
         + " and then ".join(worst)
