@@ -103,6 +103,13 @@ def test_a_new_leader_after_a_zookeeper_restart_fills_its_isr_again(
             "the brokers did not reconnect to ZooKeeper"
         )
         assert wait_for(lambda: len(zk.get_children("/brokers/ids")) == 3, 10)
+        # Under load a broker's first reconnection can hang until its session expires
+        # (CI: 20 s in one socket read while ZooKeeper came back); it registers again,
+        # but the controller has shrunk the ISR meanwhile, and only an in-sync follower
+        # may take over. So the ISR must be whole again first, as when sessions survive.
+        assert wait_for(lambda: len(_state(admin).isr) == 3, RECOVERY_S, 0.1), (
+            f"ISR {list(_state(admin).isr)} not whole again after the ZooKeeper restart"
+        )
 
         before = _state(admin)
         leader = cluster.broker(before.leader)
