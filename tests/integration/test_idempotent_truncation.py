@@ -72,6 +72,21 @@ def _produce(bootstrap: str, records: bytes, *, timeout_ms: int = 10000) -> tupl
     return answer.error_code, answer.base_offset
 
 
+def _produce_once_led(bootstrap: str, records: bytes) -> tuple[ErrorCode, int]:
+    """``_produce``, sent again while the broker answers NOT_LEADER_OR_FOLLOWER: it learns
+    its leadership from ZooKeeper moments after the znode says so (nothing is appended
+    meanwhile, so the batch's sequence stays the next one)."""
+    answers: list[tuple[ErrorCode, int]] = []
+    assert wait_for(
+        lambda: (
+            answers.append(_produce(bootstrap, records))
+            or answers[-1][0] != ErrorCode.not_leader_or_follower
+        ),
+        30,
+    ), answers
+    return answers[-1]
+
+
 def _batch(producer: tuple[int, int], sequence: int, values: list[bytes]) -> bytes:
     records = [Record(i, 0, None, value) for i, value in enumerate(values)]
     return make_batch(
@@ -159,15 +174,7 @@ def test_a_retried_batch_truncated_as_follower_is_appended_again(cluster_factory
     assert wait_for(lambda: _state(zookeeper)["leader"] == 1, 30)
     # Broker 1 learns its leadership from ZooKeeper moments after the znode says so; until
     # then it answers NOT_LEADER_OR_FOLLOWER (nothing appended), which clients retry.
-    answers = []
-    assert wait_for(
-        lambda: (
-            answers.append(_produce(first.bootstrap, retried))
-            or answers[-1][0] != ErrorCode.not_leader_or_follower
-        ),
-        30,
-    ), answers
-    error, offset = answers[-1]
+    error, offset = _produce_once_led(first.bootstrap, retried)
     # (wait_for may have sent P3's batch twice; the second was a duplicate, so the log
     # holds P3 once, at 1-5.)
     assert (error, offset) == (ErrorCode.none, 6), "the retry was not written again"
