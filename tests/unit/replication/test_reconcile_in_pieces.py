@@ -12,8 +12,7 @@ import pytest
 
 from gregor_broker.cluster.metadata_cache import BrokerInfo, MetadataCache
 from gregor_broker.cluster.models import PartitionState, TopicAssignment
-from gregor_broker.config import load_broker_config, log_config_for
-from gregor_broker.log.log_manager import LogManager
+from gregor_broker.log import LogConfig, LogManager
 from gregor_broker.replication.partition import Partition
 from gregor_broker.replication.replica_manager import ReplicaManager
 
@@ -22,23 +21,19 @@ TOPIC = "wide"
 PARTITIONS = 40
 
 
+def _log_config_for(overrides: dict[str, str]) -> LogConfig:
+    """A topic's log config: the defaults, or its ``segment.ms`` (the one override used
+    here)."""
+    segment_ms = overrides.get("segment.ms")
+    return LogConfig() if segment_ms is None else LogConfig(segment_ms=int(segment_ms))
+
+
 @pytest.fixture
 def replicas(tmp_path: Path) -> Iterator[ReplicaManager]:
-    config = load_broker_config(
-        None,
-        {
-            "broker.id": str(BROKER_ID),
-            "log.dirs": str(tmp_path / "logs"),
-            "zookeeper.connect": "127.0.0.1:1",  # never dialled
-        },
-        env={},
-    )
     metadata = MetadataCache()
     metadata.set_brokers({BROKER_ID: BrokerInfo(BROKER_ID, "127.0.0.1", 9092, None)})
-    logs = LogManager([tmp_path / "logs"], default_config=log_config_for(config, {}))
-    yield ReplicaManager(
-        BROKER_ID, logs, metadata, lambda overrides: log_config_for(config, overrides)
-    )
+    logs = LogManager([tmp_path / "logs"], default_config=LogConfig())
+    yield ReplicaManager(BROKER_ID, logs, metadata, _log_config_for)
     logs.close()
 
 
@@ -121,15 +116,20 @@ def test_a_new_topic_config_between_two_calls_reaches_every_partition(replicas) 
 def test_a_recreated_topic_is_walked_from_its_first_partition(replicas) -> None:
     metadata = replicas.metadata
     _create_led_topic(metadata)
+    generation = metadata.topics[TOPIC].generation
     pending = replicas.reconcile(metadata.take_changed_topics(), max_changes=4)
     assert pending == {TOPIC}
-    # Deleted and created again under a new id, with the same number of changes so far.
+    # Deleted and created again under a new id, led at a new epoch: as many changes as
+    # the first one had, so only its identity tells the two apart.
     metadata.set_topic(TOPIC, None)
-    metadata.set_topic(TOPIC, TopicAssignment.of({0: [BROKER_ID], 1: [BROKER_ID]}, "id-2"))
-    _led(metadata, 0, epoch=0, version=0)
-    _led(metadata, 1, epoch=0, version=0)
+    metadata.set_topic(
+        TOPIC, TopicAssignment.of({p: [BROKER_ID] for p in range(PARTITIONS)}, "id-2")
+    )
+    for index in range(PARTITIONS):
+        _led(metadata, index, epoch=5, version=0)
+    assert metadata.topics[TOPIC].generation == generation
     pending |= metadata.take_changed_topics()
     while pending:
         pending = replicas.reconcile(pending, max_changes=4)
-    assert sorted(replicas._indexes_of[TOPIC]) == [0, 1]
-    assert replicas.partitions[(TOPIC, 0)].leader == BROKER_ID
+    epochs = {replicas.partitions[(TOPIC, i)].leader_epoch for i in range(PARTITIONS)}
+    assert epochs == {5}
