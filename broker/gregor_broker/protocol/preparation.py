@@ -2,7 +2,7 @@
 
 The first request of an API version pays for its kio classes (imported on demand), the
 frame guard's generated checker, kio's reader and writer and the response builder's
-plan: 2 to 15 ms a version, about 0.8 s for all 169 versions the broker serves. Paid
+plan: 2 to 15 ms a version, 0.4 s of CPU for all 208 versions the broker serves. Paid
 on the event loop, a client sending every version once (a fuzzer, a newer client
 probing) stalled every other connection for that long. ``Preparer`` does this work on
 one background thread: a cold request waits there (so at most one preparation runs at a
@@ -14,10 +14,10 @@ or one builder each), and it is handed the next step by the event loop, once the
 has run again. A thread that ran through a backlog on its own held the interpreter lock
 whenever the loop let go of it: each socket call of the loop (a recv, a send, the poll)
 lets the lock go, and the loop then waited the interpreter's switch interval (5 ms) to
-get it back, so a turn of the loop answering a hundred connections took half a second
-(another client's ApiVersions: 220-335 ms while a fuzzer used every version, py-spy
-showing the loop waiting in ``transport.write``). Now the thread takes the lock at most
-one step at a time per turn of the loop.
+get it back: turns of the loop of 3-10 ms of CPU took 80-210 ms, py-spy showing it
+waiting in ``transport.write``, and another client's worst ApiVersions while a fuzzer
+used every version was 222-336 ms (three runs; 46-101 ms with steps). Now the thread
+takes the lock for at most one step per turn of the loop.
 
 Other rare, expensive first-time work (hashing a huge group id) can run on the same
 thread with ``run_off_loop``.
