@@ -211,8 +211,12 @@ def test_first_use_of_every_api_version_does_not_delay_another_client(broker_fac
     """A fuzzer's start: every advertised version once, each on its own connection. Each
     version's first use (kio classes, generated checkers: 2 to 15 ms each) ran on the
     event loop, one after another, while another client waited (582-1205 ms); it now
-    runs on a background thread (45-185 ms). The probe's worst round trip stays within
-    400 ms of its worst without the attack.
+    runs on a background thread (45-185 ms). That thread ran through its queue on its
+    own and took the interpreter lock at each socket call of the loop, which then waited
+    the 5 ms switch interval to get it back, and __consumer_offsets' 50 logs were created
+    in slices of 20 ms (95-357 ms alone, six runs); the thread now takes one step per
+    turn of the loop and the slices are of 5 ms (26-88 ms alone, six runs, 2026-11-27).
+    The probe's worst round trip stays within 400 ms of its worst without the attack.
 
     Wall-clock round trips also carry the machine's own load (CI ran the rest of the
     suite beside it and saw 670-690 ms; 310-470 ms alone on the slower machine of

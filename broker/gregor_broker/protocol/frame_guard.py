@@ -483,6 +483,25 @@ def prepare_checker(cls: type) -> None:
     _compiled(cls)
 
 
+def checker_classes(cls: type) -> list[type]:
+    """The entity classes whose generated checkers ``cls``'s checker calls, nested ones
+    first and ``cls`` last: preparing them in this order, one ``prepare_checker`` each,
+    generates and compiles one checker per call (about a millisecond) instead of a whole
+    request's tree in one call (up to 4 ms for Fetch)."""
+    ordered: list[type] = []
+    seen: set[type] = set()
+
+    def visit(current: type) -> None:
+        seen.add(current)
+        for step in _steps(current)[0]:
+            if isinstance(step.kind, type) and step.kind not in seen:
+                visit(step.kind)
+        ordered.append(current)
+
+    visit(cls)
+    return ordered
+
+
 def check_request(cls: type, buffer: memoryview | bytes, position: int) -> memoryview | bytes:
     """Raise MalformedRequest unless every length in the body (from ``position``) fits
     in the frame; return the frame kio may decode: ``buffer`` itself, or, when the
