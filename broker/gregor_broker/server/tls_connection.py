@@ -55,6 +55,17 @@ class TlsConnection(Connection):
         except ValueError as error:
             self.close_for(str(error))
 
+    def _send_now(self, parts: list[Any]) -> list[Any]:
+        """Nothing goes to the socket directly under TLS: bytes go through the transport
+        (which encrypts them), and an answer with file regions is left whole to
+        ``_write_parts`` (a task), which reads and encrypts them. A parked fetch's answer,
+        written in the call that resolves it, took the plain connection's path and sent
+        its records with ``sendfile(2)`` onto the socket under the TLS layer."""
+        if all(isinstance(part, bytes) for part in parts):
+            self.transport.write(b"".join(parts))  # type: ignore[union-attr]
+            return []
+        return parts
+
     async def _write_parts(self, parts: list[Any]) -> None:
         transport = self.transport
         assert transport is not None

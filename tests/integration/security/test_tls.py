@@ -162,3 +162,47 @@ def test_old_tls_versions_and_plaintext_bytes_are_refused(tls_broker):
          "-X", f"ssl.ca.location={tls_broker.ca}", "-L"],
         check=True, capture_output=True, timeout=60,
     )  # fmt: skip
+
+
+def test_a_consumer_fetch_waiting_for_records_is_answered_through_tls(tls_broker):
+    """A consumer's fetch that waits for records is answered by the produce that appends
+    them (the Deferred path, in the producing call). Over TLS its records must still be
+    read and encrypted: sent with sendfile(2) onto the socket under the TLS layer, they
+    corrupted the stream and the client dropped the connection."""
+    bootstrap = f"127.0.0.1:{tls_broker.ports['SSL']}"
+    security = Security("SSL", ca=tls_broker.ca)
+    topic = f"ssl-waiting-{uuid.uuid4().hex[:6]}"
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, **security.librdkafka()})
+    producer.produce(topic, b"first")
+    assert producer.flush(30) == 0
+    errors: list[confluent_kafka.KafkaError] = []
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{topic}",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 5000,
+            "error_cb": errors.append,
+            **security.librdkafka(),
+        }
+    )
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+        first = consumer.poll(30)
+        assert first is not None and first.error() is None and first.value() == b"first"
+        before = scrape(tls_broker.metrics)
+        got = []
+        for i in range(clients.MESSAGES):
+            assert consumer.poll(0.3) is None  # its fetch now waits at the log end
+            producer.produce(topic, b"late-%d" % i)
+            producer.flush(30)
+            message = consumer.poll(10)
+            assert message is not None and message.error() is None, message
+            got.append(message.value())
+        after = scrape(tls_broker.metrics)
+    finally:
+        consumer.close()
+    assert got == [b"late-%d" % i for i in range(clients.MESSAGES)]
+    assert not errors, f"the consumer's connection failed: {errors}"
+    assert after["gregor_sendfile_bytes_total"] == before["gregor_sendfile_bytes_total"]
+    assert after["gregor_tls_read_bytes_total"] > before.get("gregor_tls_read_bytes_total", 0)
