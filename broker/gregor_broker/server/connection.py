@@ -539,13 +539,15 @@ class Connection(asyncio.BufferedProtocol):
         if not answer_only:
             self._owed_barrier = True
         if type(result) is Deferred:
-            result.then(partial(self._owed_settled, owed))
+            # Settled already (at RF=1 the append moved the high watermark): written as
+            # the pump goes on, like an answer that was there at once.
+            result.then(partial(self._owed_settled, owed, in_pump=result.settled))
         elif is_awaitable(result):
             self._await_owed(owed, result)
         else:
             owed.result = result
             owed.ready = True
-            self._write_owed(flush=False)  # the pump taking this request flushes
+            self._write_owed(in_pump=True)
 
     def _await_owed(self, owed: _Owed, awaitable: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(self._settle_owed_later(owed, awaitable))
@@ -560,7 +562,9 @@ class Connection(asyncio.BufferedProtocol):
             return
         self._owed_settled(owed, result, None)
 
-    def _owed_settled(self, owed: _Owed, result: Any, error: BaseException | None) -> None:
+    def _owed_settled(
+        self, owed: _Owed, result: Any, error: BaseException | None, *, in_pump: bool = False
+    ) -> None:
         """An owed answer is there: write it and the ones behind it that are, in request
         order. Called by whatever resolved it (a follower fetch moving the high
         watermark, a timer, a task): nothing raised here reaches that caller."""
@@ -573,15 +577,17 @@ class Connection(asyncio.BufferedProtocol):
             else:
                 owed.result = result
                 owed.ready = True
-            self._write_owed(flush=True)
+            self._write_owed(in_pump=in_pump)
         except Exception as failure:
             self._failed(failure)
-            self._write_owed(flush=False)
+            self._write_owed(in_pump=in_pump)
 
-    def _write_owed(self, *, flush: bool) -> None:
+    def _write_owed(self, *, in_pump: bool) -> None:
         """Write the owed answers that are there, in request order, up to the first that
-        is not; then let the pump take what waits. A closed connection writes nothing
-        and owes nothing."""
+        is not. ``in_pump``: called while the pump takes requests, which flushes what this
+        leaves in the outbox and goes on taking them; otherwise flushed here, and the pump
+        is scheduled to take what may now be taken. A closed connection writes nothing and
+        owes nothing."""
         owed = self._owed
         if self._closed:
             owed.clear()
@@ -608,11 +614,12 @@ class Connection(asyncio.BufferedProtocol):
             if self._closed:
                 owed.clear()
                 break
-        if flush and self._outbox:
-            self._flush_outbox()
         if not owed:
             self._owed_barrier = False
-        self._schedule()
+        if not in_pump:
+            if self._outbox:
+                self._flush_outbox()
+            self._schedule()
 
     async def _send_owed_rest(self, rest: list[Any]) -> None:
         try:
@@ -623,7 +630,7 @@ class Connection(asyncio.BufferedProtocol):
             self._owed_sending = False
         if self._owed:
             self._owed.popleft()
-        self._write_owed(flush=True)
+        self._write_owed(in_pump=False)
         self._schedule()
 
     # quota throttling ----------------------------------------------------------------
