@@ -11,7 +11,8 @@ through something the higher layer handed down (``HANDED_DOWN``): the API table'
 and the responses they return (the router calls them; the composition root built the
 table), the coordinator's ``InternalTopicCreator`` (``TopicAdmin``), and the listener lists
 and waiter predicates a lower layer calls and an upper one fills (the fetch sessions that
-listen to ``Waiters`` and the fetches parked there among them).
+listen to ``Waiters`` and the fetches parked there among them), and the callbacks chained
+on a ``Deferred`` answer.
 """
 
 from __future__ import annotations
@@ -31,11 +32,13 @@ from gregor_broker.server.broker import Broker
 
 from .in_process_brokers import start_broker
 
-# .importlinter's layers, lowest first; inside server/ its own contract's order. tasks and
-# stats are independent of each other (``stats | tasks``): neither calls the other.
+# .importlinter's layers, lowest first; inside server/ its own contract's order. tasks,
+# stats and deferred are independent of each other (``stats | tasks | deferred``): none
+# calls another.
 LAYERS = (
     "tasks",
     "stats",
+    "deferred",
     "protocol",
     "log",
     "config",
@@ -78,6 +81,10 @@ HANDED_DOWN = (
     # Waiters.watch_with: a parked fetch (DelayedFetch, a Wakeable) is woken by the
     # notification that makes it answerable, and answers in that call.
     ("gregor_broker.replication.purgatory", "_wake", "gregor_broker.server.handlers.fetch"),
+    # Deferred.then: what waits for an answer (the produce handler on its DelayedProduce,
+    # the router encoding a handler's answer, the connection writing it) is called by
+    # whoever resolves it, in that call.
+    ("gregor_broker.deferred", "Deferred._deliver", "gregor_broker."),
 )
 RECORDS = 50
 

@@ -16,11 +16,12 @@ append, which it cannot read before the followers have it) and the first followe
 fetch once (the high watermark, which gives it nothing to copy): a task step and a read
 of the partition each, on the leader, on the round trip's critical path.
 
-What waits is a ``Wakeable``: an asyncio future (a produce waiting for the high
-watermark), or a parked fetch (``server/handlers/fetch.py``'s ``DelayedFetch``) whose
-``set_result`` re-reads and answers in the notifying call, as Kafka's purgatory runs
-``tryComplete`` on the thread that appended. So a notification may run a fetch's read
-and write its response before returning.
+What waits is a ``Wakeable``: an asyncio future (``watch``, for code that awaits), an
+acks=all produce (``delayed_produce.py``'s ``DelayedProduce``) or a parked fetch
+(``server/handlers/fetch.py``'s ``DelayedFetch``), whose ``set_result`` checks again and
+answers in the notifying call, as Kafka's purgatory runs ``tryComplete`` on the thread
+that appended. So a notification may run a fetch's read and write its response, or a
+produce's, before returning.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from kio.schema.errors import ErrorCode
 from ..cluster.admin import BadVersion, ZkAdmin
 from ..cluster.metadata_cache import MetadataCache, PartitionInfo, TopicInfo
 from ..cluster.models import PartitionState
+from ..deferred import Deferred
 from ..log.log_config import LogConfig
 from ..log.log_manager import LogDirOffline, LogManager
 from ..log.partition_log import AppendResult
@@ -38,6 +39,7 @@ from ..log.validator import (
     DecompressionBudget,
 )
 from ..protocol.record_batch import BatchHeader
+from .delayed_produce import DelayedProduce
 from .fetcher import ReplicaFetcherManager
 from .partition import Partition, PartitionError
 from .purgatory import Waiters
@@ -290,10 +292,12 @@ class ReplicaManager:
     def _after_high_watermark_inputs_changed(self, partition: Partition) -> None:
         if partition.maybe_advance_high_watermark(self.broker_id):
             key = (partition.topic, partition.index)
-            self.high_watermark_waiters.notify(key)
             # Consumers' fetches only: a follower's copies up to the log end, and a high
             # watermark move gives it nothing new (Kafka's DelayedFetch: the log end).
+            # First: their answers are the end-to-end latency; the waiting produces'
+            # (answered in this call too, below) only acknowledge.
             self.append_waiters.notify_committed(key)
+            self.high_watermark_waiters.notify(key)
 
     def record_follower_fetch(self, partition: Partition, replica_id: int, offset: int) -> None:
         """The leader side of a follower's fetch: its progress, the HW, ISR growth.
@@ -662,49 +666,31 @@ class ReplicaManager:
         (outcome,) = await self.wait_for_replications([(topic, index, result)], timeout_s)
         return outcome
 
-    async def wait_for_replications(
+    def wait_for_replications(
         self, appends: list[tuple[str, int, AppendResult]], timeout_s: float
-    ) -> list[ErrorCode]:
-        """``wait_for_replication`` for every append of one request, in one waiter.
-
-        One future woken by whichever of their partitions moves, and the outcomes
-        re-checked then (Kafka's DelayedProduce over several partitions). The produce
-        handler gathered one task per partition instead: creating them, and the wake-up
-        of each task and then of the gathering one, were extra turns of the event loop
-        on the acks=all critical path. Each partition's leader epoch is taken now, so a
-        leadership that moved away and back while waiting still fails the append."""
-        deadline = time.monotonic() + timeout_s
+    ) -> Deferred:
+        """``wait_for_replication`` for every append of one request, in one waiter: a
+        ``DelayedProduce`` answered (one ``ErrorCode`` per append, in order) in the call
+        that gives the last append its outcome, usually the follower fetch that moves the
+        high watermark. Each partition's leader epoch is taken now, so a leadership that
+        moved away and back while waiting still fails the append."""
         partitions = self.partitions
-        pending = [
-            (
-                (topic, index),
-                partitions[(topic, index)].leader_epoch if (topic, index) in partitions else -1,
-                result.last_offset,
-                slot,
-            )
-            for slot, (topic, index, result) in enumerate(appends)
-        ]
-        outcomes = [ErrorCode.none] * len(appends)
-        while True:
-            still = []
-            for item in pending:
-                key, epoch, last_offset, slot = item
-                outcome = self._replication_outcome(key, epoch, last_offset)
-                if outcome is None:
-                    still.append(item)
-                else:
-                    outcomes[slot] = outcome
-            if not still:
-                return outcomes
-            pending = still
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                for _key, _epoch, _last_offset, slot in pending:
-                    outcomes[slot] = ErrorCode.request_timed_out
-                return outcomes
-            await self.high_watermark_waiters.wait_any([item[0] for item in pending], remaining)
+        delayed = DelayedProduce(
+            self.high_watermark_waiters,
+            self.replication_outcome,
+            [
+                (
+                    (topic, index),
+                    partitions[(topic, index)].leader_epoch if (topic, index) in partitions else -1,
+                    result.last_offset,
+                )
+                for topic, index, result in appends
+            ],
+            timeout_s,
+        )
+        return delayed.answer
 
-    def _replication_outcome(
+    def replication_outcome(
         self, key: TopicPartition, epoch: int, last_offset: int
     ) -> ErrorCode | None:
         """An acks=all append's answer, or None while the high watermark is short of it."""

@@ -16,7 +16,9 @@ loop, which makes it matter more: every request of every client runs on that loo
   client sent them in and answers are written in that order (Redpanda pipelines produce
   requests the same way; Kafka mutes the channel instead, one replication round trip per
   request). Any other request waits until every owed answer is written, so it observes
-  what it would have observed in Kafka.
+  what it would have observed in Kafka. An owed answer that is a ``Deferred`` (an
+  acks=all produce's) is written in the call that resolves it (the follower fetch moving
+  the high watermark) once every answer before it is; no task per owed answer.
 - **Bounded work per turn of the event loop.** Frames a client pipelined (librdkafka
   keeps up to five in flight; a hostile client sends thousands in one write) wait in the
   buffer and are taken one at a time, each answered before the next starts, for at most
@@ -51,13 +53,15 @@ import logging
 import os
 import socket
 import struct
+from collections import deque
 from collections.abc import Awaitable, Callable
+from functools import partial
 from time import perf_counter
 from typing import Any
 
+from ..deferred import Deferred
 from ..protocol.wire import MalformedRequest
 from ..stats import RateLimitedLog
-from .deferred import Deferred
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
@@ -164,14 +168,16 @@ class Connection(asyncio.BufferedProtocol):
         # Set by the request being handled: all it changes is done, only its answer
         # waits (allow_next_produce). Reset before each request.
         self._answer_only = False
-        # Answers owed while requests overlap, written in request order: each waits for
-        # the previous one's ``written`` future (the last of them is _last_owed).
-        self._owed = 0
-        self._last_owed: asyncio.Future[None] | None = None
+        # Answers owed while requests overlap, in request order: each is written once it
+        # and every one before it are there (``_write_owed``).
+        self._owed: deque[_Owed] = deque()
         # An owed answer whose request may still change something: take nothing more
         # until every owed answer is written.
         self._owed_barrier = False
-        self._answering: set[asyncio.Future[None]] = set()  # the tasks writing them
+        # The first owed answer's file regions are being sent by a task (the socket
+        # filled): the answers behind it wait for it.
+        self._owed_sending = False
+        self._answering: set[asyncio.Future[None]] = set()  # tasks awaiting owed answers
 
     # asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -300,7 +306,7 @@ class Connection(asyncio.BufferedProtocol):
     def _may_overlap(self) -> bool:
         """Whether the waiting frame may be taken while answers are owed: a Produce,
         small enough, and room for one more owed answer."""
-        if self._owed_barrier or self._owed >= MAX_OWED_ANSWERS:
+        if self._owed_barrier or len(self._owed) >= MAX_OWED_ANSWERS:
             return False
         waiting = self._waiting_api_key_and_size()
         return (
@@ -385,7 +391,7 @@ class Connection(asyncio.BufferedProtocol):
             or self._blocked()
             or self._frame_waiting()
             or self._owed_barrier
-            or self._owed >= MAX_OWED_ANSWERS
+            or len(self._owed) >= MAX_OWED_ANSWERS
         ):
             if transport.is_reading():
                 transport.pause_reading()
@@ -523,45 +529,109 @@ class Connection(asyncio.BufferedProtocol):
             await self._write_parts(parts)
 
     def _owe(self, result: Any, answer_only: bool) -> None:
-        """Write ``result`` (an answer or an awaitable of one) after every answer owed
-        before it. ``answer_only``: its request changes nothing more, so further Produce
-        requests may still be taken; otherwise nothing is until every answer is written."""
-        previous = self._last_owed
-        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._last_owed = written
-        self._owed += 1
+        """Write ``result`` (an answer, a ``Deferred`` or an awaitable of one) after every
+        answer owed before it. ``answer_only``: its request changes nothing more, so
+        further Produce requests may still be taken; otherwise nothing is until every
+        answer is written. A ``Deferred`` (an acks=all produce's answer) is written in
+        the call that resolves it, when nothing before it is still owed."""
+        owed = _Owed()
+        self._owed.append(owed)
         if not answer_only:
             self._owed_barrier = True
-        if not is_awaitable(result):
-            result = self._noop(result)
-        task = asyncio.ensure_future(self._answer_in_order(result, previous, written))
+        if type(result) is Deferred:
+            # Settled already (at RF=1 the append moved the high watermark): written as
+            # the pump goes on, like an answer that was there at once.
+            result.then(partial(self._owed_settled, owed, in_pump=result.settled))
+        elif is_awaitable(result):
+            self._await_owed(owed, result)
+        else:
+            owed.result = result
+            owed.ready = True
+            self._write_owed(in_pump=True)
+
+    def _await_owed(self, owed: _Owed, awaitable: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(self._settle_owed_later(owed, awaitable))
         self._answering.add(task)
         task.add_done_callback(self._answering.discard)
 
-    async def _answer_in_order(
-        self,
-        awaitable: Awaitable[Any],
-        previous: asyncio.Future[None] | None,
-        written: asyncio.Future[None],
-    ) -> None:
+    async def _settle_owed_later(self, owed: _Owed, awaitable: Awaitable[Any]) -> None:
         try:
-            try:
-                result = await awaitable
-            except Exception as error:
-                self._failed(error)
+            result = await awaitable
+        except Exception as error:
+            self._owed_settled(owed, None, error)
+            return
+        self._owed_settled(owed, result, None)
+
+    def _owed_settled(
+        self, owed: _Owed, result: Any, error: BaseException | None, *, in_pump: bool = False
+    ) -> None:
+        """An owed answer is there: write it and the ones behind it that are, in request
+        order. Called by whatever resolved it (a follower fetch moving the high
+        watermark, a timer, a task): nothing raised here reaches that caller."""
+        try:
+            if error is not None:
+                self._failed(error)  # type: ignore[arg-type]
+            elif is_awaitable(result):  # held by a quota throttle
+                self._await_owed(owed, result)
                 return
-            if previous is not None and not previous.done():
-                await previous
+            else:
+                owed.result = result
+                owed.ready = True
+            self._write_owed(in_pump=in_pump)
+        except Exception as failure:
+            self._failed(failure)
+            self._write_owed(in_pump=in_pump)
+
+    def _write_owed(self, *, in_pump: bool) -> None:
+        """Write the owed answers that are there, in request order, up to the first that
+        is not. ``in_pump``: called while the pump takes requests, which flushes what this
+        leaves in the outbox and goes on taking them; otherwise flushed here, and the pump
+        is scheduled to take what may now be taken. A closed connection writes nothing and
+        owes nothing."""
+        owed = self._owed
+        if self._closed:
+            owed.clear()
+            self._owed_barrier = False
+            return
+        if self._owed_sending or not (owed and owed[0].ready):
+            return
+        while owed and owed[0].ready:
+            result = owed[0].result
+            if isinstance(result, bytes):
+                self._outbox.append(result)
+                self._outbox_size += len(result)
+            elif result is not None:
+                if self._outbox:
+                    self._flush_outbox()
+                rest = self._send_now(result[0])
+                if rest:  # the socket is full: a task sends the rest, then goes on
+                    self._owed_sending = True
+                    task = asyncio.ensure_future(self._send_owed_rest(rest))
+                    self._answering.add(task)
+                    task.add_done_callback(self._answering.discard)
+                    return
+            owed.popleft()
             if self._closed:
-                return
-            await self._write_answer(result)  # flushed by the pump scheduled below
-        finally:
-            written.set_result(None)
-            self._owed -= 1
-            if not self._owed:
-                self._last_owed = None
-                self._owed_barrier = False
+                owed.clear()
+                break
+        if not owed:
+            self._owed_barrier = False
+        if not in_pump:
+            if self._outbox:
+                self._flush_outbox()
             self._schedule()
+
+    async def _send_owed_rest(self, rest: list[Any]) -> None:
+        try:
+            await self._write_parts(rest)
+        except Exception as error:
+            self._failed(error)
+        finally:
+            self._owed_sending = False
+        if self._owed:
+            self._owed.popleft()
+        self._write_owed(in_pump=False)
+        self._schedule()
 
     # quota throttling ----------------------------------------------------------------
     def throttle(self, response: Any, seconds: float) -> Awaitable[Any]:
@@ -734,3 +804,13 @@ class _RegionRest:
         self.position = position
         self.size = size
         self.region = region
+
+
+class _Owed:
+    """One answer owed while requests overlap: there (``ready``) or not yet."""
+
+    __slots__ = ("ready", "result")
+
+    def __init__(self) -> None:
+        self.ready = False
+        self.result: Any = None

@@ -22,6 +22,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ..deferred import Deferred
 from ..protocol import entities, replica_fetch
 from ..protocol.error_response import RequestFailed, error_response
 from ..protocol.frame_guard import check_request
@@ -35,7 +36,6 @@ from ..protocol.wire import (
 )
 from ..stats import LatencyHistogram, RateLimitedLog
 from .connection import Connection, is_awaitable
-from .deferred import Deferred
 from .services import BrokerServices
 
 log = logging.getLogger(__name__)

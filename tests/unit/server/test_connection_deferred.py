@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gregor_broker.deferred import Deferred
 from gregor_broker.server.connection import Connection, SendfileCounter
-from gregor_broker.server.deferred import Deferred
 
 
 def _frame(number: int, payload: bytes = b"") -> bytes:
@@ -139,3 +139,49 @@ def test_a_deferred_answer_that_fails_closes_the_connection() -> None:
         return rest
 
     assert asyncio.run(scenario()) == b"", "the connection stayed open"
+
+
+def _produce_frame(number: int) -> bytes:
+    """A Produce frame (API key 0), which may be taken while answers are owed."""
+    return struct.pack(">ihi", 6, 0, number)
+
+
+def test_owed_answers_are_written_in_the_resolving_call_in_request_order() -> None:
+    """acks=all produces the client pipelined are taken while their answers wait
+    (``allow_next_produce``); each answer, a Deferred resolved by the follower fetch that
+    moves the high watermark, is written in that call once every answer before it is,
+    and never before one of them."""
+
+    async def scenario() -> tuple[list[bool], bytes]:
+        waiting: dict[int, Deferred] = {}
+
+        def handler(connection: Connection, frame: memoryview) -> object:
+            (_api_key, number) = struct.unpack_from(">hi", frame)
+            waiting[number] = Deferred()
+            connection.allow_next_produce()
+            return waiting[number]
+
+        server, client, _counter = await _serve(handler)
+        client.sendall(_produce_frame(0) + _produce_frame(1) + _produce_frame(2))
+        await asyncio.sleep(0.2)
+        seen = [sorted(waiting) == [0, 1, 2]]
+        waiting[2].resolve(_frame(2))
+        seen.append(not _readable_without_the_loop(client))  # 0 and 1 are still owed
+        waiting[0].resolve(_frame(0))
+        seen.append(_readable_without_the_loop(client))  # 0 at once; 2 still behind 1
+        first = await _receive(client, 8)
+        waiting[1].resolve(_frame(1))
+        seen.append(_readable_without_the_loop(client))
+        rest = await _receive(client, 16)
+        client.close()
+        server.close()
+        await server.wait_closed()
+        return seen, first + rest
+
+    seen, answers = asyncio.run(scenario())
+    taken, held_back, first_written, rest_written = seen
+    assert taken, "the produces were not taken while their answers were owed"
+    assert held_back, "an answer overtook the ones owed before it"
+    assert first_written, "the first answer waited for a turn of the loop"
+    assert rest_written, "the answers behind it waited for a turn of the loop"
+    assert answers == _frame(0) + _frame(1) + _frame(2)

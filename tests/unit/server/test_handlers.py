@@ -24,6 +24,7 @@ from kio.schema.errors import ErrorCode
 from gregor_broker.cluster.metadata_cache import BrokerInfo, MetadataCache
 from gregor_broker.cluster.models import PartitionState, TopicAssignment
 from gregor_broker.config import BrokerConfig, load_broker_config, log_config_for
+from gregor_broker.deferred import Deferred
 from gregor_broker.log.log_manager import LogManager
 from gregor_broker.protocol import entities, replica_fetch
 from gregor_broker.protocol.record_batch import scan_batches
@@ -31,7 +32,6 @@ from gregor_broker.protocol.records import Record, iter_batch_records, make_batc
 from gregor_broker.protocol.wire import RequestHeader
 from gregor_broker.replication.replica_manager import ReplicaManager
 from gregor_broker.server.authorizer import Authorizer
-from gregor_broker.server.deferred import Deferred
 from gregor_broker.server.fetch_sessions import FetchSessionCache
 from gregor_broker.server.handlers.fetch import handle_fetch
 from gregor_broker.server.handlers.metadata import handle_metadata
@@ -124,16 +124,29 @@ def decode(api_key: int, version: int, frame: bytes) -> Any:
     return response
 
 
-def produce_request(version: int, acks: int, records: bytes, partition: int = 0) -> Any:
+def produce_request(
+    version: int,
+    acks: int,
+    records: bytes,
+    partition: int = 0,
+    *,
+    partitions: tuple[int, ...] | None = None,
+    timeout_ms: int = 5000,
+) -> Any:
+    """One batch to ``partition`` (or the same batch to each of ``partitions``)."""
+    indexes = partitions if partitions is not None else (partition,)
     return request(
         PRODUCE,
         version,
         {
             "transactional_id": None,
             "acks": acks,
-            "timeout": datetime.timedelta(seconds=5),
+            "timeout": datetime.timedelta(milliseconds=timeout_ms),
             "topic_data": [
-                {"name": TOPIC, "partition_data": [{"index": partition, "records": records}]}
+                {
+                    "name": TOPIC,
+                    "partition_data": [{"index": i, "records": records} for i in indexes],
+                }
             ],
         },
     )
@@ -357,12 +370,15 @@ def test_a_produce_before_the_waiting_fetch_first_runs_still_wakes_it(services: 
     assert services.replica_manager.append_waiters.pending() == 0
 
 
-def lead_replicated(services: Services) -> Any:
-    """``TOPIC`` partition 0 led here with followers 2 and 3 in the ISR: an append is
-    committed only once both fetched past it. Returns the partition."""
-    services.metadata.set_topic(TOPIC, TopicAssignment.of({0: [BROKER_ID, 2, 3]}, TOPIC_ID))
+def lead_replicated(services: Services, partitions: int = 1) -> Any:
+    """``TOPIC``'s partitions led here with followers 2 and 3 in the ISR: an append is
+    committed only once both fetched past it. Returns partition 0."""
+    services.metadata.set_topic(
+        TOPIC, TopicAssignment.of({p: [BROKER_ID, 2, 3] for p in range(partitions)}, TOPIC_ID)
+    )
     state = PartitionState(controller_epoch=1, leader=BROKER_ID, leader_epoch=0, isr=(1, 2, 3))
-    services.metadata.set_partition_state(TOPIC, 0, state, version=0)
+    for index in range(partitions):
+        services.metadata.set_partition_state(TOPIC, index, state, version=0)
     services.replica_manager.reconcile(services.metadata.take_changed_topics())
     return services.replica_manager.partitions[(TOPIC, 0)]
 
@@ -480,6 +496,69 @@ def test_parked_fetches_are_answered_in_the_call_that_makes_them_answerable(
     assert all(a.error_code == ErrorCode.none and bytes(a.records) for a in answers)
     assert [a.high_watermark for a in answers] == [0, 0, 1]
     assert replicas.append_waiters.pending() == 0
+
+
+def test_an_acks_all_produce_is_answered_in_the_call_that_moves_the_high_watermark(
+    services: Services,
+) -> None:
+    """Kafka's DelayedProduce is completed by the follower fetch that moves the high
+    watermark past the append, on that thread. A waiting produce was a task, woken on a
+    later turn of the event loop; it now answers before that fetch's call returns, after
+    the consumer the same move answers (whose answer is the end-to-end latency). A
+    produce over two partitions answers once both have passed."""
+    partition = lead_replicated(services, partitions=2)
+    replicas = services.replica_manager
+    other = replicas.partitions[(TOPIC, 1)]
+
+    async def scenario() -> Any:
+        answered: list[str] = []
+        produced: list[Any] = []
+        consumer = handle_fetch(services, context(FETCH, 11), fetch_request(11, 0, 30_000))
+        assert isinstance(consumer, Deferred)
+        consumer.then(lambda _response, _error: answered.append("consumer"))
+        waiting = handle_produce(
+            services,
+            context(PRODUCE, 9),
+            produce_request(9, -1, batch(b"a"), partitions=(0, 1)),
+        )
+        assert isinstance(waiting, Deferred) and not waiting.settled
+        waiting.then(
+            lambda response, _error: answered.append("producer") or produced.append(response)
+        )
+        replicas.record_follower_fetch(partition, 2, 1)
+        replicas.record_follower_fetch(partition, 3, 1)
+        assert answered == ["consumer"], "partition 1 has not passed the append yet"
+        replicas.record_follower_fetch(other, 2, 1)
+        assert answered == ["consumer"]
+        replicas.record_follower_fetch(other, 3, 1)
+        assert answered == ["consumer", "producer"], "answered in the call that moved it"
+        assert replicas.high_watermark_waiters.pending() == 0
+        return produced[0]
+
+    response = asyncio.run(scenario())
+    answers = decode(PRODUCE, 9, response.encode_frame(9, 7)).responses[0].partition_responses
+    assert [(a.index, a.error_code, a.base_offset) for a in answers] == [
+        (0, ErrorCode.none, 0),
+        (1, ErrorCode.none, 0),
+    ]
+
+
+def test_an_acks_all_produce_times_out_with_request_timed_out_and_stops_watching(
+    services: Services,
+) -> None:
+    lead_replicated(services)
+    replicas = services.replica_manager
+    produce = produce_request(9, -1, batch(b"a"), timeout_ms=50)
+
+    async def scenario() -> Any:
+        waiting = handle_produce(services, context(PRODUCE, 9), produce)
+        assert isinstance(waiting, Deferred)
+        return await asyncio.wait_for(waiting, 10)
+
+    response = asyncio.run(scenario())
+    answer = decode(PRODUCE, 9, response.encode_frame(9, 7)).responses[0].partition_responses[0]
+    assert (answer.error_code, answer.base_offset) == (ErrorCode.request_timed_out, -1)
+    assert replicas.high_watermark_waiters.pending() == 0
 
 
 def test_an_in_sync_followers_fetch_of_a_partition_it_has_answers_as_the_general_path(
@@ -659,7 +738,7 @@ def test_an_acks_all_produce_waiting_when_the_replica_moves_away_answers_at_once
     async def scenario() -> tuple[Any, Any, float]:
         loop = asyncio.get_running_loop()
         waiting = handle_produce(services, context(PRODUCE, 9), produce)
-        assert asyncio.iscoroutine(waiting), "the followers have not fetched: it waits"
+        assert isinstance(waiting, Deferred), "the followers have not fetched: it waits"
         task = asyncio.ensure_future(waiting)
         # A consumer waiting up to 30 s for the record to be committed.
         consuming = handle_fetch(services, context(FETCH, 11), fetch_request(11, 0, 30_000))

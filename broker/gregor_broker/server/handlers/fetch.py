@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ...deferred import Deferred
 from ...protocol.fetch_response import (
     EmptyFetchResponse,
     TopicResult,
@@ -49,7 +50,6 @@ from ...protocol.requests import FetchRequest
 from ...protocol.response import FetchResult
 from ...replication.fetch_reader import FetchReader
 from ...security.acl import AclOperation, ResourceType
-from ..deferred import Deferred
 from ..fetch_sessions import FetchContext
 from ..quotas import ANONYMOUS
 from ..request_router import RequestContext

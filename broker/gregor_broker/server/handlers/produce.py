@@ -15,11 +15,11 @@ request the client pipelined, not one.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...deferred import Deferred
 from ...log.validator import DecompressionBudget
 from ...protocol.produce_response import PartitionProduceResult, ProduceResponse
 from ...protocol.record_batch import first_batch_is_transactional
@@ -33,7 +33,7 @@ from ..services import BrokerServices
 
 def handle_produce(
     broker: BrokerServices, context: RequestContext, request: ProduceRequest
-) -> ProduceResponse | NoResponse | Awaitable[ProduceResponse]:
+) -> ProduceResponse | NoResponse | Deferred:
     authorizer = broker.authorizer
     if _has_transactional_records(request) and (
         request.transactional_id is None
@@ -110,24 +110,37 @@ def handle_produce(
     return response
 
 
-async def _await_replication(
+def _await_replication(
     broker: BrokerServices,
     response: ProduceResponse,
     waiting: list[tuple[PartitionProduceResult, str, Any]],
     timeout_s: float,
-) -> ProduceResponse:
-    """acks=all: answer once every partition's high watermark passed its append."""
-    outcomes = await broker.replica_manager.wait_for_replications(
+) -> Deferred:
+    """acks=all: the response once every partition's high watermark passed its append,
+    completed in the call that moves the last one (``DelayedProduce``)."""
+    answer = Deferred()
+
+    def complete(outcomes: Any, error: BaseException | None) -> None:
+        if error is None:
+            try:
+                for (result, _name, _appended), error_code in zip(waiting, outcomes, strict=True):
+                    if error_code != ErrorCode.none:
+                        failed = _failed(result.index, error_code, error_code.name)
+                        result.error_code = failed.error_code
+                        result.base_offset = -1
+                        result.log_start_offset = -1
+                        result.error_message = failed.error_message
+            except Exception as failure:  # the router answers UNKNOWN_SERVER_ERROR
+                error = failure
+        if error is not None:
+            answer.fail(error)
+        else:
+            answer.resolve(response)
+
+    broker.replica_manager.wait_for_replications(
         [(name, result.index, appended) for result, name, appended in waiting], timeout_s
-    )
-    for (result, _name, _appended), error_code in zip(waiting, outcomes, strict=True):
-        if error_code != ErrorCode.none:
-            failed = _failed(result.index, error_code, error_code.name)
-            result.error_code = failed.error_code
-            result.base_offset = -1
-            result.log_start_offset = -1
-            result.error_message = failed.error_message
-    return response
+    ).then(complete)
+    return answer
 
 
 def _topic_name(topic_data: Any) -> str:

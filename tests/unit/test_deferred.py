@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gregor_broker.server.deferred import Deferred
+from gregor_broker.deferred import Deferred
 
 
 def test_the_consumer_gets_the_value_in_the_call_that_resolves_it() -> None:

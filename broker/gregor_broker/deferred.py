@@ -12,7 +12,9 @@ each time behind the waking request's remaining work.
 A handler that waits returns a ``Deferred`` instead of a coroutine; the request router
 chains its response encoding onto it (``then``) and the connection chains the write, so
 whoever resolves it writes the answer in the same call. It is also awaitable, for code
-(and tests) that simply wants the answer.
+(and tests) that simply wants the answer. An acks=all produce waiting for the high
+watermark (``replication/delayed_produce.py``) answers the same way, which is why this
+sits at the bottom of the layers, beside ``tasks``.
 """
 
 from __future__ import annotations
