@@ -87,10 +87,12 @@ class Settings:
 
 
 # The replicated latency rows offer a quarter of the cluster's acks=all rate, not half:
-# a connection's acks=all requests are served one at a time (as in Kafka), so that rate is
-# one replication round trip per request, and the round trip swings with the machine's
-# load. At half, a swing pushes the offered rate past it and the figure becomes a queue.
-# They run longer (8 s) so that the lower rate still gives some hundreds of messages.
+# that rate swings with the machine's load, and at half a swing pushes the offered rate
+# past it and the figure becomes a queue. It is the rate of a producer's pipelined
+# requests (a connection takes the next produce while earlier answers wait for the
+# followers, since round four), so whatever makes pipelining cheaper raises the latency
+# rows' load too (docs/performance.md, round eleven). They run longer (8 s) so that the
+# lower rate still gives some hundreds of messages.
 FULL = Settings(
     "full", 3, 2.0, 1.0, 256, 512, 512, 4.0, 0.5, 20_000, 0.25, 8.0, 2000, 3, 10_000, 2_000, 3
 )
