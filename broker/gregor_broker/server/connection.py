@@ -460,16 +460,12 @@ class Connection(asyncio.BufferedProtocol):
             if is_awaitable(result):  # held by a quota throttle
                 self._task = asyncio.ensure_future(self._finish(result))
                 return
-            if isinstance(result, bytes):
-                self._outbox.append(result)
+            parts = self._answer_now(result)
+            if parts:  # the socket is full, or the transport still holds bytes
+                self._task = asyncio.ensure_future(self._finish_parts(parts))
+                return
+            if self._outbox:
                 self._flush_outbox()
-            elif result is not None:
-                if self._outbox:
-                    self._flush_outbox()
-                parts = self._send_now(result[0])
-                if parts:  # the socket is full, or the transport still holds bytes
-                    self._task = asyncio.ensure_future(self._finish_parts(parts))
-                    return
             self._in_flight = False
             if self._end > self._start or self._large is not None or self._eof:
                 self._schedule()
@@ -479,13 +475,23 @@ class Connection(asyncio.BufferedProtocol):
             self._in_flight = False
             self._failed(failure)
 
-    async def _finish_parts(self, parts: list[Any]) -> None:
+    async def _finish_parts(self, parts: list[Any], *, owed: bool = False) -> None:
+        """Send the rest of an answer the socket could not take at once (a failure closes
+        the connection): the request in flight's, or (``owed``) the first owed answer's,
+        after which the owed answers behind it go out."""
         try:
             await self._write_parts(parts)
         except Exception as error:
             self._failed(error)
         finally:
-            self._in_flight = False
+            if owed:
+                self._owed_sending = False
+            else:
+                self._in_flight = False
+        if owed:
+            if self._owed:
+                self._owed.popleft()
+            self._write_owed(in_pump=False)
         self._pump()
 
     def _flush_outbox(self) -> None:
@@ -516,17 +522,25 @@ class Connection(asyncio.BufferedProtocol):
         self._pump()
 
     async def _write_answer(self, result: Any) -> None:
+        """``_answer_now``, then what the socket did not take."""
+        parts = self._answer_now(result)
+        if parts:
+            await self._write_parts(parts)
+
+    def _answer_now(self, result: Any) -> list[Any]:
         """Hand an answer to the transport in request order: a frame joins the outbox
         (the caller or the next pump flushes it: the answers one follower fetch completes
-        then go out in one send), file regions go after what the outbox holds."""
+        then go out in one send), file regions go after what the outbox holds, as far as
+        the socket takes them now. Returns the parts not sent yet."""
         if isinstance(result, bytes):
             self._outbox.append(result)
             self._outbox_size += len(result)
-        elif result is not None:
-            if self._outbox:
-                self._flush_outbox()
-            parts, _size = result
-            await self._write_parts(parts)
+            return []
+        if result is None:
+            return []
+        if self._outbox:
+            self._flush_outbox()
+        return self._send_now(result[0])
 
     def _owe(self, result: Any, answer_only: bool) -> None:
         """Write ``result`` (an answer, a ``Deferred`` or an awaitable of one) after every
@@ -596,20 +610,13 @@ class Connection(asyncio.BufferedProtocol):
         if self._owed_sending or not (owed and owed[0].ready):
             return
         while owed and owed[0].ready:
-            result = owed[0].result
-            if isinstance(result, bytes):
-                self._outbox.append(result)
-                self._outbox_size += len(result)
-            elif result is not None:
-                if self._outbox:
-                    self._flush_outbox()
-                rest = self._send_now(result[0])
-                if rest:  # the socket is full: a task sends the rest, then goes on
-                    self._owed_sending = True
-                    task = asyncio.ensure_future(self._send_owed_rest(rest))
-                    self._answering.add(task)
-                    task.add_done_callback(self._answering.discard)
-                    return
+            rest = self._answer_now(owed[0].result)
+            if rest:  # the socket is full: a task sends the rest, then goes on
+                self._owed_sending = True
+                task = asyncio.ensure_future(self._finish_parts(rest, owed=True))
+                self._answering.add(task)
+                task.add_done_callback(self._answering.discard)
+                return
             owed.popleft()
             if self._closed:
                 owed.clear()
@@ -620,18 +627,6 @@ class Connection(asyncio.BufferedProtocol):
             if self._outbox:
                 self._flush_outbox()
             self._schedule()
-
-    async def _send_owed_rest(self, rest: list[Any]) -> None:
-        try:
-            await self._write_parts(rest)
-        except Exception as error:
-            self._failed(error)
-        finally:
-            self._owed_sending = False
-        if self._owed:
-            self._owed.popleft()
-        self._write_owed(in_pump=False)
-        self._schedule()
 
     # quota throttling ----------------------------------------------------------------
     def throttle(self, response: Any, seconds: float) -> Awaitable[Any]:

@@ -146,6 +146,21 @@ def _produce_frame(number: int) -> bytes:
     return struct.pack(">ihi", 6, 0, number)
 
 
+def _waiting_produces(
+    waiting: dict[int, Deferred],
+) -> Callable[[Connection, memoryview], object]:
+    """A handler answering each Produce with a Deferred (kept in ``waiting`` by the
+    request's number) while letting the next Produce be taken, as acks=all does."""
+
+    def handler(connection: Connection, frame: memoryview) -> object:
+        (_api_key, number) = struct.unpack_from(">hi", frame)
+        waiting[number] = Deferred()
+        connection.allow_next_produce()
+        return waiting[number]
+
+    return handler
+
+
 def test_owed_answers_are_written_in_the_resolving_call_in_request_order() -> None:
     """acks=all produces the client pipelined are taken while their answers wait
     (``allow_next_produce``); each answer, a Deferred resolved by the follower fetch that
@@ -154,14 +169,7 @@ def test_owed_answers_are_written_in_the_resolving_call_in_request_order() -> No
 
     async def scenario() -> tuple[list[bool], bytes]:
         waiting: dict[int, Deferred] = {}
-
-        def handler(connection: Connection, frame: memoryview) -> object:
-            (_api_key, number) = struct.unpack_from(">hi", frame)
-            waiting[number] = Deferred()
-            connection.allow_next_produce()
-            return waiting[number]
-
-        server, client, _counter = await _serve(handler)
+        server, client, _counter = await _serve(_waiting_produces(waiting))
         client.sendall(_produce_frame(0) + _produce_frame(1) + _produce_frame(2))
         await asyncio.sleep(0.2)
         seen = [sorted(waiting) == [0, 1, 2]]
@@ -185,3 +193,37 @@ def test_owed_answers_are_written_in_the_resolving_call_in_request_order() -> No
     assert first_written, "the first answer waited for a turn of the loop"
     assert rest_written, "the answers behind it waited for a turn of the loop"
     assert answers == _frame(0) + _frame(1) + _frame(2)
+
+
+def test_an_owed_answer_the_socket_cannot_take_at_once_is_finished_before_the_ones_behind_it(
+    tmp_path: Path,
+) -> None:
+    """An owed answer with a file region larger than the socket takes at once: the rest
+    is sent by a task, and the owed answer behind it (resolved meanwhile) goes out only
+    after it, whole and in order, as does the in-flight path's own."""
+    size = 16 * 1024 * 1024
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(os.urandom(size))
+
+    async def scenario() -> tuple[bytes, bytes]:
+        waiting: dict[int, Deferred] = {}
+        server, client, _counter = await _serve(_waiting_produces(waiting))
+        client.sendall(_produce_frame(0) + _produce_frame(1))
+        await asyncio.sleep(0.2)
+        fd = os.open(segment, os.O_RDONLY)
+        try:
+            header = struct.pack(">ii", 4 + size, 0)
+            waiting[0].resolve(([header, _Region(fd, 0, size)], len(header) + size))
+            waiting[1].resolve(_frame(1))
+            received = await _receive(client, len(header) + size + 8)
+        finally:
+            os.close(fd)
+        client.close()
+        server.close()
+        await server.wait_closed()
+        return received, header
+
+    received, header = asyncio.run(scenario())
+    assert received[: len(header)] == header
+    assert received[len(header) : len(header) + size] == segment.read_bytes()
+    assert received[len(header) + size :] == _frame(1)
