@@ -69,6 +69,16 @@ def _scheduled(pid: int) -> tuple[int, int]:
     return int(running), int(waiting)
 
 
+def _probe_under_attack(broker, attack, seconds: float) -> tuple[list[float], float]:
+    """``_probe`` while ``attack`` runs, and the share of the CPU the broker's event loop
+    got while it wanted one over that window (1 when it wanted none)."""
+    before = _scheduled(broker.pid)
+    samples = _probe(broker.bootstrap, attack, seconds)
+    after = _scheduled(broker.pid)
+    running, waiting = after[0] - before[0], after[1] - before[1]
+    return samples, running / (running + waiting) if running + waiting else 1.0
+
+
 def _attacked(broker, scenario: str) -> tuple[float, list[float], dict, float]:
     """The probe's p99 with no attack, then its round trips while ``scenario`` runs, what
     the attack reported, and the share of the CPU the broker got while it wanted one."""
@@ -90,17 +100,13 @@ def _attacked(broker, scenario: str) -> tuple[float, list[float], dict, float]:
     )
     try:
         time.sleep(0.5)  # the attack is under way
-        before = _scheduled(broker.pid)
-        samples = _probe(broker.bootstrap, attack, ATTACK_SECONDS - 1)
-        after = _scheduled(broker.pid)
+        samples, cpu_share = _probe_under_attack(broker, attack, ATTACK_SECONDS - 1)
         out, err = attack.communicate(timeout=60)
     finally:
         if attack.poll() is None:
             attack.kill()
     assert attack.returncode == 0, err[-2000:]
     outcome = json.loads(out.strip().splitlines()[-1])
-    running, waiting = after[0] - before[0], after[1] - before[1]
-    cpu_share = running / (running + waiting) if running + waiting else 1.0
     p99 = _p99(samples)
     print(
         f"{scenario}: {outcome}, {len(samples)} probes, p99 {p99 * 1000:.1f} ms "
@@ -185,17 +191,13 @@ def _first_use_attack(broker_factory) -> tuple[list[float], list[float], float]:
         text=True,
     )
     try:
-        before = _scheduled(broker.pid)
-        samples = _probe(broker.bootstrap, attack, 1.0)
-        after = _scheduled(broker.pid)
+        samples, cpu_share = _probe_under_attack(broker, attack, 1.0)
         out, err = attack.communicate(timeout=120)
     finally:
         if attack.poll() is None:
             attack.kill()
     assert attack.returncode == 0, err[-2000:]
     outcome = json.loads(out.strip().splitlines()[-1])
-    running, waiting = after[0] - before[0], after[1] - before[1]
-    cpu_share = running / (running + waiting) if running + waiting else 1.0
     ordered = sorted(samples)
     print(
         f"every-version: {outcome}, {len(samples)} probes, median "

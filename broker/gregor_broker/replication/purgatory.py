@@ -16,8 +16,8 @@ append, which it cannot read before the followers have it) and the first followe
 fetch once (the high watermark, which gives it nothing to copy): a task step and a read
 of the partition each, on the leader, on the round trip's critical path.
 
-What waits is a ``Wakeable``: an asyncio future (``watch``, for code that awaits), an
-acks=all produce (``delayed_produce.py``'s ``DelayedProduce``) or a parked fetch
+What waits is a ``Wakeable`` (an asyncio future would do): an acks=all produce
+(``delayed_produce.py``'s ``DelayedProduce``) or a parked fetch
 (``server/handlers/fetch.py``'s ``DelayedFetch``), whose ``set_result`` checks again and
 answers in the notifying call, as Kafka's purgatory runs ``tryComplete`` on the thread
 that appended. So a notification may run a fetch's read and write its response, or a
@@ -26,7 +26,6 @@ produce's, before returning.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 from typing import Protocol
 
@@ -81,49 +80,21 @@ class Waiters:
             for listener in tuple(listeners):
                 listener.partition_changed(key, wake)
 
-    async def wait_any(self, keys: Iterable[TopicPartition], timeout: float) -> None:
-        """Until one of ``keys`` is notified or ``timeout`` seconds pass."""
-        keys = list(keys)
-        await self.wait_watched(self.watch(keys), keys, timeout)
-
-    def watch(self, keys: list[TopicPartition], *, committed: bool = False) -> asyncio.Future[None]:
-        """A future set when one of ``keys`` is notified, registered now. ``committed``:
-        a reader of committed data only (a consumer's fetch), which ``notify_appended``
-        leaves alone; otherwise ``notify_committed`` does.
-
-        A request that found nothing to answer must watch in the same call that looked
-        (Kafka's tryCompleteElseWatch): a fetch handler that only returns a coroutine
-        registers on a later turn of the loop, and an append in between was missed; the
-        fetch then waited its whole max wait (500 ms for a follower, one acks=all round
-        trip stalled)."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.watch_with(future, keys, committed=committed)
-        return future
-
     def watch_with(
         self, waiter: Wakeable, keys: list[TopicPartition], *, committed: bool = False
     ) -> None:
-        """``watch`` for a waiter of the caller's own (a parked fetch)."""
+        """Wake ``waiter`` (a parked fetch, a waiting produce) when one of ``keys`` is
+        notified. ``committed``: a reader of committed data only (a consumer's fetch),
+        which ``notify_appended`` leaves alone; otherwise ``notify_committed`` does.
+
+        A request that found nothing to answer must watch in the same call that looked
+        (Kafka's tryCompleteElseWatch): a fetch handler that only returned a coroutine
+        registered on a later turn of the loop, and an append in between was missed; the
+        fetch then waited its whole max wait (500 ms for a follower, one acks=all round
+        trip stalled)."""
         waiters = self._committed if committed else self._waiters
         for key in keys:
             waiters.setdefault(key, set()).add(waiter)
-
-    async def wait_watched(
-        self, future: asyncio.Future[None], keys: list[TopicPartition], timeout: float
-    ) -> None:
-        """Until ``future`` (from ``watch(keys)``) is set or ``timeout`` seconds pass; at
-        once if it already is. Either way it stops watching. A timer sets the same
-        future (``asyncio.wait_for`` wraps it in more futures and callbacks: this runs
-        once per replication round trip on both sides of it)."""
-        timer = None
-        try:
-            if not future.done():
-                timer = asyncio.get_running_loop().call_later(timeout, _expire, future)
-                await future
-        finally:
-            if timer is not None:
-                timer.cancel()
-            self.unwatch(future, keys)
 
     def unwatch(self, future: Wakeable, keys: list[TopicPartition]) -> None:
         for by_key in (self._waiters, self._committed):
@@ -169,8 +140,3 @@ def _wake(waiters: set[Wakeable] | None) -> None:
         for future in waiters:
             if not future.done():
                 future.set_result(None)
-
-
-def _expire(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)

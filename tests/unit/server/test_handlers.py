@@ -383,6 +383,13 @@ def lead_replicated(services: Services, partitions: int = 1) -> Any:
     return services.replica_manager.partitions[(TOPIC, 0)]
 
 
+def _watch(waiters: Any, keys: list[Any], *, committed: bool = False) -> asyncio.Future[None]:
+    """A future woken as a parked fetch of that kind would be."""
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    waiters.watch_with(future, keys, committed=committed)
+    return future
+
+
 def test_fetches_wake_only_for_what_can_answer_them(services: Services) -> None:
     """Kafka's DelayedFetch: a follower's fetch completes on data at the log end, a
     consumer's on data below the high watermark. Woken by every append and every high
@@ -394,14 +401,14 @@ def test_fetches_wake_only_for_what_can_answer_them(services: Services) -> None:
     key = [(TOPIC, 0)]
 
     async def scenario() -> None:
-        consumer = waiters.watch(key, committed=True)
-        follower_2 = waiters.watch(key)
-        follower_3 = waiters.watch(key)
+        consumer = _watch(waiters, key, committed=True)
+        follower_2 = _watch(waiters, key)
+        follower_3 = _watch(waiters, key)
         replicas.append(TOPIC, 0, batch(b"a"), -1)
         assert follower_2.done() and follower_3.done(), "followers wake to copy the append"
         assert not consumer.done(), "a consumer cannot read it before the HW moves"
 
-        follower_2 = waiters.watch(key)  # follower 2 copied it and fetches again
+        follower_2 = _watch(waiters, key)  # follower 2 copied it and fetches again
         replicas.record_follower_fetch(partition, 2, 1)
         assert partition.log.high_watermark == 0 and not consumer.done()
         replicas.record_follower_fetch(partition, 3, 1)  # the high watermark moves
@@ -410,7 +417,7 @@ def test_fetches_wake_only_for_what_can_answer_them(services: Services) -> None:
         assert not follower_2.done(), "the HW gives a caught-up follower nothing to copy"
 
         # Anything else about the partition wakes every kind of fetch.
-        consumer = waiters.watch(key, committed=True)
+        consumer = _watch(waiters, key, committed=True)
         state = PartitionState(controller_epoch=1, leader=2, leader_epoch=1, isr=(1, 2, 3))
         services.metadata.set_partition_state(TOPIC, 0, state, version=1)
         replicas.reconcile(services.metadata.take_changed_topics())
