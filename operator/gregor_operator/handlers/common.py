@@ -99,3 +99,11 @@ def cluster_of(
         "no spec.cluster and the operator has no --zookeeper-connect; set spec.cluster to "
         "a GregorCluster's name"
     )
+
+
+def replacing(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
+    """``new`` as a status map that replaces ``previous``. kopf writes status with a JSON
+    merge patch, which merges nested maps key by key: a key gone from ``new`` stays in the
+    object for good unless the patch names it with None (delete)."""
+    gone = {key: None for key in previous or () if key not in new}
+    return {**gone, **new}

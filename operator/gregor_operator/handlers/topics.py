@@ -33,6 +33,7 @@ from gregor_operator.handlers.common import (
     ClusterNotFound,
     Context,
     cluster_of,
+    replacing,
 )
 from gregor_operator.planners.topics import (
     TopicPlan,
@@ -143,6 +144,9 @@ def register(registry: kopf.OperatorRegistry, ctx: Context) -> None:
         waiting = plan.waiting or (
             "replicas moving" if state is not None and state.reassigning else None
         )
+        if "drift" in fields:
+            # A drift undone (or a spec change the timer saw before its handler) must go.
+            fields["drift"] = replacing(status.get("drift"), fields["drift"])
         patch.status.update(fields)
         if apply_config:
             # Only a change handler applies a generation's configs: the status timer,
