@@ -98,6 +98,14 @@ MAX_OWED_ANSWERS = 16
 # A request larger than this is not taken while answers are owed: a pipeline of
 # socket.request.max.bytes-sized produces would hold that much memory per request.
 OVERLAP_MAX_FRAME_BYTES = 1024 * 1024
+# An answer whose file regions come to at most this many bytes leaves in one write, the
+# regions read in with pread (``read_in_small``). Sent as header, sendfile and tail, a
+# small fetch answer took three system calls and three TCP segments, and woke its reader
+# up to three times: a follower's on the acks=all critical path; a consumer tailing a
+# partition, whose client thread then preempted the broker (4 involuntary context
+# switches per message at 410 msg/s on one broker, 2 with one write). Larger answers go
+# through sendfile, where not copying the bytes is worth the calls.
+INLINE_ANSWER_BYTES = 64 * 1024
 # A refused client's last answer goes out this long before the connection closes: a
 # client that reads the answer and the end of the stream in one go may drop the answer
 # (kafka-python 3 does), and would then retry instead of reporting the refusal.
@@ -105,6 +113,32 @@ LAST_ANSWER_LINGER_SECONDS = 0.5
 # Below this much free space at its end, the receive buffer moves what it holds (at most
 # one partial small frame) to its start before the next read.
 _MIN_READ = 4 * 1024
+
+
+def read_in_small(parts: list[Any]) -> tuple[bytes, int] | None:
+    """``parts`` as one ``bytes`` with their file regions read in, and how many bytes were
+    read, when the regions come to at most ``INLINE_ANSWER_BYTES``. None otherwise, and
+    when a region cannot be read whole (a segment truncated meanwhile): the region path
+    then reports it and closes the connection."""
+    size = 0
+    for part in parts:
+        if not isinstance(part, bytes):
+            size += part.size
+    if size > INLINE_ANSWER_BYTES:
+        return None
+    chunks = []
+    for part in parts:
+        if isinstance(part, bytes):
+            chunks.append(part)
+            continue
+        try:
+            data = os.pread(part.fd, part.size, part.position)
+        except OSError:
+            return None
+        if len(data) != part.size:
+            return None
+        chunks.append(data)
+    return b"".join(chunks), size
 
 
 def is_awaitable(value: Any) -> bool:
@@ -726,6 +760,10 @@ class Connection(asyncio.BufferedProtocol):
         assert transport is not None
         if all(isinstance(part, bytes) for part in parts):
             transport.write(b"".join(parts))
+            return []
+        small = read_in_small(parts)
+        if small is not None:
+            transport.write(small[0])
             return []
         if transport.get_write_buffer_size():
             return parts

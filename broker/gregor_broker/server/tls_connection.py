@@ -16,7 +16,7 @@ import os
 from typing import Any
 
 from ..security.tls import PrincipalMapper, distinguished_name
-from .connection import Connection
+from .connection import Connection, read_in_small
 
 # Bytes read from a segment per write through TLS: large enough to amortise the call,
 # small enough that a fetch of many MiB never sits in memory whole.
@@ -57,12 +57,18 @@ class TlsConnection(Connection):
 
     def _send_now(self, parts: list[Any]) -> list[Any]:
         """Nothing goes to the socket directly under TLS: bytes go through the transport
-        (which encrypts them), and an answer with file regions is left whole to
+        (which encrypts them), a small answer's file regions are read in now
+        (``read_in_small``), and a larger answer with file regions is left whole to
         ``_write_parts`` (a task), which reads and encrypts them. A parked fetch's answer,
         written in the call that resolves it, took the plain connection's path and sent
         its records with ``sendfile(2)`` onto the socket under the TLS layer."""
         if all(isinstance(part, bytes) for part in parts):
             self.transport.write(b"".join(parts))  # type: ignore[union-attr]
+            return []
+        small = read_in_small(parts)
+        if small is not None:  # read now, encrypted by the transport
+            self.tls_reads.bytes_total += small[1]
+            self.transport.write(small[0])  # type: ignore[union-attr]
             return []
         return parts
 

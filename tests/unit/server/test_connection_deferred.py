@@ -17,8 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from gregor_broker.deferred import Deferred
-from gregor_broker.server.connection import Connection, SendfileCounter
+from gregor_broker.server.connection import INLINE_ANSWER_BYTES, Connection, SendfileCounter
 
 
 def _frame(number: int, payload: bytes = b"") -> bytes:
@@ -95,11 +97,20 @@ def test_the_answer_is_written_in_the_resolving_call_and_what_follows_is_taken_a
     assert taken == 3
 
 
+@pytest.mark.parametrize(
+    ("size", "sendfile"),
+    [(14, False), (INLINE_ANSWER_BYTES + 1, True)],
+    ids=["small: read in, one write", "large: sendfile"],
+)
 def test_file_regions_of_a_deferred_answer_are_sent_in_the_resolving_call(
-    tmp_path: Path,
+    tmp_path: Path, size: int, sendfile: bool
 ) -> None:
+    """A small answer's regions are read in and the answer leaves in one write (one TCP
+    segment, one wake-up of its reader); a larger one's go with sendfile(2). Both in the
+    call that resolves the answer."""
+    records = (b"record batches" * (size // 14 + 1))[:size]
     segment = tmp_path / "00000000000000000000.log"
-    segment.write_bytes(b"x" * 100 + b"record batches" + b"y" * 100)
+    segment.write_bytes(b"x" * 100 + records + b"y" * 100)
 
     async def scenario() -> tuple[bool, bytes, int]:
         parked = Deferred()
@@ -108,10 +119,10 @@ def test_file_regions_of_a_deferred_answer_are_sent_in_the_resolving_call(
         await asyncio.sleep(0.2)
         fd = os.open(segment, os.O_RDONLY)
         try:
-            header = struct.pack(">ii", 4 + 14, 0)
-            parked.resolve(([header, _Region(fd, 100, 14)], len(header) + 14))
+            header = struct.pack(">ii", 4 + size, 0)
+            parked.resolve(([header, _Region(fd, 100, size)], len(header) + size))
             written_in_the_call = _readable_without_the_loop(client)
-            answer = await _receive(client, len(header) + 14)
+            answer = await _receive(client, len(header) + size)
         finally:
             os.close(fd)
         client.close()
@@ -121,8 +132,11 @@ def test_file_regions_of_a_deferred_answer_are_sent_in_the_resolving_call(
 
     written_in_the_call, answer, sendfile_calls = asyncio.run(scenario())
     assert written_in_the_call
-    assert answer == struct.pack(">ii", 18, 0) + b"record batches"
-    assert sendfile_calls >= 1
+    assert answer == struct.pack(">ii", 4 + size, 0) + records
+    if sendfile:
+        assert sendfile_calls >= 1
+    else:
+        assert sendfile_calls == 0
 
 
 def test_a_deferred_answer_that_fails_closes_the_connection() -> None:

@@ -32,7 +32,6 @@ encoder frames them; record bytes never enter Python. Matches Kafka:
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -243,35 +242,12 @@ class FetchResponse:
             session_id=session_id,
             topics=topics,
         )
-        if self.read.replica_id >= 0 and size <= INLINE_REPLICA_RESPONSE_BYTES:
-            parts = _inline_regions(parts)
         return parts, size
 
     def throttled(self, throttle_ms: int) -> EmptyFetchResponse:
         """The empty response a throttled client gets; its session is left as it was."""
         error_code, session_id = self.fetch.throttled()
         return EmptyFetchResponse(error_code, session_id, throttle_ms)
-
-
-# A follower's response up to this size leaves in one write, its record bytes read with
-# pread: sent as header, sendfile and tail, a small response took three system calls
-# and three TCP segments, and woke the follower up to three times per round trip (the
-# acks=all critical path). Larger ones, and every consumer's, go through sendfile.
-INLINE_REPLICA_RESPONSE_BYTES = 65536
-
-
-def _inline_regions(parts: list[Any]) -> list[Any]:
-    """The parts as one ``bytes``, file regions read in; unchanged if a file shrank."""
-    chunks = []
-    for part in parts:
-        if isinstance(part, bytes):
-            chunks.append(part)
-            continue
-        data = os.pread(part.fd, part.size, part.position)
-        if len(data) != part.size:
-            return parts  # truncated meanwhile: the sendfile path closes the connection
-        chunks.append(data)
-    return [b"".join(chunks)]
 
 
 def _now_ms() -> int:
