@@ -94,6 +94,12 @@ def _idle(target: GregorClusterTarget, seconds: float) -> list[float]:
     return [(b - a) / seconds for a, b in zip(before, after, strict=True)]
 
 
+def replication_factor(brokers: int) -> int:
+    """One broker: the same workload at RF=1 (min.insync.replicas=1), what replication's
+    per-message cost is measured against; three: RF=3 (min.insync.replicas=2)."""
+    return min(brokers, 3)
+
+
 def run(
     directory: Path,
     partitions: int,
@@ -107,9 +113,7 @@ def run(
     idle_partitions: int = 0,
     brokers: int = 3,
 ) -> list[dict]:
-    # One broker: the same workload at RF=1 (min.insync.replicas=1), what replication's
-    # per-message cost is measured against; three: RF=3, min.insync.replicas=2.
-    replicas = min(brokers, 3)
+    replicas = replication_factor(brokers)
     target = GregorClusterTarget(directory, brokers, replicas, min(replicas, 2))
     for broker in target.cluster.brokers:
         broker.metrics_port = 0
@@ -304,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     paced = f", paced at {args.rate:,} msg/s" if args.rate else ""
     idle = f", {args.idle_partitions:,} idle partitions" if args.idle_partitions else ""
-    replicas = min(args.brokers, 3)
+    replicas = replication_factor(args.brokers)
     print(
         f"1 KiB acks=all, {args.brokers} broker(s) at RF={replicas}, {args.partitions} "
         f"partition(s){paced}{idle}, started {started}"
