@@ -42,8 +42,8 @@ loop, which makes it matter more: every request of every client runs on that loo
 
 A response is either ``bytes`` (a whole frame) or a ``(parts, size)`` pair from the
 fetch encoder, where parts mix ``bytes`` with file regions that are sent with
-``os.sendfile`` straight from the segment files. Malformed input closes only this
-connection.
+``os.sendfile`` straight from the segment files (read in and written once when they come
+to at most ``INLINE_ANSWER_BYTES``). Malformed input closes only this connection.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 The handler owns the request: its session, long poll and framing. Each partition is
 resolved to a file region by replication's ``FetchReader`` (``replication/fetch_reader.py``,
 Kafka's ``ReplicaManager.readFromLocalLog``, over ``PartitionLog.read``) and the fetch
-encoder frames them; record bytes never enter Python. Matches Kafka:
+encoder frames them; the handler never reads record bytes (the connection sends the
+regions, or reads a small answer's in to write it once). Matches Kafka:
 - ``max_bytes`` bounds the response, but the first batch of the first non-empty
   partition is always returned whole (KIP-74) so a consumer can never get stuck;
 - a fetch waits up to ``max_wait`` for ``min_bytes`` to accumulate, waking on appends;
