@@ -37,6 +37,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from gregor_broker.cluster.models import PartitionState
+
 from .cluster import ChaosCluster
 
 SETTLE_TIMEOUT_S = 45.0
@@ -550,6 +552,17 @@ def zookeeper_flap(fault: Fault) -> str:
     return f"ZooKeeper killed and restarted {flaps} times"
 
 
+def may_leave_an_isr(victim: int, states: list[PartitionState | None]) -> bool:
+    """Whether some ISR of ``victim``'s partitions can drop it while it is down. An ISR
+    never drops its last member (no unclean election), and only a leader grows one, so a
+    broker that is the only in-sync replica of each of its partitions stays in all of
+    them however long it is down. A partition without a state, or whose ISR already left
+    the victim out, counts as one that can."""
+    return not states or any(
+        state is None or victim not in state.isr or len(state.isr) > 1 for state in states
+    )
+
+
 def torn_tail(fault: Fault) -> str:
     """kill -9 of a broker and the last bytes of one of its partitions' active segment
     cut: what a power loss leaves of data not yet flushed.
@@ -583,7 +596,13 @@ def torn_tail(fault: Fault) -> str:
         ]
         return bool(out_of_sync)
 
-    if cluster.wait(dropped, TORN_TAIL_WAIT_S):
+    states = [cluster.partition_state(topic, p) for p in present]
+    if not may_leave_an_isr(victim, states):
+        # Waiting could only hold every one of its partitions offline for the full wait
+        # (chaos seed 42: twice, every partition, 20 s each): down as a killed broker is.
+        down = fault.down_for(*KILLED_DOWN_S)
+        what = f"nothing torn: the only ISR member of its partitions (down {down:.1f} s)"
+    elif cluster.wait(dropped, TORN_TAIL_WAIT_S):
         partition = fault.rng.choice(out_of_sync)
         what = cluster.tear_tail(victim, fault.rng, topic, partition)
     else:

@@ -8,8 +8,10 @@ import threading
 import time
 from pathlib import Path
 
+from gregor_broker.cluster.models import PartitionState
+
 from .cluster import ChaosCluster
-from .nemesis import Claims, FaultRecord, Nemesis
+from .nemesis import Claims, FaultRecord, Nemesis, may_leave_an_isr
 
 
 def test_a_claimed_resource_is_granted_again_only_after_release() -> None:
@@ -172,3 +174,18 @@ def test_a_torn_tail_never_picks_a_moved_replicas_delete_directory(tmp_path: Pat
     assert (
         broker.log_dir / "chaos-2.0a1b-delete" / "00000000000000000000.log"
     ).stat().st_size == 10_000
+
+
+def test_a_torn_tail_waits_for_an_isr_only_when_one_can_drop_its_victim() -> None:
+    """An ISR never drops its last member, so a victim that is the only in-sync replica
+    of each of its partitions would be held down for the whole wait with every one of
+    them offline (chaos seed 42: 20 s, twice, all partitions): no wait then."""
+
+    def state(*isr: int) -> PartitionState:
+        return PartitionState(controller_epoch=1, leader=isr[0], leader_epoch=3, isr=isr)
+
+    assert not may_leave_an_isr(2, [state(2), state(2)])
+    assert may_leave_an_isr(2, [state(2), state(2, 3)])  # the second can drop it
+    assert may_leave_an_isr(2, [state(2), state(1, 3)])  # already dropped from one
+    assert may_leave_an_isr(2, [state(2), None])  # a partition without a state yet
+    assert may_leave_an_isr(2, [])  # nothing known: wait as before
