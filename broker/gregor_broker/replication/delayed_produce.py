@@ -70,12 +70,7 @@ class DelayedProduce:
         the ISR changed): check again, and answer if every append has its outcome."""
         if self.answer.settled:
             return
-        try:
-            answered = self._check()
-        except Exception as error:  # the router answers UNKNOWN_SERVER_ERROR
-            self._fail(error)
-            return
-        if not answered:
+        if not self._checked():
             # The notification took this waiter off the woken partition only: it
             # watches that one again (and the others still, unchanged).
             self._waiters.watch_with(self, [item[0] for item in self._pending])
@@ -96,15 +91,18 @@ class DelayedProduce:
         self._complete()
         return True
 
-    def _expire(self) -> None:
-        self._timer = None
-        if self.answer.settled:
-            return
+    def _checked(self) -> bool:
+        """``_check``; a failure fails the answer (the router answers
+        UNKNOWN_SERVER_ERROR). True once answered either way."""
         try:
-            if self._check():
-                return
+            return self._check()
         except Exception as error:
             self._fail(error)
+            return True
+
+    def _expire(self) -> None:
+        self._timer = None
+        if self.answer.settled or self._checked():
             return
         for *_rest, slot in self._pending:
             self._outcomes[slot] = ErrorCode.request_timed_out

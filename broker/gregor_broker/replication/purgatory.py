@@ -96,12 +96,12 @@ class Waiters:
         for key in keys:
             waiters.setdefault(key, set()).add(waiter)
 
-    def unwatch(self, future: Wakeable, keys: list[TopicPartition]) -> None:
+    def unwatch(self, waiter: Wakeable, keys: list[TopicPartition]) -> None:
         for by_key in (self._waiters, self._committed):
             for key in keys:
                 waiters = by_key.get(key)
                 if waiters is not None:
-                    waiters.discard(future)
+                    waiters.discard(waiter)
                     if not waiters:
                         del by_key[key]
 
@@ -134,9 +134,9 @@ class Waiters:
 
 
 def _wake(waiters: set[Wakeable] | None) -> None:
-    # Every future of the key is set, so none stays watching it: a future whose waiter
-    # never ran (its request dropped before its first step) goes too.
+    # Every waiter of the key is woken, so none stays watching it: one whose request was
+    # dropped before it was answered goes too.
     if waiters:
-        for future in waiters:
-            if not future.done():
-                future.set_result(None)
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)

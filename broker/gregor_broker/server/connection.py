@@ -117,7 +117,8 @@ _MIN_READ = 4 * 1024
 
 def read_in_small(parts: list[Any]) -> tuple[bytes, int] | None:
     """``parts`` as one ``bytes`` with their file regions read in, and how many bytes were
-    read, when the regions come to at most ``INLINE_ANSWER_BYTES``. None otherwise, and
+    read, when the regions come to at most ``INLINE_ANSWER_BYTES`` (parts that are all
+    ``bytes`` are simply joined: 0 read). None otherwise, and
     when a region cannot be read whole (a segment truncated meanwhile): the region path
     then reports it and closes the connection."""
     size = 0
@@ -758,10 +759,7 @@ class Connection(asyncio.BufferedProtocol):
         sent, or once the connection closed on a failure."""
         transport = self.transport
         assert transport is not None
-        if all(isinstance(part, bytes) for part in parts):
-            transport.write(b"".join(parts))
-            return []
-        small = read_in_small(parts)
+        small = read_in_small(parts)  # all bytes, or regions small enough to read in
         if small is not None:
             transport.write(small[0])
             return []

@@ -62,11 +62,8 @@ class TlsConnection(Connection):
         ``_write_parts`` (a task), which reads and encrypts them. A parked fetch's answer,
         written in the call that resolves it, took the plain connection's path and sent
         its records with ``sendfile(2)`` onto the socket under the TLS layer."""
-        if all(isinstance(part, bytes) for part in parts):
-            self.transport.write(b"".join(parts))  # type: ignore[union-attr]
-            return []
-        small = read_in_small(parts)
-        if small is not None:  # read now, encrypted by the transport
+        small = read_in_small(parts)  # all bytes, or regions small enough to read in
+        if small is not None:  # encrypted by the transport
             self.tls_reads.bytes_total += small[1]
             self.transport.write(small[0])  # type: ignore[union-attr]
             return []
