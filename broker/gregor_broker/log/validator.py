@@ -2,8 +2,9 @@
 
 The log owns what it stores, so every leader append from a client passes through here
 after ``scan_batches`` has checked each batch's header, size and CRC. This module walks
-every record of every batch, inflating compressed batches in bounded chunks
-(``inflate.py``), and raises ``InvalidBatch`` with the error Kafka answers:
+every record of every batch (``record_walk.py``, compiled by ``make native`` where it can
+be), inflating compressed batches in bounded chunks (``inflate.py``), and raises
+``InvalidBatch`` with the error Kafka answers:
 
 - request shape (Kafka's ``ProduceRequest.validateRecords``, Produce v3+): exactly one
   batch per partition, magic 2, no zstd before Produce v7 -> INVALID_RECORD /
@@ -20,7 +21,8 @@ every record of every batch, inflating compressed batches in bounded chunks
   INVALID_RECORD and KIP-467 ``record_errors`` (batch index and message per bad record).
 
 The follower path does not come here: a follower stores what its leader validated.
-Nothing here does I/O or changes the batch.
+Nothing here changes the batch or does I/O (but reading ``record_walk.py`` once at import,
+to match the compiled walk against it).
 """
 
 from __future__ import annotations
