@@ -150,7 +150,13 @@ REPLICATED_CASES = [
 ]
 # The unbatched case whose rate sets the replicated latency rows' load.
 REPLICATED_RATE_CASE = ProduceCase(KIB, 1, -1, False)
-FAILOVER_PHASES = ("detection_s", "election_s", "election_written_s", "total_s")
+FAILOVER_PHASES = (
+    "detection_s",
+    "election_s",
+    "election_written_s",
+    "last_sweep_s",
+    "total_s",
+)
 
 
 def replicated_id(row_id: str) -> str:
@@ -1050,7 +1056,8 @@ class Harness:
             lambda work_dir: failover.run_once(s.failover_partitions, work_dir),
             lambda run: (
                 f"detection {run['detection_s']:.2f} s, election {run['election_s']:.2f} s "
-                f"(written {run['election_written_s']:.2f} s; {run['led_by_victim']} "
+                f"(written {run['election_written_s']:.2f} s, last sweep "
+                f"{run['last_sweep_s']:.2f} s; {run['led_by_victim']} "
                 f"partitions), total {run['total_s']:.2f} s"
             ),
         )

@@ -128,6 +128,8 @@ FAILOVER_LABELS = {
     "(as a client reading ZooKeeper sees it)",
     "election_written_s": "... the last new leader written in ZooKeeper, after the expiry "
     "(the state znodes' modification time)",
+    "last_sweep_s": "... the client's last sweep, reading every partition's state (how late "
+    "it can see the end)",
     "total_s": "kill to every partition led",
 }
 

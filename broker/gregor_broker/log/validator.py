@@ -2,8 +2,9 @@
 
 The log owns what it stores, so every leader append from a client passes through here
 after ``scan_batches`` has checked each batch's header, size and CRC. This module walks
-every record of every batch, inflating compressed batches in bounded chunks
-(``inflate.py``), and raises ``InvalidBatch`` with the error Kafka answers:
+every record of every batch (``record_walk.py``, compiled by ``make native`` where it can
+be), inflating compressed batches in bounded chunks (``inflate.py``), and raises
+``InvalidBatch`` with the error Kafka answers:
 
 - request shape (Kafka's ``ProduceRequest.validateRecords``, Produce v3+): exactly one
   batch per partition, magic 2, no zstd before Produce v7 -> INVALID_RECORD /
@@ -20,12 +21,15 @@ every record of every batch, inflating compressed batches in bounded chunks
   INVALID_RECORD and KIP-467 ``record_errors`` (batch index and message per bad record).
 
 The follower path does not come here: a follower stores what its leader validated.
-Nothing here does I/O or changes the batch.
+Nothing here changes the batch or does I/O (but reading ``record_walk.py`` once at import,
+to match the compiled walk against it).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
+from types import ModuleType
 
 from ..protocol.record_batch import (
     ATTRIBUTES,
@@ -38,7 +42,9 @@ from ..protocol.record_batch import (
     Compression,
     InvalidBatch,
 )
+from . import record_walk
 from .inflate import CHUNK_BYTES, DecompressionBudget, inflate
+from .record_walk import MIN_RECORD_BODY, invalid, varint_tail
 
 __all__ = [
     "DecompressionBudget",
@@ -50,10 +56,33 @@ __all__ = [
 # A record longer than this is walked field by field as it streams in instead of being
 # gathered whole first, so memory stays bounded whatever a record declares.
 _MAX_GATHERED_RECORD = 1024 * 1024
-# Shortest record body: attributes, timestamp delta, offset delta, key, value, header count.
-_MIN_RECORD_BODY = 6
 _ZSTD = int(Compression.ZSTD)
 _SUPPORTED_CODECS = frozenset(int(c) for c in Compression)
+
+
+def source_digest(path: str) -> str:
+    """SHA-256 of a source file: what ``scripts/build-native`` stamps into the compiled walk."""
+    with open(path, "rb") as source:
+        return hashlib.sha256(source.read()).hexdigest()
+
+
+def compiled_walk() -> ModuleType | None:
+    """The mypyc build of ``record_walk`` (``make native``) when it was built from the
+    ``record_walk.py`` beside it; None otherwise (never built here, or built from an
+    older source: the Python walk then runs, never stale code)."""
+    try:
+        from . import _record_walk_native as native  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    if getattr(native, "SOURCE_DIGEST", None) != source_digest(record_walk.__file__):
+        return None
+    return native
+
+
+_walker: ModuleType = compiled_walk() or record_walk
+_walk = _walker.walk
+# "mypyc" or "python": which walk this process validates produced records with.
+WALK = "mypyc" if _walker is not record_walk else "python"
 
 
 class RecordValidationError(InvalidBatch):
@@ -73,22 +102,18 @@ class RecordValidationError(InvalidBatch):
         self.record_errors = record_errors
 
 
-def _invalid(message: str) -> InvalidBatch:
-    return InvalidBatch("INVALID_RECORD", message)
-
-
 def validate_produce_records(api_version: int, records: bytes | None) -> None:
     """Kafka's ``ProduceRequest.validateRecords``: what a Produce v3+ partition may carry,
     checked on the raw bytes before any batch is parsed."""
     if api_version < 3:
         return
     if not records or len(records) < LOG_OVERHEAD:
-        raise _invalid(
+        raise invalid(
             f"Produce requests with version {api_version} must have at least one record "
             "batch per partition"
         )
     if len(records) > MAGIC and records[MAGIC] != 2:
-        raise _invalid(
+        raise invalid(
             f"Produce requests with version {api_version} are only allowed to contain "
             "record batches with magic version 2"
         )
@@ -104,14 +129,14 @@ def validate_produce_records(api_version: int, records: bytes | None) -> None:
         )
     batch_length = int.from_bytes(records[BATCH_LENGTH : BATCH_LENGTH + 4], "big", signed=True)
     if batch_length >= 0 and LOG_OVERHEAD + batch_length < len(records):
-        raise _invalid(
+        raise invalid(
             f"Produce requests with version {api_version} are only allowed to contain "
             "exactly one record batch per partition"
         )
 
 
 def validate_records(
-    buffer: bytes,
+    buffer: bytes | bytearray,
     headers: list[BatchHeader],
     *,
     budget: DecompressionBudget,
@@ -124,6 +149,9 @@ def validate_records(
     ``from_client`` applies Kafka's checks for client appends (the broker's own
     coordinators write batches that need no such checks but are walked all the same).
     """
+    # The compiled walk reads ``bytes`` only (a leader's append buffer is a bytearray);
+    # one copy of the request's records against a loop over every record.
+    data = buffer if type(buffer) is bytes else bytes(buffer)
     for header in headers:
         if from_client:
             _validate_client_batch(header, topic_partition)
@@ -138,17 +166,17 @@ def validate_records(
         count = header.records_count
         if count <= 0:
             if count < 0:
-                raise _invalid(f"Found invalid record count {count} in {topic_partition}")
+                raise invalid(f"Found invalid record count {count} in {topic_partition}")
             continue  # an empty batch (only compaction writes one) has nothing to walk
         missing_keys: list[int] | None = [] if compacted else None
         if codec == 0:
-            position, walked = _walk(buffer, start, end, 0, count, missing_keys, final=True)
+            position, walked = _walk(data, start, end, 0, count, missing_keys, final=True)
             if walked < count:
-                raise _invalid("Incorrect declared batch size, premature EOF reached")
+                raise invalid("Incorrect declared batch size, premature EOF reached")
             if position != end:
-                raise _invalid("Incorrect declared batch size, records still remaining in file")
+                raise invalid("Incorrect declared batch size, records still remaining in file")
         else:
-            chunks = inflate(Compression(codec), bytes(buffer[start:end]), budget)
+            chunks = inflate(Compression(codec), data[start:end], budget)
             _walk_stream(chunks, count, missing_keys)
         if missing_keys:
             message = (
@@ -161,180 +189,34 @@ def validate_records(
 def _validate_client_batch(header: BatchHeader, topic_partition: str) -> None:
     """Kafka's ``LogValidator.validateBatch`` and ``analyzeAndValidateRecords`` for a client."""
     if header.base_offset != 0:
-        raise _invalid(
+        raise invalid(
             f"The baseOffset of the record batch in the append to {topic_partition} should "
             f"be 0, but it is {header.base_offset}"
         )
     count = header.records_count
     if header.last_offset_delta < 0:
-        raise _invalid(
+        raise invalid(
             f"Batch has an invalid offset range: [0, {header.last_offset_delta}] in topic "
             f"partition {topic_partition}"
         )
     if count <= 0:
-        raise _invalid(
+        raise invalid(
             f"Invalid reported count for record batch: {count} in topic partition {topic_partition}"
         )
     if header.last_offset_delta + 1 != count:
-        raise _invalid(
+        raise invalid(
             f"Inconsistent batch offset range [0, {header.last_offset_delta}] and count of "
             f"records {count} in topic partition {topic_partition}"
         )
     if header.is_control:
-        raise _invalid(
+        raise invalid(
             f"Clients are not allowed to write control records in topic partition {topic_partition}"
         )
     if header.producer_id >= 0 and header.base_sequence < 0:
-        raise _invalid(
+        raise invalid(
             f"Invalid sequence number {header.base_sequence} in record batch with producerId "
             f"{header.producer_id} in topic partition {topic_partition}"
         )
-
-
-def _varint_tail(data: bytes, position: int, first: int, max_bytes: int) -> tuple[int, int]:
-    """The rest of an unsigned varint whose first byte ``first`` had its high bit set."""
-    result = first & 0x7F
-    shift = 7
-    while True:
-        if shift >= 7 * max_bytes:
-            raise _invalid("Found invalid record structure: varint too long")
-        byte = data[position]  # IndexError past the data: caught by the caller
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, position
-        shift += 7
-
-
-def _walk(
-    data: bytes,
-    position: int,
-    end: int,
-    index: int,
-    count: int,
-    missing_keys: list[int] | None,
-    *,
-    final: bool,
-) -> tuple[int, int]:
-    """Walk whole records in ``data[position:end]`` from record ``index`` up to ``count``.
-
-    Returns (position after the last whole record, records walked so far). With
-    ``final`` a record cut off by ``end`` is invalid; without it the walk stops before
-    it so the caller can bring more inflated bytes.
-
-    This loop is the uncompressed produce hot path, so it reads varints inline for the
-    one- and two-byte cases and keeps them zigzag-encoded (``z``): an even ``z`` is the
-    size ``z >> 1``, ``z == 1`` is -1 (null), any other odd ``z`` is negative.
-    """
-    try:
-        while index < count:
-            record_start = position
-            if position >= end:
-                break
-            z = data[position]
-            if z < 0x80:
-                position += 1
-            elif not final and end - position < 6:
-                return record_start, index
-            elif data[position + 1] < 0x80:
-                z = (z & 0x7F) | data[position + 1] << 7
-                position += 2
-            else:
-                z, position = _varint_tail(data, position + 1, z, 5)
-            if z & 1 or z < 2 * _MIN_RECORD_BODY:
-                raise _invalid(f"Found invalid record size {(z >> 1) ^ -(z & 1)} in record {index}")
-            record_end = position + (z >> 1)
-            if record_end > end:
-                if final:
-                    raise _invalid(
-                        f"Invalid record size: expected {z >> 1} bytes in record payload, but "
-                        f"instead the buffer has only {end - position} remaining bytes"
-                    )
-                return record_start, index
-            # attributes (unused in v2), then the timestamp delta: only its extent matters
-            varint_start = position = position + 1
-            while data[position] & 0x80:
-                position += 1
-            position += 1
-            if position - varint_start > 10:
-                raise _invalid(f"Found invalid record structure: varlong too long in {index}")
-            # offset delta: producers number records 0, 1, 2, ...
-            z = data[position]
-            if z < 0x80:
-                position += 1
-            elif data[position + 1] < 0x80:
-                z = (z & 0x7F) | data[position + 1] << 7
-                position += 2
-            else:
-                z, position = _varint_tail(data, position + 1, z, 5)
-            if z != index << 1:
-                raise _invalid(
-                    f"record {index} has offset delta {(z >> 1) ^ -(z & 1)}, not {index}"
-                )
-            # key
-            z = data[position]
-            if z < 0x80:
-                position += 1
-            elif data[position + 1] < 0x80:
-                z = (z & 0x7F) | data[position + 1] << 7
-                position += 2
-            else:
-                z, position = _varint_tail(data, position + 1, z, 5)
-            if not z & 1:
-                position += z >> 1
-            elif z == 1:
-                if missing_keys is not None:
-                    missing_keys.append(index)
-            else:
-                raise _invalid(f"Found invalid key size {(z >> 1) ^ -1} in record {index}")
-            # value
-            z = data[position]
-            if z < 0x80:
-                position += 1
-            elif data[position + 1] < 0x80:
-                z = (z & 0x7F) | data[position + 1] << 7
-                position += 2
-            else:
-                z, position = _varint_tail(data, position + 1, z, 5)
-            if not z & 1:
-                position += z >> 1
-            elif z != 1:
-                raise _invalid(f"Found invalid value size {(z >> 1) ^ -1} in record {index}")
-            # headers (a value that ran past the record is caught by the size check below)
-            z = data[position]
-            position += 1
-            if z:
-                if z & 0x80:
-                    z, position = _varint_tail(data, position, z, 5)
-                position = _walk_headers(data, position, record_end, (z >> 1) ^ -(z & 1), index)
-            if position != record_end:
-                raise _invalid(
-                    f"Invalid record size: expected to read {record_end - record_start} bytes "
-                    f"in record payload, but instead read {position - record_start}"
-                )
-            index += 1
-    except IndexError:
-        raise _invalid(f"Found invalid record structure in record {index}") from None
-    return position, index
-
-
-def _walk_headers(data: bytes, position: int, record_end: int, count: int, index: int) -> int:
-    if count < 0 or count > record_end - position:
-        raise _invalid(f"Found invalid number of record headers {count} in record {index}")
-    for _ in range(count):
-        if position > record_end:
-            break  # the caller's size check refuses the record
-        for is_key in (True, False):
-            byte = data[position]
-            position += 1
-            if byte & 0x80:
-                byte, position = _varint_tail(data, position, byte, 5)
-            size = (byte >> 1) ^ -(byte & 1)
-            if size >= 0:
-                position += size
-            elif is_key or size != -1:
-                raise _invalid(f"Invalid header size {size} in record {index}")
-    return position
 
 
 class _Stream:
@@ -368,7 +250,7 @@ class _Stream:
         byte = data[self.position]  # IndexError at the end of the stream
         self.position += 1
         if byte & 0x80:
-            byte, self.position = _varint_tail(data, self.position, byte, max_bytes)
+            byte, self.position = varint_tail(data, self.position, byte, max_bytes)
         return (byte >> 1) ^ -(byte & 1)
 
     def skip(self, size: int) -> None:
@@ -380,7 +262,7 @@ class _Stream:
             size -= available
             chunk = next(self.chunks, None)
             if chunk is None:
-                raise _invalid("Incorrect declared batch size, premature EOF reached")
+                raise invalid("Incorrect declared batch size, premature EOF reached")
             self.base += len(self.data)
             self.data = chunk
             self.position = 0
@@ -406,7 +288,7 @@ def _walk_stream(chunks: Iterator[bytes], count: int, missing_keys: list[int] | 
         if index >= count:
             break
         if exhausted:
-            raise _invalid("Incorrect declared batch size, premature EOF reached")
+            raise invalid("Incorrect declared batch size, premature EOF reached")
         # A record longer than what is buffered: gather it while it is small, else walk
         # it field by field as it streams so a huge record never sits in memory.
         if len(data) - position >= _MAX_GATHERED_RECORD:
@@ -423,20 +305,20 @@ def _walk_stream(chunks: Iterator[bytes], count: int, missing_keys: list[int] | 
                 position = 0
     # Matches Kafka's ensureNoneRemaining, over every frame: nothing after the records.
     if len(data) > position or any(chunks):
-        raise _invalid("Incorrect declared batch size, records still remaining in file")
+        raise invalid("Incorrect declared batch size, records still remaining in file")
 
 
 def _walk_big_record(stream: _Stream, index: int, missing_keys: list[int] | None) -> None:
     try:
         length = stream.varint(5)
-        if length < _MIN_RECORD_BODY:
-            raise _invalid(f"Found invalid record size {length} in record {index}")
+        if length < MIN_RECORD_BODY:
+            raise invalid(f"Found invalid record size {length} in record {index}")
         consumed_before = stream.consumed
         stream.skip(1)  # attributes
         stream.varint(10)  # timestamp delta
         offset_delta = stream.varint(5)
         if offset_delta != index:
-            raise _invalid(f"record {index} has offset delta {offset_delta}, not {index}")
+            raise invalid(f"record {index} has offset delta {offset_delta}, not {index}")
         key_size = stream.varint(5)
         if key_size >= 0:
             stream.skip(key_size)
@@ -444,28 +326,28 @@ def _walk_big_record(stream: _Stream, index: int, missing_keys: list[int] | None
             if missing_keys is not None:
                 missing_keys.append(index)
         else:
-            raise _invalid(f"Found invalid key size {key_size} in record {index}")
+            raise invalid(f"Found invalid key size {key_size} in record {index}")
         value_size = stream.varint(5)
         if value_size >= 0:
             stream.skip(value_size)
         elif value_size != -1:
-            raise _invalid(f"Found invalid value size {value_size} in record {index}")
+            raise invalid(f"Found invalid value size {value_size} in record {index}")
         header_count = stream.varint(5)
         if header_count < 0 or header_count > length:
-            raise _invalid(f"Found invalid number of record headers {header_count}")
+            raise invalid(f"Found invalid number of record headers {header_count}")
         for _ in range(header_count):
             key_size = stream.varint(5)
             if key_size < 0:
-                raise _invalid(f"Invalid header size {key_size} in record {index}")
+                raise invalid(f"Invalid header size {key_size} in record {index}")
             stream.skip(key_size)
             value_size = stream.varint(5)
             if value_size >= 0:
                 stream.skip(value_size)
             elif value_size != -1:
-                raise _invalid(f"Invalid header size {value_size} in record {index}")
+                raise invalid(f"Invalid header size {value_size} in record {index}")
             if stream.consumed - consumed_before > length:
                 break
         if stream.consumed - consumed_before != length:
-            raise _invalid(f"Invalid record size: expected {length} bytes in record {index}")
+            raise invalid(f"Invalid record size: expected {length} bytes in record {index}")
     except IndexError:
-        raise _invalid(f"Found invalid record structure in record {index}") from None
+        raise invalid(f"Found invalid record structure in record {index}") from None
