@@ -194,16 +194,25 @@ class Partition:
 
     def maximal_isr(self) -> tuple[int, ...]:
         """The ISR plus the replicas an expansion in flight adds."""
-        return self.isr + tuple(r for r in self.pending_isr_additions if r not in self.isr)
+        pending = self.pending_isr_additions
+        if not pending:  # no expansion in flight: every append asks
+            return self.isr
+        return self.isr + tuple(r for r in pending if r not in self.isr)
 
     def high_watermark_candidate(self, broker_id: int) -> int:
-        offsets = [self.log.log_end_offset]
+        """The smallest log end offset in the maximal ISR, this leader's own included (-1
+        for a member never heard from). Computed on every append, hence one pass and no
+        list."""
+        candidate = self.log.log_end_offset
+        followers = self.followers
         for replica in self.maximal_isr():
             if replica == broker_id:
                 continue
-            follower = self.followers.get(replica)
-            offsets.append(follower.log_end_offset if follower is not None else -1)
-        return min(offsets)
+            follower = followers.get(replica)
+            log_end_offset = follower.log_end_offset if follower is not None else -1
+            if log_end_offset < candidate:
+                candidate = log_end_offset
+        return candidate
 
     def maybe_advance_high_watermark(self, broker_id: int) -> bool:
         """Move the high watermark to the ISR's minimum log end offset; True if it moved."""

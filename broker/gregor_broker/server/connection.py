@@ -24,7 +24,10 @@ loop, which makes it matter more: every request of every client runs on that loo
   buffer and are taken one at a time, each answered before the next starts, for at most
   ``TURN_SECONDS`` of loop time; then the connection yields (``call_soon``) and every
   other connection gets its turn before it goes on. One read can never start unbounded
-  work, and the yield costs nothing measurable on pipelined small requests.
+  work, and the yield costs nothing measurable on pipelined small requests. The answers
+  gathered in a turn that yields with frames still waiting stay in the outbox for the
+  next turn (``OUTBOX_BYTES``): a send per turn, which wakes the client each time, cost
+  more than the yield itself.
 - **Muting.** The connection stops reading from its socket (``pause_reading``) whenever
   it could not take what it reads: a request is in flight and bytes arrived behind it,
   a complete frame already waits, a quota throttle holds the client, or its unsent
@@ -82,6 +85,10 @@ LARGE_FRAME_SIZE = 16 * 1024
 # Answers to pipelined requests are gathered and written with one send once no further
 # complete frame waits, or once this many bytes are gathered: a system call per small
 # response (an unbatched produce's ~60 bytes) would cost more than the request's handling.
+# A turn that ends with frames still waiting (``TURN_SECONDS``) keeps its answers for the
+# next turn: sent at every such turn, they cost a send and a client wake-up per ~10
+# unbatched produces (broker CPU per message 117 -> 105 us, 100-byte records pipelined).
+# The muted socket bounds the wait: at most one read's worth of frames is taken first.
 OUTBOX_BYTES = 64 * 1024
 # How long one connection may keep taking pipelined requests before it lets the event
 # loop serve others. A turn of the loop per request would be fairest, but it costs about
@@ -401,7 +408,7 @@ class Connection(asyncio.BufferedProtocol):
                 if self._frame_waiting():
                     self._schedule()
                 break
-        if self._outbox:
+        if self._outbox and not self._scheduled:  # else the next turn gathers on
             self._flush_outbox()
         if self._eof:
             if (

@@ -152,12 +152,14 @@ def _failed(index: int, error_code: ErrorCode, message: str) -> PartitionProduce
 
 
 def _has_transactional_records(request: Any) -> bool:
-    """Kafka's ``RequestUtils.hasTransactionalRecords``: any partition's first batch."""
-    return any(
-        first_batch_is_transactional(partition.records)
-        for topic in request.topic_data
-        for partition in topic.partition_data
-    )
+    """Kafka's ``RequestUtils.hasTransactionalRecords``: any partition's first batch.
+    Plain loops, not ``any`` over a generator: this runs for every Produce, and the
+    generator cost as much as the check."""
+    for topic in request.topic_data:
+        for partition in topic.partition_data:
+            if first_batch_is_transactional(partition.records):
+                return True
+    return False
 
 
 def _reject_all(request: Any, error_code: ErrorCode) -> ProduceResponse:
