@@ -288,3 +288,48 @@ def test_repeated_failures_log_one_traceback_per_kind_and_a_bounded_number_of_li
     assert len(records) == 10 + 2  # ten lines, the suppressed count, the next window's line
     assert sum(record.exc_info is not None for record in records) == 2  # once per window
     assert "990 similar lines suppressed" in records[10].getMessage()
+
+
+def test_answers_of_one_read_leave_in_one_send_across_the_turns_that_take_them() -> None:
+    """Pipelined frames of one read are taken over several turns (``TURN_SECONDS``), but
+    their answers leave together once no complete frame waits: a send at every turn
+    would wake the client once per few requests (0.16 sends per unbatched produce)."""
+    count = 200
+
+    async def scenario() -> tuple[list[int], list[int]]:
+        sends: list[int] = []
+
+        def handler(connection: Connection, frame: memoryview):
+            (number,) = struct.unpack_from(">i", frame)
+            spin_until = time.perf_counter() + 0.0002  # a request's worth of work
+            while time.perf_counter() < spin_until:
+                pass
+            return _frame(number)
+
+        server, port, connections = await _serve(handler)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        await asyncio.sleep(0.05)
+        transport = connections[0].transport
+        write = transport.write
+
+        def counting_write(data: bytes) -> None:
+            sends.append(len(data))
+            write(data)
+
+        transport.write = counting_write  # type: ignore[method-assign]
+        writer.write(b"".join(_frame(number) for number in range(count)))  # one read
+        await writer.drain()
+        answers = []
+        for _ in range(count):
+            (number,) = struct.unpack(">i", (await asyncio.wait_for(reader.readexactly(8), 10))[4:])
+            answers.append(number)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+        return sends, answers
+
+    sends, answers = asyncio.run(scenario())
+    assert answers == list(range(count))
+    # 200 requests of 0.2 ms are about 40 turns of 1 ms; their answers: one send (a
+    # second if the frames came in two reads).
+    assert len(sends) <= 2, f"{len(sends)} sends for one read of {count} frames"
