@@ -27,6 +27,15 @@ def _frame(number: int, payload: bytes = b"") -> bytes:
     return struct.pack(">ii", 4 + len(payload), number) + payload
 
 
+def _work_and_echo(frame: memoryview) -> bytes:
+    """A request's worth of work (0.2 ms), answered with the request's number."""
+    (number,) = struct.unpack_from(">i", frame)
+    spin_until = time.perf_counter() + 0.0002
+    while time.perf_counter() < spin_until:
+        pass
+    return _frame(number)
+
+
 async def _serve(
     handler: Callable[[Connection, memoryview], object], max_request_size: int = 1024
 ) -> tuple[asyncio.Server, int, list[Connection]]:
@@ -144,12 +153,8 @@ def test_frames_pipelined_in_one_write_are_taken_in_turns_with_other_connections
         order: list[tuple[str, int]] = []
 
         def handler(connection: Connection, frame: memoryview):
-            (number,) = struct.unpack_from(">i", frame)
-            order.append((connection.peer, number))
-            spin_until = time.perf_counter() + 0.0002  # a request's worth of work
-            while time.perf_counter() < spin_until:
-                pass
-            return _frame(number)
+            order.append((connection.peer, struct.unpack_from(">i", frame)[0]))
+            return _work_and_echo(frame)
 
         server, port, _connections = await _serve(handler)
         flood_reader, flood_writer = await asyncio.open_connection("127.0.0.1", port)
@@ -299,14 +304,7 @@ def test_answers_of_one_read_leave_in_one_send_across_the_turns_that_take_them()
     async def scenario() -> tuple[list[int], list[int]]:
         sends: list[int] = []
 
-        def handler(connection: Connection, frame: memoryview):
-            (number,) = struct.unpack_from(">i", frame)
-            spin_until = time.perf_counter() + 0.0002  # a request's worth of work
-            while time.perf_counter() < spin_until:
-                pass
-            return _frame(number)
-
-        server, port, connections = await _serve(handler)
+        server, port, connections = await _serve(lambda _connection, frame: _work_and_echo(frame))
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         await asyncio.sleep(0.05)
         transport = connections[0].transport
