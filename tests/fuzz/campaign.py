@@ -221,7 +221,8 @@ def run_fuzz(settings: Settings, log: Callable[[str], None] = print) -> dict[str
             trip = health.round_trip_s
             log(
                 f"{span}: round trip {'FAILED' if trip is None else f'{trip:.2f} s'}, "
-                f"ApiVersions max {worst * 1000:.0f} ms, RSS {health.rss_mb:.0f} MB, "
+                f"ApiVersions max {worst * 1000:.0f} ms, "
+                f"loop delay {loop_delay.describe(worst_delay)}, RSS {health.rss_mb:.0f} MB, "
                 f"stored-invalid {len(stored_invalid)}"
             )
     finally:

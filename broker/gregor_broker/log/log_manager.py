@@ -20,6 +20,7 @@ it. Callers that write use ``failed_on(key, error)`` to report what they hit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -40,7 +41,12 @@ from .checkpoints import (
 )
 from .log_config import LogConfig
 from .open_files import OPEN_FILES
-from .partition_log import PartitionLog, parse_partition_directory, wall_clock_ms
+from .partition_log import (
+    PartitionLog,
+    parse_partition_directory,
+    remove_partition_files,
+    wall_clock_ms,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +119,15 @@ class LogManager:
         # Removes the directories of deleted partitions (renamed to ``*-delete`` first,
         # so a crash before removal is finished at the next start-up).
         self._remover: ThreadPoolExecutor | None = None
+        # Deleted partitions whose directory the remover has not renamed yet: set once it
+        # has (or failed to). A partition created again waits for its old directory.
+        self._renames: dict[TopicPartition, threading.Event] = {}
+        # Renames that failed on the remover thread: (log dir, error), taken offline on
+        # the event loop by the next periodic job.
+        self._removal_failures: list[tuple[Path, OSError]] = []
+        # Called on the event loop with a deleted partition's key once its directory
+        # is renamed away (the replica manager creates it again if it was waiting).
+        self.removal_listeners: list[Callable[[TopicPartition], None]] = []
         self._broker_id: int | None = None
         self._cluster_id: str | None = None
         # Failed log dirs (dir -> what failed) and the partitions that were on them.
@@ -231,6 +246,11 @@ class LogManager:
         # they come and go: counting them per new partition was quadratic).
         counts = self._partitions_in
         log_dir = min(live, key=lambda d: counts[d])
+        renamed = self._renames.pop(key, None)
+        if renamed is not None:
+            # Deleted and created again before the remover renamed the old directory
+            # (it may be in this log dir): wait for it rather than open the old files.
+            renamed.wait()
         try:
             log = PartitionLog.open(log_dir / f"{topic}-{partition}", config, now_ms=self._now_ms)
         except OSError as error:
@@ -290,29 +310,80 @@ class LogManager:
                 logger.exception("log dir failure listener failed for %s", log_dir)
 
     def delete_log(self, topic: str, partition: int) -> None:
+        """Forget the partition's log and remove its files on the remover threads (the
+        rename, the closes and the unlinks each wait on the file system: milliseconds,
+        seconds under heavy disk I/O or for thousands of partitions)."""
         key = (topic, partition)
         log = self._logs.get(key)
         if log is None:
             self._offline.pop(key, None)  # an offline partition's files stay where they are
             return
-        try:
-            # The rename is the durable step; removing the files (milliseconds per
-            # partition, seconds for thousands) happens on the remover thread.
-            log.delete(self._remove_later)
-        except OSError as error:
-            self.failed_on(key, error)
-            return
+        log_dir = self._dir_of.pop(key)
         del self._logs[key]
-        self._partitions_in[self._dir_of.pop(key)] -= 1
+        self._partitions_in[log_dir] -= 1
+        renamed = threading.Event()
+        self._renames[key] = renamed
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None  # no listeners to tell (tools, tests)
+
+        def remove(directory: Path, to: Path, descriptors: list[int]) -> None:
+            self._remover_pool().submit(
+                self._remove, key, log_dir, directory, to, descriptors, renamed, loop
+            )
+
+        log.delete(remove)
         if log.close_deleted_segments():
             self._deleted.append(log)
 
-    def _remove_later(self, directory: Path) -> None:
+    def _remover_pool(self) -> ThreadPoolExecutor:
         if self._remover is None:
             # Several threads: removal is unlink calls waiting on the file system, and
             # one thread took minutes for the 40,000 files of 8,000 partitions.
             self._remover = ThreadPoolExecutor(_REMOVER_THREADS, thread_name_prefix="log-remover")
-        self._remover.submit(shutil.rmtree, directory, ignore_errors=True)
+        return self._remover
+
+    def _remove(
+        self,
+        key: TopicPartition,
+        log_dir: Path,
+        directory: Path,
+        renamed: Path,
+        descriptors: list[int],
+        done: threading.Event,
+        loop: asyncio.AbstractEventLoop | None,
+    ) -> None:
+        """On a remover thread: ``remove_partition_files``. A failed rename takes the log
+        dir offline (as a failed write does), from the event loop's next periodic job."""
+        try:
+            remove_partition_files(directory, renamed, descriptors)
+        except OSError as error:
+            self._removal_failures.append((log_dir, error))
+        finally:
+            done.set()
+            if loop is not None:
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(self._removed, key)
+
+    def _removed(self, key: TopicPartition) -> None:
+        for listener in self.removal_listeners:
+            try:
+                listener(key)
+            except Exception:
+                logger.exception("log removal listener failed for %s-%d", *key)
+
+    def removing(self, key: TopicPartition) -> bool:
+        """Whether the deleted partition ``key``'s directory is still to be renamed
+        away: ``get_or_create`` would wait for the remover thread."""
+        renamed = self._renames.get(key)
+        return renamed is not None and not renamed.is_set()
+
+    def wait_for_removals(self) -> None:
+        """Block until the remover has renamed every deleted partition's directory and
+        closed its descriptors (tests; ``close`` waits for the whole removal)."""
+        for renamed in list(self._renames.values()):
+            renamed.wait()
 
     def logs(self) -> dict[tuple[str, int], PartitionLog]:
         return dict(self._logs)
@@ -366,6 +437,11 @@ class LogManager:
 
     def _reap_deleted(self) -> None:
         self._deleted = [log for log in self._deleted if log.close_deleted_segments()]
+        if self._renames:
+            self._renames = {key: e for key, e in self._renames.items() if not e.is_set()}
+        while self._removal_failures:
+            log_dir, error = self._removal_failures.pop()
+            self.log_dir_failed(log_dir, error)
 
     def run_retention(self) -> int:
         """Apply retention to every log; return how many segments were deleted."""

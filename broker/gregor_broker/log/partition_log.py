@@ -30,6 +30,7 @@ fetch path treats like a closed connection.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import os
 import shutil
@@ -54,6 +55,20 @@ from .validator import validate_produce_records, validate_records
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 _LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
 _LOG_SWAP_SUFFIX = ".log.swap"
+
+
+def remove_partition_files(directory: Path, renamed: Path, descriptors: list[int]) -> None:
+    """A deleted partition's files: rename its directory to ``renamed`` (the durable
+    step: a broker restarted after it finishes the removal, not the partition), close
+    ``descriptors``, remove the files. The descriptors are closed even if the rename
+    fails (OSError, raised after)."""
+    try:
+        os.rename(directory, renamed)
+    finally:
+        for fd in descriptors:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    shutil.rmtree(renamed, ignore_errors=True)
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -963,28 +978,33 @@ class PartitionLog:
             segment.close()
         self.close_deleted_segments(force=True)
 
-    def delete(self, remove: Callable[[Path], None] | None = None) -> None:
+    def delete(self, remove: Callable[[Path, Path, list[int]], None] | None = None) -> None:
         """Remove the partition from disk (topic deletion): rename the directory to
-        ``log_delete_dir_name`` (so a crash cannot resurrect it), then remove it, with
-        ``remove`` if given (the log manager does it in a background thread).
-        Descriptors follow the deletion rule."""
+        ``log_delete_dir_name`` (so a crash cannot resurrect it), close the descriptors
+        no fetch is sending from, remove the files (``remove_partition_files``). The log
+        manager passes ``remove``, which does those steps on a background thread: each
+        is a file system operation that waits on the journal, and under heavy disk I/O
+        the rename alone held the event loop for seconds. A descriptor a fetch response
+        is still sending from is closed when the send is done, or after the delete delay.
+        """
         if self._deleted:
             return
         self._deleted = True
         renamed = self.directory.with_name(log_delete_dir_name(self.topic, self.partition))
-        os.rename(self.directory, renamed)
-        if remove is None:
-            shutil.rmtree(renamed, ignore_errors=True)
-        else:
-            remove(renamed)
         deadline = self._now_ms() + self.config.file_delete_delay_ms
+        descriptors = []
         for segment in self._segments:
-            # Closed at once unless a fetch response is still sending from it (the
-            # descriptors of deleted partitions used to stay open for the whole delay).
-            if segment.is_open and not segment.close_when_unpinned():
+            if not segment.is_open:
+                continue
+            if segment.pins == 0:
+                fd = segment.detach_fd()
+                if fd is not None:
+                    descriptors.append(fd)
+            elif not segment.close_when_unpinned():
                 self._deleted_segments.append((deadline, segment))
         self._segments, self._base_offsets = [], []
         self._closed = True
+        (remove or remove_partition_files)(self.directory, renamed, descriptors)
 
     def abandon(self) -> None:
         """Stop using the log without writing anything (its log dir failed): no flush,

@@ -320,6 +320,17 @@ class LogSegment:
             self._fd = None
             OPEN_FILES.closed(self)
 
+    def detach_fd(self) -> int | None:
+        """Give up the descriptor without closing it: the caller closes it. A deleted
+        segment's descriptor is closed on the log remover's thread, because the last
+        close of an unlinked file frees its blocks and can wait seconds on a busy file
+        system."""
+        fd = self._fd
+        if fd is not None:
+            self._fd = None
+            OPEN_FILES.closed(self)
+        return fd
+
     def change_file_suffixes(self, old: str, new: str) -> None:
         """Rename the log and index files from suffix ``old`` to ``new`` (Kafka's
         ``LogSegment.changeFileSuffixes``); open descriptors stay valid."""

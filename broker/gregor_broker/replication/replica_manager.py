@@ -103,6 +103,9 @@ class ReplicaManager:
         # the next call starts there while the topic is unchanged, instead of walking
         # (and applying again) every partition before it.
         self._resume: dict[str, _Resume] = {}
+        # Partitions wanted here whose old log (deleted a moment ago) is still being
+        # removed: reconciled again when the log manager says it is gone.
+        self._held: set[TopicPartition] = set()
         self.append_waiters = Waiters()
         self.high_watermark_waiters = Waiters()
         self.fetchers = ReplicaFetcherManager(self)
@@ -161,6 +164,12 @@ class ReplicaManager:
                     self._resume[name] = _Resume(topic, topic.generation, config, position)
                     continue
                 if partition is None:
+                    if self.logs.removing(key):
+                        # Deleted a moment ago and wanted again: its old directory is
+                        # still being renamed away on the log remover's thread. Created
+                        # once that is done (``release_held``), not by waiting here.
+                        self._held.add(key)
+                        continue
                     changes += 1
                     try:
                         partition = self._create(topic, index, config)
@@ -186,6 +195,16 @@ class ReplicaManager:
             if (topics is None or key[0] in topics) and key not in wanted:
                 self.logs.delete_log(*key)  # forgets it; the files stay on the failed dir
         return unfinished
+
+    def release_held(self, key: TopicPartition) -> bool:
+        """The deleted log of ``key`` is gone: True if a reconcile held back creating
+        ``key`` for it (the caller reconciles its topic again)."""
+        if key in self._held:
+            self._held.discard(key)
+            # Walked from its first partition again: a capped call may have moved on.
+            self._resume.pop(key[0], None)
+            return True
+        return False
 
     def _create(self, topic: TopicInfo, index: int, config: LogConfig) -> Partition:
         partition_log = self.logs.get_or_create(topic.name, index, config)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import resource
+import threading
 
 import pytest
 from log_helpers import FakeClock, batch, consume_offsets, produce
@@ -134,6 +135,7 @@ def test_delete_log_removes_the_partition_and_reaps_descriptors_later(tmp_path, 
     log.read(0, 1000)
     logs.delete_log("orders", 0)
     assert logs.get("orders", 0) is None
+    logs.wait_for_removals()  # the rename happens on the remover thread
     assert not (tmp_path / "d1" / "orders-0").exists()
     clock.advance(1000)
     logs.run_retention()
@@ -227,3 +229,49 @@ def test_with_every_log_dir_failed_nothing_can_be_created(tmp_path, clock):
     assert logs.live_dirs == []
     with pytest.raises(LogDirOffline):
         logs.get_or_create("orders", 1, CONFIG)
+
+
+@pytest.fixture
+def slow_remover(monkeypatch):
+    """The remover threads wait for ``open`` before doing the removal (a file system
+    busy for seconds, as under heavy disk I/O), which then runs for real."""
+    from gregor_broker.log import log_manager
+
+    gate = threading.Event()
+    real = log_manager.remove_partition_files
+
+    def held(*args):
+        assert gate.wait(30)
+        real(*args)
+
+    monkeypatch.setattr(log_manager, "remove_partition_files", held)
+    yield gate
+    gate.set()
+
+
+def test_deleting_a_partition_does_not_wait_for_the_file_system(tmp_path, clock, slow_remover):
+    # Under heavy disk I/O the rename alone held the broker's event loop for seconds
+    # (the fuzz campaign's "another client waited 1-10 s" while topics were deleted).
+    logs = manager(tmp_path, clock)
+    produce(logs.get_or_create("orders", 0, CONFIG), ONE)
+    logs.delete_log("orders", 0)
+    assert logs.get("orders", 0) is None
+    assert (tmp_path / "d1" / "orders-0").exists()  # the remover has not got to it
+    slow_remover.set()
+    logs.wait_for_removals()
+    assert not (tmp_path / "d1" / "orders-0").exists()
+    logs.close()
+    assert [p.name for p in (tmp_path / "d1").iterdir() if p.is_dir()] == []
+
+
+def test_a_partition_created_again_at_once_starts_empty(tmp_path, clock, slow_remover):
+    logs = manager(tmp_path, clock)
+    produce(logs.get_or_create("orders", 0, CONFIG), ONE)
+    logs.delete_log("orders", 0)
+    threading.Timer(0.2, slow_remover.set).start()
+    again = logs.get_or_create("orders", 0, CONFIG)  # waits for the old directory to go
+    assert again.log_end_offset == 0
+    produce(again, ONE)
+    logs.close()
+    (left,) = [p.name for p in (tmp_path / "d1").iterdir() if p.is_dir()]
+    assert left == "orders-0"

@@ -81,8 +81,10 @@ def test_a_deleted_partition_closes_its_files_at_once_unless_a_slice_is_being_se
     in_flight = logs.get("churn", 2).read(0, 1 << 20)
     for partition in range(3):
         logs.delete_log("churn", partition)
-    # Not after file.delete.delay.ms (60 s): now. Only the slice's file stays open (in
-    # the renamed "-delete" directory, or unlinked once the remover got to it).
+    logs.wait_for_removals()
+    # Not after file.delete.delay.ms (60 s): now (by the remover thread). Only the
+    # slice's file stays open (in the renamed "-delete" directory, or unlinked once the
+    # remover got to it).
     (still_open,) = open_log_files(tmp_path)
     assert "/churn-2." in still_open and "-delete/" in still_open
     assert len(slice_bytes(in_flight)) == in_flight.size

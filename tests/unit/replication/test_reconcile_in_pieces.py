@@ -5,6 +5,8 @@ between two calls makes the next one start over, so that no change is skipped.""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +15,8 @@ import pytest
 from gregor_broker.cluster.metadata_cache import BrokerInfo, MetadataCache
 from gregor_broker.cluster.models import PartitionState, TopicAssignment
 from gregor_broker.log import LogConfig, LogManager
+from gregor_broker.protocol.record_batch import scan_batches
+from gregor_broker.protocol.records import Record, make_batch
 from gregor_broker.replication.partition import Partition
 from gregor_broker.replication.replica_manager import ReplicaManager
 
@@ -133,3 +137,46 @@ def test_a_recreated_topic_is_walked_from_its_first_partition(replicas) -> None:
         pending = replicas.reconcile(pending, max_changes=4)
     epochs = {replicas.partitions[(TOPIC, i)].leader_epoch for i in range(PARTITIONS)}
     assert epochs == {5}
+
+
+def test_a_topic_created_again_before_its_old_logs_are_gone_waits_without_blocking(
+    replicas, monkeypatch
+) -> None:
+    # Under heavy disk I/O the rename of a deleted partition's directory takes seconds:
+    # the remover thread does it, and a reconcile that wants the partition again holds
+    # it back instead of waiting on the event loop (the fuzzer's 5 s stalls).
+    from gregor_broker.log import log_manager
+
+    gate = threading.Event()
+    real = log_manager.remove_partition_files
+
+    def slow(*args):  # type: ignore[no-untyped-def]
+        assert gate.wait(30)
+        real(*args)
+
+    monkeypatch.setattr(log_manager, "remove_partition_files", slow)
+    metadata = replicas.metadata
+    _create_led_topic(metadata)
+    replicas.reconcile(metadata.take_changed_topics())
+    for index in range(PARTITIONS):
+        buffer = bytearray(make_batch([Record(0, 0, None, b"v")]))
+        replicas.partitions[(TOPIC, index)].log.append(buffer, scan_batches(buffer), leader_epoch=0)
+    metadata.set_topic(TOPIC, None)
+    replicas.reconcile(metadata.take_changed_topics())
+    metadata.set_topic(
+        TOPIC, TopicAssignment.of({p: [BROKER_ID] for p in range(PARTITIONS)}, "id-2")
+    )
+    for index in range(PARTITIONS):
+        _led(metadata, index, epoch=5, version=0)
+    started = time.monotonic()
+    assert replicas.reconcile(metadata.take_changed_topics()) == set()
+    assert time.monotonic() - started < 1
+    assert not any(key[0] == TOPIC for key in replicas.partitions)  # held back
+    gate.set()
+    replicas.logs.wait_for_removals()
+    assert all(replicas.release_held((TOPIC, i)) for i in range(PARTITIONS))
+    assert not replicas.release_held((TOPIC, 0))  # once
+    replicas.reconcile({TOPIC})
+    logs = [replicas.partitions[(TOPIC, i)].log for i in range(PARTITIONS)]
+    assert {log.log_end_offset for log in logs} == {0}  # new, empty logs
+    assert {replicas.partitions[(TOPIC, i)].leader_epoch for i in range(PARTITIONS)} == {5}
