@@ -105,6 +105,10 @@ class _IndexFile:
             pass
         self._written = 0
 
+    def adopt_empty_file(self) -> None:
+        """Use the empty file ``prepare_first_segment`` made (on another thread)."""
+        self._written = 0
+
     def read_file(self) -> bytes | None:
         """The file's bytes, or None when missing or not a whole number of entries."""
         try:

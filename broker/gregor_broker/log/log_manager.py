@@ -43,10 +43,12 @@ from .log_config import LogConfig
 from .open_files import OPEN_FILES
 from .partition_log import (
     PartitionLog,
+    log_delete_dir_name,
     parse_partition_directory,
     remove_partition_files,
     wall_clock_ms,
 )
+from .segment import prepare_first_segment
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +93,18 @@ def read_meta_properties(path: Path) -> dict[str, str]:
     return properties
 
 
+class _Preparing:
+    """A new partition's directory being made on a thread: where, and its outcome."""
+
+    __slots__ = ("done", "error", "fd", "log_dir")
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.done = threading.Event()
+        self.fd: int | None = None  # the first segment's open .log (None: it existed)
+        self.error: OSError | None = None
+
+
 class LogManager:
     def __init__(
         self,
@@ -125,9 +139,13 @@ class LogManager:
         # Renames that failed on the remover thread: (log dir, error), taken offline on
         # the event loop by the next periodic job.
         self._removal_failures: list[tuple[Path, OSError]] = []
-        # Called on the event loop with a deleted partition's key once its directory
-        # is renamed away (the replica manager creates it again if it was waiting).
-        self.removal_listeners: list[Callable[[TopicPartition], None]] = []
+        # Called on the event loop with a partition's key once the threads are done with
+        # its files: a deleted one's directory renamed away, a new one's made (the
+        # replica manager then creates the partitions it held back).
+        self.ready_listeners: list[Callable[[TopicPartition], None]] = []
+        # New partitions whose directory and first files a thread is making (or made and
+        # ``get_or_create`` has not taken yet); their log dir is counted already.
+        self._preparing: dict[TopicPartition, _Preparing] = {}
         self._broker_id: int | None = None
         self._cluster_id: str | None = None
         # Failed log dirs (dir -> what failed) and the partitions that were on them.
@@ -245,23 +263,109 @@ class LogManager:
         # Kafka's nextLogDirs: the live log dir holding the fewest partitions (counted as
         # they come and go: counting them per new partition was quadratic).
         counts = self._partitions_in
-        log_dir = min(live, key=lambda d: counts[d])
         renamed = self._renames.pop(key, None)
         if renamed is not None:
             # Deleted and created again before the remover renamed the old directory
             # (it may be in this log dir): wait for it rather than open the old files.
             renamed.wait()
+        prepared = self._preparing.pop(key, None)
+        if prepared is None:
+            log_dir = min(live, key=lambda d: counts[d])
+            counts[log_dir] += 1
+        else:
+            prepared.done.wait()  # made already when the replica manager asks
+            log_dir = prepared.log_dir
+            if log_dir in self.offline_dirs:
+                counts[log_dir] -= 1
+                if prepared.fd is not None:
+                    os.close(prepared.fd)
+                raise LogDirOffline(f"cannot create {topic}-{partition}: {log_dir} failed")
+        directory = log_dir / f"{topic}-{partition}"
         try:
-            log = PartitionLog.open(log_dir / f"{topic}-{partition}", config, now_ms=self._now_ms)
+            if prepared is not None and prepared.error is not None:
+                raise prepared.error
+            if prepared is not None and prepared.fd is not None:
+                log = PartitionLog.open_prepared(
+                    directory, config, prepared.fd, now_ms=self._now_ms
+                )
+            else:
+                log = PartitionLog.open(directory, config, now_ms=self._now_ms)
         except OSError as error:
+            counts[log_dir] -= 1
             self.log_dir_failed(log_dir, error)
             raise LogDirOffline(
                 f"cannot create {topic}-{partition} in {log_dir}: {error}"
             ) from error
         self._logs[key] = log
         self._dir_of[key] = log_dir
-        counts[log_dir] += 1
         return log
+
+    def creating(self, key: TopicPartition) -> bool:
+        """Whether ``key``'s new log is still being made off the event loop: started
+        here for a partition this broker does not have yet, when an event loop runs
+        (``get_or_create`` then opens it without a file system call). A mkdir and three
+        file creations each wait on the file system's journal, for seconds under heavy
+        disk I/O, and the broker answered nobody meanwhile. False once it can be opened
+        (the removal listeners are told), and without a running loop (tools, tests:
+        ``get_or_create`` makes it there)."""
+        prepared = self._preparing.get(key)
+        if prepared is not None:
+            return not prepared.done.is_set()
+        if key in self._logs or key in self._offline:
+            return False
+        live = self.live_dirs
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        if not live:
+            return False
+        counts = self._partitions_in
+        log_dir = min(live, key=lambda d: counts[d])
+        counts[log_dir] += 1  # so that the next new partitions spread over the dirs
+        prepared = _Preparing(log_dir)
+        self._preparing[key] = prepared
+        self._remover_pool().submit(self._prepare, key, prepared, loop)
+        return True
+
+    def _prepare(
+        self, key: TopicPartition, prepared: _Preparing, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """On a remover thread: ``prepare_first_segment``, then tell the loop."""
+        try:
+            prepared.fd = prepare_first_segment(prepared.log_dir / f"{key[0]}-{key[1]}")
+        except OSError as error:
+            prepared.error = error
+        finally:
+            prepared.done.set()
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(self._tell_ready, key)
+
+    def preparing(self) -> list[TopicPartition]:
+        """New partitions being made, or made and not opened yet."""
+        return list(self._preparing)
+
+    def discard_prepared(self, key: TopicPartition) -> None:
+        """A partition made ready but no longer wanted here (its topic was deleted
+        meanwhile): its directory goes as a deleted partition's does."""
+        prepared = self._preparing.pop(key, None)
+        if prepared is None:
+            return
+        self._partitions_in[prepared.log_dir] -= 1
+        renamed = threading.Event()
+        self._renames[key] = renamed
+        loop = asyncio.get_running_loop()
+        directory = prepared.log_dir / f"{key[0]}-{key[1]}"
+        to = directory.with_name(log_delete_dir_name(*key))
+
+        def discard() -> None:
+            prepared.done.wait()
+            if prepared.fd is None:  # nothing was made (or the directory was there)
+                renamed.set()
+                return
+            self._remove(key, prepared.log_dir, directory, to, [prepared.fd], renamed, loop)
+
+        self._remover_pool().submit(discard)
 
     # -- log dir failure -----------------------------------------------------------------
 
@@ -364,14 +468,14 @@ class LogManager:
             done.set()
             if loop is not None:
                 with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                    loop.call_soon_threadsafe(self._removed, key)
+                    loop.call_soon_threadsafe(self._tell_ready, key)
 
-    def _removed(self, key: TopicPartition) -> None:
-        for listener in self.removal_listeners:
+    def _tell_ready(self, key: TopicPartition) -> None:
+        for listener in self.ready_listeners:
             try:
                 listener(key)
             except Exception:
-                logger.exception("log removal listener failed for %s-%d", *key)
+                logger.exception("log files listener failed for %s-%d", *key)
 
     def removing(self, key: TopicPartition) -> bool:
         """Whether the deleted partition ``key``'s directory is still to be renamed
@@ -525,6 +629,10 @@ class LogManager:
         if self._remover is not None:
             self._remover.shutdown(wait=True)
             self._remover = None
+        for prepared in self._preparing.values():
+            if prepared.fd is not None:  # made, never opened: loaded at the next start
+                os.close(prepared.fd)
+        self._preparing.clear()
         self.checkpoint()
         for log_dir in self.live_dirs:
             try:

@@ -204,6 +204,31 @@ class PartitionLog:
             log._load(recovery_point, log_start_offset, had_clean_shutdown)
         return log
 
+    @classmethod
+    def open_prepared(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        fd: int,
+        *,
+        now_ms: Callable[[], int] = wall_clock_ms,
+    ) -> PartitionLog:
+        """A new, empty log in the directory ``prepare_first_segment`` made, whose first
+        ``.log`` descriptor is ``fd``: ``open`` of a new partition without a file system
+        call on the caller's thread (the event loop's)."""
+        log = cls(directory, config, now_ms, new=True)
+        log._add_segment(
+            LogSegment.adopt(
+                directory,
+                0,
+                fd,
+                index_interval_bytes=config.index_interval_bytes,
+                max_index_bytes=config.segment_index_bytes,
+                created_ms=now_ms(),
+            )
+        )
+        return log
+
     def _start_empty(self) -> None:
         """A log in a directory just created: one empty segment at offset 0, nothing to
         recover. Skips ``_load``'s scans of the directory (swaps, leftovers, indexes,

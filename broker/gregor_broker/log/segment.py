@@ -234,6 +234,33 @@ class LogSegment:
         segment.indexes_loaded = True
         return segment
 
+    @classmethod
+    def adopt(
+        cls,
+        directory: Path,
+        base_offset: int,
+        fd: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        created_ms: int,
+    ) -> LogSegment:
+        """The new, empty segment whose files ``prepare_first_segment`` made, with its
+        open ``.log`` descriptor ``fd`` (``create`` without a file system call)."""
+        segment = cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            max_index_bytes=max_index_bytes,
+            created_ms=created_ms,
+        )
+        segment._fd = fd
+        OPEN_FILES.opened(segment)
+        segment.offset_index.adopt_empty_file()
+        segment.time_index.adopt_empty_file()
+        segment.indexes_loaded = True
+        return segment
+
     @property
     def fd(self) -> int:
         """The ``.log`` descriptor, opened on first use; only valid until the next
@@ -628,3 +655,24 @@ class LogSegment:
             self.size = position
         self.txn_index.truncate_to(offset)
         return self.recover(verify_crc=False, min_offset=self.base_offset, truncate=True)
+
+
+def prepare_first_segment(directory: Path) -> int | None:
+    """Make a new partition's directory and its first segment's files (``.log``,
+    ``.index``, ``.timeindex`` at offset 0), for ``LogSegment.adopt``: the open ``.log``
+    descriptor, or None when the directory already exists (the log is then loaded from
+    it). Runs on the log manager's threads: a mkdir and three file creations each wait
+    on the file system's journal, for seconds under heavy disk I/O."""
+    try:
+        directory.mkdir(parents=True)
+    except FileExistsError:
+        return None
+    stem = f"{0:020d}"
+    for suffix in (".index", ".timeindex"):
+        with open(directory / f"{stem}{suffix}", "wb"):
+            pass
+    return os.open(
+        directory / f"{stem}.log",
+        os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC,
+        0o644,
+    )

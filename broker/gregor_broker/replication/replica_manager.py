@@ -122,6 +122,7 @@ class ReplicaManager:
         self.follower_served_bytes_total = 0
         self.leader_replication_quota = LeaderReplicationQuota()
         logs.dir_failure_listeners.append(self._on_log_dir_failure)
+        logs.ready_listeners.append(self.create_held)
 
     # metadata -> local state ---------------------------------------------------------
     def reconcile(
@@ -164,11 +165,13 @@ class ReplicaManager:
                     self._resume[name] = _Resume(topic, topic.generation, config, position)
                     continue
                 if partition is None:
-                    if self.logs.removing(key):
-                        # Deleted a moment ago and wanted again: its old directory is
-                        # still being renamed away on the log remover's thread. Created
-                        # once that is done (``release_held``), not by waiting here.
+                    if self.logs.removing(key) or self.logs.creating(key):
+                        # Its files are being made on the log manager's threads (or, if
+                        # it was deleted a moment ago, its old directory renamed away).
+                        # Created once that is done (``create_held``): the file system
+                        # can take seconds, and the event loop does not wait for it.
                         self._held.add(key)
+                        changes += 1  # a thread's work started (or checked): bounded too
                         continue
                     changes += 1
                     try:
@@ -191,20 +194,38 @@ class ReplicaManager:
                     continue
                 changes += 1
                 self._drop(key)
+        for key in self.logs.preparing():
+            if (topics is None or key[0] in topics) and key not in wanted:
+                self.logs.discard_prepared(key)  # its topic went while it was made
         for key in self.logs.offline_partitions():
             if (topics is None or key[0] in topics) and key not in wanted:
                 self.logs.delete_log(*key)  # forgets it; the files stay on the failed dir
         return unfinished
 
-    def release_held(self, key: TopicPartition) -> bool:
-        """The deleted log of ``key`` is gone: True if a reconcile held back creating
-        ``key`` for it (the caller reconciles its topic again)."""
-        if key in self._held:
-            self._held.discard(key)
-            # Walked from its first partition again: a capped call may have moved on.
-            self._resume.pop(key[0], None)
-            return True
-        return False
+    def create_held(self, key: TopicPartition) -> None:
+        """The log manager's threads are done with ``key``'s files (a new partition's
+        made, or a deleted one's directory renamed away): create the partition a
+        reconcile held back, with its state from the metadata cache, unless it is no
+        longer wanted here. One partition per call: bounded work on the event loop."""
+        if key not in self._held:
+            return
+        self._held.discard(key)
+        if key in self.partitions or self.logs.is_offline(key):
+            return
+        topic = self.metadata.topics.get(key[0])
+        info = topic.partitions.get(key[1]) if topic is not None else None
+        if topic is None or info is None or self.broker_id not in info.replicas:
+            self.logs.discard_prepared(key)
+            return
+        if self.logs.removing(key) or self.logs.creating(key):
+            self._held.add(key)  # its old directory is gone: now its new files are made
+            return
+        try:
+            partition = self._create(topic, key[1], self.log_config_for(topic.config))
+        except LogDirOffline as error:
+            log.error("cannot host %s-%d: %s", key[0], key[1], error)
+            return
+        self._apply_state(partition, info)
 
     def _create(self, topic: TopicInfo, index: int, config: LogConfig) -> Partition:
         partition_log = self.logs.get_or_create(topic.name, index, config)

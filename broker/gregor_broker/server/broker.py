@@ -258,7 +258,6 @@ class Broker:
             self.metadata.take_changed_topics, self.replica_manager.reconcile
         )
         self.metadata.listeners.append(self.reconciler.schedule)
-        self.logs.removal_listeners.append(self._on_log_removed)
         self.watcher = ZooKeeperMetadataWatcher(self.zk, self.metadata, loop)
         await asyncio.to_thread(self.watcher.start)
 
@@ -507,12 +506,6 @@ class Broker:
         await self.logs.roll_due_sliced()
 
     # failed log dirs ----------------------------------------------------------------------
-    def _on_log_removed(self, key: tuple[str, int]) -> None:
-        """A deleted partition's directory is renamed away: create it again if the
-        metadata wants it here (deleted and created again within moments)."""
-        if self.replica_manager.release_held(key):
-            self.reconciler.retry(key[0])
-
     def _on_log_dir_failure(self, log_dir: Path, partitions: list[tuple[str, int]]) -> None:
         """After ``ReplicaManager`` took the dir's partitions offline: tell the controller
         (it elects other leaders), or shut down when no log dir is left (Kafka halts)."""

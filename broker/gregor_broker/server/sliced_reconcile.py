@@ -80,12 +80,6 @@ class SlicedReconcile:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self.run_slice)
 
-    def retry(self, topic: str) -> None:
-        """Apply ``topic`` again soon: a partition of it was held back (its deleted
-        log's directory was still being renamed away)."""
-        self._pending.add(topic)
-        self.schedule()
-
     def run_slice(self) -> None:
         self._scheduled = False
         pending = self._pending

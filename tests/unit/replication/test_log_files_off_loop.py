@@ -1,0 +1,111 @@
+"""A broker's event loop never waits on the file system to create a partition: the log
+manager's threads make the directory and first files (a mkdir and three creations, each
+waiting on the journal, for seconds under heavy disk I/O: the fuzzer saw the broker
+answer nobody for 5 s), the reconcile holds the partition back meanwhile and creates it
+when told the files are there; a topic deleted meanwhile leaves nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from gregor_broker.cluster.metadata_cache import BrokerInfo, MetadataCache
+from gregor_broker.cluster.models import PartitionState, TopicAssignment
+from gregor_broker.log import LogConfig, LogManager, log_manager
+from gregor_broker.protocol.record_batch import scan_batches
+from gregor_broker.protocol.records import Record, make_batch
+from gregor_broker.replication.replica_manager import ReplicaManager
+
+BROKER_ID = 1
+TOPIC = "fresh"
+PARTITIONS = 12
+
+
+@pytest.fixture
+def slow_file_system(monkeypatch):
+    """The threads wait for the gate before making a partition's files (a busy disk),
+    which they then make for real."""
+    gate = threading.Event()
+    real = log_manager.prepare_first_segment
+
+    def held(directory: Path) -> int | None:
+        assert gate.wait(30)
+        return real(directory)
+
+    monkeypatch.setattr(log_manager, "prepare_first_segment", held)
+    yield gate
+    gate.set()
+
+
+def _cluster(tmp_path: Path) -> tuple[MetadataCache, LogManager, ReplicaManager]:
+    metadata = MetadataCache()
+    metadata.set_brokers({BROKER_ID: BrokerInfo(BROKER_ID, "127.0.0.1", 9092, None)})
+    logs = LogManager([tmp_path / "a", tmp_path / "b"], default_config=LogConfig())
+    replicas = ReplicaManager(BROKER_ID, logs, metadata, lambda _overrides: LogConfig())
+    return metadata, logs, replicas
+
+
+def _create_led_topic(metadata: MetadataCache) -> None:
+    metadata.set_topic(
+        TOPIC, TopicAssignment.of({p: [BROKER_ID] for p in range(PARTITIONS)}, "id-1")
+    )
+    state = PartitionState(controller_epoch=1, leader=BROKER_ID, leader_epoch=3, isr=(1,))
+    for index in range(PARTITIONS):
+        metadata.set_partition_state(TOPIC, index, state, version=0)
+
+
+async def _until(condition, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+def test_new_partitions_are_created_once_their_files_are_made(tmp_path, slow_file_system):
+    async def scenario() -> None:
+        metadata, logs, replicas = _cluster(tmp_path)
+        _create_led_topic(metadata)
+        started = time.monotonic()
+        pending = metadata.take_changed_topics()
+        while pending:  # as the sliced reconcile calls it
+            pending = replicas.reconcile(pending, max_changes=4)
+        assert time.monotonic() - started < 1  # did not wait for the gate
+        assert replicas.partitions == {}  # held back
+        slow_file_system.set()
+        await _until(lambda: len(replicas.partitions) == PARTITIONS)  # told, on the loop
+        for index in range(PARTITIONS):
+            partition = replicas.partitions[(TOPIC, index)]
+            assert partition.leader_epoch == 3 and partition.log.log_end_offset == 0
+            buffer = bytearray(make_batch([Record(0, 0, None, b"v")]))
+            partition.log.append(buffer, scan_batches(buffer), leader_epoch=3)
+            assert partition.log.log_end_offset == 1
+        # Spread over both log dirs while they were made at the same time.
+        assert sorted(len(list(d.iterdir())) for d in (tmp_path / "a", tmp_path / "b")) == [
+            PARTITIONS // 2,
+            PARTITIONS // 2,
+        ]
+        logs.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_topic_deleted_while_its_files_are_made_leaves_nothing(tmp_path, slow_file_system):
+    async def scenario() -> None:
+        metadata, logs, replicas = _cluster(tmp_path)
+        _create_led_topic(metadata)
+        replicas.reconcile(metadata.take_changed_topics())
+        metadata.set_topic(TOPIC, None)
+        replicas.reconcile(metadata.take_changed_topics())
+        assert logs.preparing() == []
+        slow_file_system.set()
+        await _until(lambda: not any(logs.removing((TOPIC, i)) for i in range(PARTITIONS)))
+        logs.close()
+        left = [p for d in (tmp_path / "a", tmp_path / "b") for p in d.iterdir() if p.is_dir()]
+        assert left == []
+        assert replicas.partitions == {}
+
+    asyncio.run(scenario())
