@@ -354,7 +354,10 @@ class LogManager:
         self._partitions_in[prepared.log_dir] -= 1
         renamed = threading.Event()
         self._renames[key] = renamed
-        loop = asyncio.get_running_loop()
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
         directory = prepared.log_dir / f"{key[0]}-{key[1]}"
         to = directory.with_name(log_delete_dir_name(*key))
 
