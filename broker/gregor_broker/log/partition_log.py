@@ -217,16 +217,7 @@ class PartitionLog:
         ``.log`` descriptor is ``fd``: ``open`` of a new partition without a file system
         call on the caller's thread (the event loop's)."""
         log = cls(directory, config, now_ms, new=True)
-        log._add_segment(
-            LogSegment.adopt(
-                directory,
-                0,
-                fd,
-                index_interval_bytes=config.index_interval_bytes,
-                max_index_bytes=config.segment_index_bytes,
-                created_ms=now_ms(),
-            )
-        )
+        log._add_segment(log._segment(0, fd=fd))
         return log
 
     def _start_empty(self) -> None:
@@ -236,14 +227,16 @@ class PartitionLog:
         partitions spent a third of each log's creation there."""
         self._add_segment(self._segment(0))
 
-    def _segment(self, base_offset: int, *, size: int | None = None) -> LogSegment:
+    def _segment(
+        self, base_offset: int, *, size: int | None = None, fd: int | None = None
+    ) -> LogSegment:
         kwargs = {
             "index_interval_bytes": self.config.index_interval_bytes,
             "max_index_bytes": self.config.segment_index_bytes,
             "created_ms": self._now_ms(),
         }
         if size is None:
-            return LogSegment.create(self.directory, base_offset, **kwargs)
+            return LogSegment.create(self.directory, base_offset, fd=fd, **kwargs)
         return LogSegment(self.directory, base_offset, size=size, **kwargs)
 
     def _complete_swaps(self) -> None:

@@ -42,6 +42,9 @@ from .index import OffsetIndex, TimeIndex
 from .open_files import OPEN_FILES
 from .transaction_index import TransactionIndex
 
+# A new segment's .log: created empty, appended to, read with pread and sendfile.
+_NEW_LOG_FLAGS = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC
+
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 # Every LogSegment object of the process gets a serial: the cleaner's swap checks that the
 # segments it copied are still the very ones in the log (not new ones at the same base).
@@ -214,7 +217,11 @@ class LogSegment:
         max_index_bytes: int,
         created_ms: int,
         file_suffix: str = "",
+        fd: int | None = None,
     ) -> LogSegment:
+        """A new, empty segment: its files created here or, given ``fd`` (the open
+        ``.log`` descriptor), made already by ``prepare_first_segment`` on another
+        thread (then no file system call here)."""
         segment = cls(
             directory,
             base_offset,
@@ -223,41 +230,15 @@ class LogSegment:
             created_ms=created_ms,
             file_suffix=file_suffix,
         )
-        segment._fd = os.open(
-            segment.log_path,
-            os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC,
-            0o644,
-        )
-        OPEN_FILES.opened(segment)
-        segment.offset_index.create_file()
-        segment.time_index.create_file()
-        segment.indexes_loaded = True
-        return segment
-
-    @classmethod
-    def adopt(
-        cls,
-        directory: Path,
-        base_offset: int,
-        fd: int,
-        *,
-        index_interval_bytes: int,
-        max_index_bytes: int,
-        created_ms: int,
-    ) -> LogSegment:
-        """The new, empty segment whose files ``prepare_first_segment`` made, with its
-        open ``.log`` descriptor ``fd`` (``create`` without a file system call)."""
-        segment = cls(
-            directory,
-            base_offset,
-            index_interval_bytes=index_interval_bytes,
-            max_index_bytes=max_index_bytes,
-            created_ms=created_ms,
-        )
+        if fd is None:
+            fd = os.open(segment.log_path, _NEW_LOG_FLAGS, 0o644)
+            segment.offset_index.create_file()
+            segment.time_index.create_file()
+        else:
+            segment.offset_index.adopt_empty_file()
+            segment.time_index.adopt_empty_file()
         segment._fd = fd
         OPEN_FILES.opened(segment)
-        segment.offset_index.adopt_empty_file()
-        segment.time_index.adopt_empty_file()
         segment.indexes_loaded = True
         return segment
 
@@ -659,7 +640,7 @@ class LogSegment:
 
 def prepare_first_segment(directory: Path) -> int | None:
     """Make a new partition's directory and its first segment's files (``.log``,
-    ``.index``, ``.timeindex`` at offset 0), for ``LogSegment.adopt``: the open ``.log``
+    ``.index``, ``.timeindex`` at offset 0) for ``LogSegment.create``: the open ``.log``
     descriptor, or None when the directory already exists (the log is then loaded from
     it). Runs on the log manager's threads: a mkdir and three file creations each wait
     on the file system's journal, for seconds under heavy disk I/O."""
@@ -671,8 +652,4 @@ def prepare_first_segment(directory: Path) -> int | None:
     for suffix in (".index", ".timeindex"):
         with open(directory / f"{stem}{suffix}", "wb"):
             pass
-    return os.open(
-        directory / f"{stem}.log",
-        os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC,
-        0o644,
-    )
+    return os.open(directory / f"{stem}.log", _NEW_LOG_FLAGS, 0o644)
