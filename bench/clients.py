@@ -65,7 +65,7 @@ def wait_for_leaders(client: Any, topic: str, partitions: int, timeout: float = 
 
 
 # How long the produce loop waits for delivery reports when librdkafka's queue is full.
-QUEUE_FULL_POLL_S = 0.005
+QUEUE_FULL_POLL_S = 0.0005
 
 
 def producer_config(spec: dict[str, Any]) -> dict[str, Any]:
@@ -180,10 +180,9 @@ def produce(spec: dict[str, Any]) -> dict[str, Any]:
             try:
                 produce_one(topic, payload, partition=partition)
             except BufferError:
-                # The queue is full: wait for delivery reports (poll returns at the
-                # first). Polling every 0.5 ms here cost the producer twice the CPU per
-                # MB whenever the brokers were the slower side (RF=3: 10-13 ms of CPU per
-                # MB against 5.4-6.3), CPU the brokers under test shared two cores with.
+                # The queue is full. A 5 ms wait here halved the producer's CPU per MB at
+                # RF=3 but also lowered the peer's unbatched rate by a fifth, for reasons
+                # not established (docs/performance.md, round fourteen): kept at 0.5 ms.
                 poll(QUEUE_FULL_POLL_S)
                 break
             sent += 1
