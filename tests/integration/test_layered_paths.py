@@ -71,6 +71,13 @@ HANDED_DOWN = (
     ),
     # LogManager.dir_failure_listeners: a failed log dir taken offline above the log.
     ("gregor_broker.log.log_manager", "LogManager.log_dir_failed", "gregor_broker."),
+    # LogManager.ready_listeners: the replica manager creates a partition whose files
+    # the log manager's threads made (or whose deleted directory they renamed away).
+    (
+        "gregor_broker.log.log_manager",
+        "LogManager._tell_ready",
+        "gregor_broker.replication.replica_manager",
+    ),
     # Waiters.listen: a follower's fetch session hears its partitions' notifications
     # (FetchSessionCache.watch_partitions, given append_waiters by the composition root).
     (
