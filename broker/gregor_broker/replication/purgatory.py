@@ -3,8 +3,10 @@
 Kafka parks requests that cannot be answered yet in a ``DelayedOperationPurgatory`` keyed
 by partition: a fetch waiting for data (``DelayedFetch``) and an acks=all produce waiting
 for the high watermark (``DelayedProduce``), each completed when its partition changes or
-its time runs out. Gregor's replica manager keeps two ``Waiters`` (``append_waiters``,
-``high_watermark_waiters``); a waiter re-checks its condition when woken.
+its time runs out. Gregor's replica manager keeps the fetches in a ``Waiters``
+(``append_waiters``; a waiter re-checks its condition when woken) and the produces in a
+``ProducePurgatory`` (``delayed_produce.py``: in offset order, woken only by the high
+watermark move that completes them, or by anything else about their partition).
 
 A fetch watches for what could answer it, as Kafka's ``DelayedFetch.tryComplete`` checks
 the log end offset for a follower and the high watermark (or last stable offset) for a
@@ -16,12 +18,11 @@ append, which it cannot read before the followers have it) and the first followe
 fetch once (the high watermark, which gives it nothing to copy): a task step and a read
 of the partition each, on the leader, on the round trip's critical path.
 
-What waits is a ``Wakeable`` (an asyncio future would do): an acks=all produce
-(``delayed_produce.py``'s ``DelayedProduce``) or a parked fetch
+What waits is a ``Wakeable`` (an asyncio future would do): a parked fetch
 (``server/handlers/fetch.py``'s ``DelayedFetch``), whose ``set_result`` checks again and
 answers in the notifying call, as Kafka's purgatory runs ``tryComplete`` on the thread
-that appended. So a notification may run a fetch's read and write its response, or a
-produce's, before returning.
+that appended. So a notification may run a fetch's read and write its response (and a
+high watermark move a produce's) before returning.
 """
 
 from __future__ import annotations

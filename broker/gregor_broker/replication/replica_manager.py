@@ -39,7 +39,7 @@ from ..log.validator import (
     DecompressionBudget,
 )
 from ..protocol.record_batch import BatchHeader
-from .delayed_produce import DelayedProduce
+from .delayed_produce import DelayedProduce, ProducePurgatory
 from .fetcher import ReplicaFetcherManager
 from .partition import Partition, PartitionError
 from .purgatory import Waiters
@@ -107,7 +107,7 @@ class ReplicaManager:
         # removed: reconciled again when the log manager says it is gone.
         self._held: set[TopicPartition] = set()
         self.append_waiters = Waiters()
-        self.high_watermark_waiters = Waiters()
+        self.produce_purgatory = ProducePurgatory()
         self.fetchers = ReplicaFetcherManager(self)
         self.messages_in_total = 0
         self.bytes_in_total = 0
@@ -274,7 +274,7 @@ class ReplicaManager:
                 self.fetchers.unfollow(key)
         # Anyone waiting on this partition must re-check who leads it.
         self.append_waiters.notify(key)
-        self.high_watermark_waiters.notify(key)
+        self.produce_purgatory.notify(key)
         self._notify_leadership(partition)
         return True
 
@@ -289,7 +289,7 @@ class ReplicaManager:
         # Kafka's StopReplica: acks=all produces and fetches waiting on it answer now
         # (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION), not at their timeouts.
         self.append_waiters.notify(key)
-        self.high_watermark_waiters.notify(key)
+        self.produce_purgatory.notify(key)
 
     def _forget_index(self, key: TopicPartition) -> None:
         indexes = self._indexes_of.get(key[0])
@@ -309,7 +309,7 @@ class ReplicaManager:
                 self._notify_leadership(partition)
             # Fetches and acks=all produces waiting on it answer KAFKA_STORAGE_ERROR now.
             self.append_waiters.notify(key)
-            self.high_watermark_waiters.notify(key)
+            self.produce_purgatory.notify(key)
 
     def storage_failed(self, partition: Partition, error: OSError) -> PartitionError:
         """A write to ``partition``'s log failed: its log dir goes offline. Returns the
@@ -337,7 +337,7 @@ class ReplicaManager:
             # First: their answers are the end-to-end latency; the waiting produces'
             # (answered in this call too, below) only acknowledge.
             self.append_waiters.notify_committed(key)
-            self.high_watermark_waiters.notify(key)
+            self.produce_purgatory.notify_high_watermark(key, partition.log.high_watermark)
 
     def record_follower_fetch(self, partition: Partition, replica_id: int, offset: int) -> None:
         """The leader side of a follower's fetch: its progress, the HW, ISR growth.
@@ -484,7 +484,7 @@ class ReplicaManager:
         partition.state_version = version
         self._after_high_watermark_inputs_changed(partition)
         # Shrinking may leave acks=all produces short of min.insync.replicas: wake them.
-        self.high_watermark_waiters.notify((partition.topic, partition.index))
+        self.produce_purgatory.notify((partition.topic, partition.index))
 
     async def _resolve_isr_write(
         self, partition: Partition, written: PartitionState, expected: int
@@ -716,7 +716,7 @@ class ReplicaManager:
         moved away and back while waiting still fails the append."""
         partitions = self.partitions
         delayed = DelayedProduce(
-            self.high_watermark_waiters,
+            self.produce_purgatory,
             self.replication_outcome,
             [
                 (

@@ -257,7 +257,7 @@ class BrokerCollector(Collector):
             (
                 "gregor_produce_purgatory_size",
                 "acks=all produce requests waiting for their in-sync replicas",
-                replicas.high_watermark_waiters.pending(),
+                replicas.produce_purgatory.pending(),
             ),
             (
                 "gregor_fetch_purgatory_size",

@@ -534,7 +534,7 @@ def test_an_acks_all_produce_is_answered_in_the_call_that_moves_the_high_waterma
         assert answered == ["consumer"]
         replicas.record_follower_fetch(other, 3, 1)
         assert answered == ["consumer", "producer"], "answered in the call that moved it"
-        assert replicas.high_watermark_waiters.pending() == 0
+        assert replicas.produce_purgatory.pending() == 0
         return produced[0]
 
     response = asyncio.run(scenario())
@@ -560,7 +560,7 @@ def test_an_acks_all_produce_times_out_with_request_timed_out_and_stops_watching
     response = asyncio.run(scenario())
     answer = decode(PRODUCE, 9, response.encode_frame(9, 7)).responses[0].partition_responses[0]
     assert (answer.error_code, answer.base_offset) == (ErrorCode.request_timed_out, -1)
-    assert replicas.high_watermark_waiters.pending() == 0
+    assert replicas.produce_purgatory.pending() == 0
 
 
 def test_an_in_sync_followers_fetch_of_a_partition_it_has_answers_as_the_general_path(
@@ -765,7 +765,7 @@ def test_an_acks_all_produce_waiting_when_the_replica_moves_away_answers_at_once
     assert fetch_answer.error_code == ErrorCode.not_leader_or_follower
     assert (TOPIC, 0) not in replicas.partitions
     assert waited < 1, f"they waited {waited:.1f} s after the replica moved away"
-    assert replicas.high_watermark_waiters.pending() == 0
+    assert replicas.produce_purgatory.pending() == 0
     assert replicas.append_waiters.pending() == 0
 
 
