@@ -64,8 +64,18 @@ def wait_for_leaders(client: Any, topic: str, partitions: int, timeout: float = 
         time.sleep(0.05)
 
 
-# How long the produce loop waits for delivery reports when librdkafka's queue is full.
-QUEUE_FULL_POLL_S = 0.0005
+# How long the produce loop waits for delivery reports when librdkafka's queue is full
+# (the spec's ``queue_full_wait_s``). confluent-kafka hands librdkafka whole
+# milliseconds, rounded down, so anything under 1 ms is ``poll(0)``: the loop spins, a
+# core of its own, and refills the queue the moment a report arrives. That is the
+# default, and the kindest to the peer: tansu answers one request at a time, and with a
+# waiting loop its unbatched rate fell from 23,600 to 9,700 msg/s (Gregor's: 38,900 and
+# 40,600; docs/performance.md, round fifteen). librdkafka's own rdkafka_performance
+# waits 10 ms instead (``QUEUE_FULL_WAIT_S``), which the replicated rows use: three
+# brokers share this machine's two cores there, and a spinning client took a third of
+# a core from them (round fourteen).
+SPIN = 0.0
+QUEUE_FULL_WAIT_S = 0.010
 
 
 def producer_config(spec: dict[str, Any]) -> dict[str, Any]:
@@ -124,21 +134,30 @@ def broker_cpu_seconds(pids: list[int]) -> float | None:
     return total
 
 
+def _own_cpu_seconds() -> float:
+    times = os.times()  # the whole process: librdkafka's threads too
+    return times.user + times.system
+
+
 class Window:
-    """The measured interval: wall time and the brokers' CPU time over it."""
+    """The measured interval: wall time, and the brokers' and this client's CPU time
+    over it (on two cores the client competes with the brokers it measures)."""
 
     def __init__(self, pids: list[int]) -> None:
         self.broker_pids = pids
         self.started = time.perf_counter()
         self.cpu_started = broker_cpu_seconds(self.broker_pids)
+        self.own_cpu_started = _own_cpu_seconds()
 
     def close(self) -> dict[str, Any]:
         seconds = time.perf_counter() - self.started
         cpu = broker_cpu_seconds(self.broker_pids)
+        own_cpu = _own_cpu_seconds() - self.own_cpu_started
         cores = None
         if cpu is not None and self.cpu_started is not None and seconds > 0:
             cores = (cpu - self.cpu_started) / seconds
-        return {"seconds": seconds, "broker_cores": cores}
+        client_cores = own_cpu / seconds if seconds > 0 else None
+        return {"seconds": seconds, "broker_cores": cores, "client_cores": client_cores}
 
 
 def produce(spec: dict[str, Any]) -> dict[str, Any]:
@@ -170,6 +189,7 @@ def produce(spec: dict[str, Any]) -> dict[str, Any]:
         raise RuntimeError(f"warm-up messages to {topic} were not delivered")
     produce_one = producer.produce
     poll = producer.poll
+    queue_full_wait = spec.get("queue_full_wait_s", SPIN)
     counting[0] = True
     window = Window(broker_pids(spec))
     deadline = window.started + spec["seconds"]
@@ -180,10 +200,7 @@ def produce(spec: dict[str, Any]) -> dict[str, Any]:
             try:
                 produce_one(topic, payload, partition=partition)
             except BufferError:
-                # The queue is full. A 5 ms wait here halved the producer's CPU per MB at
-                # RF=3 but also lowered the peer's unbatched rate by a fifth, for reasons
-                # not established (docs/performance.md, round fourteen): kept at 0.5 ms.
-                poll(QUEUE_FULL_POLL_S)
+                poll(queue_full_wait)  # the queue is full
                 break
             sent += 1
             partition += 1

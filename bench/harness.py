@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
+from bench.clients import QUEUE_FULL_WAIT_S, SPIN
 from bench.targets import GregorClusterTarget, GregorTarget, PeerTarget, Target, remove_tree
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -673,9 +674,12 @@ class Harness:
         id_prefix: str = "",
         title_suffix: str = "",
         loopback_copies: int = 1,
+        queue_full_wait_s: float = SPIN,
     ) -> None:
         """Every case, A B A B over ``targets``. ``loopback_copies``: how many times each
-        payload byte crosses loopback (3 with RF=3: to the leader, to each follower)."""
+        payload byte crosses loopback (3 with RF=3: to the leader, to each follower).
+        ``queue_full_wait_s``: the produce client's wait on a full queue (``SPIN``, or
+        librdkafka's own benchmark's ``QUEUE_FULL_WAIT_S``; ``bench/clients.py``)."""
         s = self.settings
         for case in cases:
             unit = "MB/s" if case.batched else "msg/s"
@@ -694,6 +698,7 @@ class Harness:
                     "seconds": s.produce_seconds,
                     "replication_factor": [target.replication_factor for target in targets],
                     "loopback_copies": loopback_copies,
+                    "queue_full_wait_s": queue_full_wait_s,
                 },
             )
             for rep in range(s.reps):
@@ -702,16 +707,22 @@ class Harness:
                         row,
                         target,
                         f"{case.title} · {target.name} rep {rep + 1}/{s.reps}",
-                        lambda target=target, case=case, batched=case.batched: self._produce_once(
-                            target, case, batched
+                        lambda target=target, case=case: self._produce_once(
+                            target, case, case.batched, queue_full_wait_s
                         ),
                     )
 
     def _produce_once(
-        self, target: Target, case: ProduceCase, batched: bool
+        self, target: Target, case: ProduceCase, batched: bool, queue_full_wait_s: float
     ) -> tuple[float, dict[str, Any]]:
         result = self._run_producer(
-            target, "produce", case, batched, self.settings.produce_seconds, target.pids
+            target,
+            "produce",
+            case,
+            batched,
+            self.settings.produce_seconds,
+            target.pids,
+            queue_full_wait_s,
         )
         if result["failed"]:
             raise MeasurementFailed(f"{result['failed']} messages failed")
@@ -972,6 +983,7 @@ class Harness:
                 id_prefix=replicated_id(""),
                 title_suffix=suffix,
                 loopback_copies=REPLICATION_FACTOR,
+                queue_full_wait_s=QUEUE_FULL_WAIT_S,
             )
             rate = self.latency_rate(
                 pair,
@@ -1190,6 +1202,7 @@ class Harness:
         batched: bool,
         seconds: float,
         broker_pids: list[int] | None = None,
+        queue_full_wait_s: float = SPIN,
     ) -> dict[str, Any]:
         """The produce client for ``seconds`` on a fresh topic, deleted afterwards."""
         topic = self.topic_name(purpose)
@@ -1202,6 +1215,7 @@ class Harness:
             "acks": case.acks,
             "batched": batched,
             "seconds": seconds,
+            "queue_full_wait_s": queue_full_wait_s,
         }
         if broker_pids is not None:
             spec["broker_pids"] = broker_pids
