@@ -1,0 +1,178 @@
+"""The event loop never waits on the file system for a log's periodic work: the fsyncs of
+a flush and the last closes of deleted segments run on the log manager's threads (under
+heavy disk I/O each waited on the journal for seconds, while the broker answered
+nobody). Each test slows the file system call on the threads only and checks that the
+loop keeps turning, then that the outcome is right: the recovery point moves only once
+the fsyncs are done and never past a truncation, a descriptor being fsynced is never
+closed, a failure takes the log dir offline."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from log_helpers import FakeClock, batch, consume_offsets, produce
+
+from gregor_broker.log import LogConfig, LogManager, PartitionLog
+
+ONE = batch(1, value_size=100)
+CONFIG = LogConfig(segment_bytes=3 * len(ONE))
+
+
+class Gate:
+    """``os.<name>`` waits for ``release`` when called on a thread other than the main
+    one (the event loop's, in these tests), then runs for real."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+        self.entered = threading.Event()
+        self._open = threading.Event()
+        real = getattr(os, name)
+
+        def held(*args, **kwargs):
+            if threading.current_thread() is not threading.main_thread():
+                self.entered.set()
+                assert self._open.wait(30)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(os, name, held)
+
+    def release(self) -> None:
+        self._open.set()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def slow_fsync(monkeypatch):
+    gate = Gate(monkeypatch, "fsync")
+    yield gate
+    gate.release()
+
+
+def manager(tmp_path, clock) -> LogManager:
+    return LogManager([tmp_path / "d1"], default_config=CONFIG, now_ms=clock)
+
+
+async def until(condition: Callable[[], object], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+async def loop_turns_while(gate: Gate, seconds: float = 0.3) -> int:
+    """How many 10 ms sleeps the loop completed in ``seconds`` with ``gate`` held."""
+    assert gate.entered.wait(10)  # a thread is inside the slowed call
+    turns = 0
+    ends = time.monotonic() + seconds
+    while time.monotonic() < ends:
+        await asyncio.sleep(0.01)
+        turns += 1
+    return turns
+
+
+def rolled(log: PartitionLog, segments: int) -> None:
+    while len(log.segments) < segments:
+        produce(log, ONE)
+
+
+def test_a_rolled_segment_is_fsynced_off_the_loop_and_only_then_counts_as_recovered(
+    tmp_path, clock, slow_fsync
+):
+    async def scenario() -> None:
+        logs = manager(tmp_path, clock)
+        log = logs.get_or_create("orders", 0, CONFIG)
+        rolled(log, 3)  # [0, 3, 6]
+        await logs.flush_due_sliced()
+        assert await loop_turns_while(slow_fsync) >= 10
+        assert log.recovery_point == 0  # not before the fsyncs are done
+        await logs.flush_due_sliced()  # one flush in flight per log: nothing more
+        slow_fsync.release()
+        await until(lambda: log.recovery_point == 6)
+        logs.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_truncation_during_a_flush_keeps_the_recovery_point_at_or_below_the_log_end(
+    tmp_path, clock, slow_fsync
+):
+    async def scenario() -> None:
+        logs = manager(tmp_path, clock)
+        log = logs.get_or_create("orders", 0, CONFIG)
+        rolled(log, 3)  # [0, 3, 6], log end 7
+        await logs.flush_due_sliced()  # to offset 6, on a thread
+        assert slow_fsync.entered.wait(10)
+        log.truncate_to(4)  # a follower's truncation: segment 6 goes, 3 is cut at 4
+        produce(log, ONE, ONE, ONE)  # past 6 again, with other batches, unsynced
+        assert log.log_end_offset == 7
+        slow_fsync.release()
+        await until(lambda: log._flushing is None)
+        assert log.recovery_point == 0  # not 6: what is there now was never fsynced
+        await logs.flush_due_sliced()  # a flush chosen after the truncation counts
+        await until(lambda: log.recovery_point == log.segment_base_offsets[-1])
+        assert log.recovery_point <= log.log_end_offset
+        assert consume_offsets(log) == list(range(7))
+        logs.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_deleted_segments_descriptor_stays_open_while_a_flush_of_it_is_in_flight(
+    tmp_path, clock, slow_fsync
+):
+    async def scenario() -> None:
+        logs = manager(tmp_path, clock)
+        log = logs.get_or_create("orders", 0, CONFIG)
+        rolled(log, 3)  # [0, 3, 6]
+        first = log.segments[0]
+        fd = first.fd
+        inode = os.fstat(fd).st_ino
+        await logs.flush_due_sliced()
+        assert slow_fsync.entered.wait(10)
+        log.delete_records_before(6)  # segments 0 and 3 go while being fsynced
+        clock.advance(CONFIG.file_delete_delay_ms + 1)
+        assert log.close_deleted_segments() == 2  # past the delay, still in flight
+        logs.run_retention()
+        assert first.is_open and os.fstat(fd).st_ino == inode
+        await until(lambda: not (tmp_path / "d1" / "orders-0" / f"{0:020d}.log").exists())
+        slow_fsync.release()
+        await until(lambda: not first.is_open)  # closed once the flush let go
+        assert log.recovery_point == 6
+        logs.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_fsync_on_a_thread_takes_the_log_dir_offline(tmp_path, clock, monkeypatch):
+    real = os.fsync
+
+    def failing(fd: int) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            raise OSError(errno.EIO, "Input/output error")
+        real(fd)
+
+    async def scenario() -> None:
+        logs = manager(tmp_path, clock)
+        failed = []
+        logs.dir_failure_listeners.append(lambda d, keys: failed.append((d, keys)))
+        log = logs.get_or_create("orders", 0, CONFIG)
+        rolled(log, 2)
+        monkeypatch.setattr(os, "fsync", failing)
+        await logs.flush_due_sliced()
+        await until(lambda: failed)
+        assert failed == [(tmp_path / "d1", [("orders", 0)])]
+        assert logs.is_offline(("orders", 0))
+        assert log.recovery_point == 0
+        logs.close()
+        assert not (tmp_path / "d1" / ".kafka_cleanshutdown").exists()
+
+    asyncio.run(scenario())
