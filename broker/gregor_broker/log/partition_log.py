@@ -11,11 +11,11 @@ Writes go to the page cache. What waits on the file system's journal (seconds un
 heavy disk I/O, while the broker's one event loop answered nobody) runs on the log
 manager's threads when it gives the log its ``LogThreads`` (``threads``; it does so while
 an event loop runs): the fsyncs of ``flush_if_due`` (``flush.ms`` and segments rolled
-since the last flush) and the last closes of deleted segments. The log decides on the
-event loop what to do and applies the outcome there; without ``threads`` (tools, tests,
-start-up recovery) it does the same work itself. The explicit flushes stay on the
-caller's thread: ``flush.messages`` (a durability the user chose per append) and
-``close`` (shutdown).
+since the last flush), and the unlinks and last closes of deleted segments. The log
+decides on the event loop what to do and applies the outcome there; without ``threads``
+(tools, tests, start-up recovery) it does the same work itself. The explicit flushes
+stay on the caller's thread: ``flush.messages`` (a durability the user chose per
+append) and ``close`` (shutdown).
 
 Flush off the loop. ``flush_if_due`` chooses the segments to fsync and the offset the
 recovery point may then take, writes their pending index entries, pins their
@@ -43,6 +43,17 @@ Truncation of the active segment (``truncate_to``, replication only) shortens th
 place, as Kafka does; a slice over the truncated bytes may then send short, which the
 fetch path treats like a closed connection. A deleted segment's last close runs on the
 log manager's threads (it frees the file's blocks).
+
+Unlinks off the loop, and file names. A segment's files are named after its base
+offset, and the same name can come back (a truncation, full or partial, then appends
+that roll at a base deleted before). Retention and DeleteRecords hand the unlinks to a
+thread and remember them by base offset until done; creating a segment at a base whose
+unlink is still pending first finishes that unlink (waiting for the thread if it is
+running it, doing it here if it has not started), so a late unlink never removes a new
+file. Truncation and the cleaner's swap unlink at once, on the event loop: their
+unlinks must be done before what follows them (a truncated follower's crash must not
+bring back the segments it cut; the swap renames the cleaned copy to the first old
+segment's name and a crash must not find both the copy and the segments it replaces).
 """
 
 from __future__ import annotations
@@ -69,7 +80,7 @@ from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, fsync_file_a
 from .inflate import DecompressionBudget
 from .log_config import LogConfig
 from .producer_state import ProducerStateError, ProducerStateManager
-from .segment import LogSegment, Pin, fsync_segment_files, iter_headers
+from .segment import LogSegment, Pin, fsync_segment_files, iter_headers, unlink_all
 from .transaction_index import AbortedTxn
 from .validator import validate_produce_records, validate_records
 
@@ -165,6 +176,22 @@ class _Flush:
             self.done.set()
 
 
+class _Unlink:
+    """A deleted segment's files, unlinked once: by a thread, or by the event loop when
+    a new segment is about to take their names (whichever comes first)."""
+
+    __slots__ = ("_lock", "_paths")
+
+    def __init__(self, paths: list[Path]) -> None:
+        self._paths = paths
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        with self._lock:
+            paths, self._paths = self._paths, []
+            unlink_all(paths)
+
+
 @dataclass(slots=True)  # not frozen: a frozen __init__ costs ~10x (hot path)
 class AppendResult:
     first_offset: int
@@ -235,6 +262,8 @@ class PartitionLog:
         # The log manager's threads, set by it while an event loop runs (module docstring).
         self.threads: LogThreads | None = None
         self._flushing: _Flush | None = None  # the flush in flight on a thread
+        # Base offset -> unlink of a deleted segment's files not done yet (on a thread).
+        self._unlinking: dict[int, _Unlink] = {}
         # Counts truncations (``truncate_to`` that removed batches, or a full truncation):
         # state derived from the log's contents (idempotent producers) is rebuilt when it
         # changes, even if the log has since grown back past where it was.
@@ -304,6 +333,11 @@ class PartitionLog:
             "created_ms": self._now_ms(),
         }
         if size is None:
+            unlinking = self._unlinking.pop(base_offset, None)
+            if unlinking is not None:
+                # A deleted segment's files by the same name, still to be unlinked:
+                # finish that first, or the unlink would remove the new files.
+                unlinking.run()
             return LogSegment.create(self.directory, base_offset, fd=fd, **kwargs)
         return LogSegment(self.directory, base_offset, size=size, **kwargs)
 
@@ -453,13 +487,26 @@ class PartitionLog:
         if not self._off_loop(functools.partial(os.close, fd)):
             os.close(fd)
 
-    def _delete_segment(self, segment: LogSegment) -> None:
-        """Unlink now, close the descriptor once nothing pins it and at the latest after
-        file.delete.delay.ms (deletion rule)."""
-        segment.unlink_files()
+    def _delete_segment(self, segment: LogSegment, *, unlink_now: bool = False) -> None:
+        """Unlink the files, close the descriptor once nothing pins it and at the latest
+        after file.delete.delay.ms (deletion rule). The unlinks go to a thread unless
+        ``unlink_now`` (truncation, the cleaner's swap: module docstring)."""
+        if unlink_now:
+            segment.unlink_files()
+        else:
+            unlink = _Unlink(segment.file_paths())
+            base = segment.base_offset
+            if self._off_loop(unlink.run, functools.partial(self._unlinked, base, unlink)):
+                self._unlinking[base] = unlink
+            else:
+                unlink.run()
         if segment.is_open and not segment.close_when_unpinned(self._close_fd):
             deadline = self._now_ms() + self.config.file_delete_delay_ms
             self._deleted_segments.append((deadline, segment))
+
+    def _unlinked(self, base_offset: int, unlink: _Unlink) -> None:
+        if self._unlinking.get(base_offset) is unlink:
+            del self._unlinking[base_offset]
 
     def close_deleted_segments(self, *, force: bool = False) -> int:
         """Close descriptors of deleted segments whose delay has passed (``force``: all,
@@ -518,7 +565,8 @@ class PartitionLog:
         cleaned.change_file_suffixes(cleaned_suffix, swap_suffix)
         _fsync_directory(self.directory)
         for segment in self._segments[first:stop]:
-            self._delete_segment(segment)
+            # At once: the copy takes the first one's name next (module docstring).
+            self._delete_segment(segment, unlink_now=True)
         cleaned.change_file_suffixes(swap_suffix, "")
         _fsync_directory(self.directory)
         self._segments[first:stop] = [cleaned]
@@ -933,14 +981,15 @@ class PartitionLog:
         kept = offset >= self.log_start_offset
         if not kept:
             for segment in self._segments:
-                self._delete_segment(segment)
+                self._delete_segment(segment, unlink_now=True)
             self._segments, self._base_offsets = [], []
             self._add_segment(self._segment(max(offset, 0)))
             self.log_start_offset = self.log_end_offset = max(offset, 0)
         else:
             while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
                 self._base_offsets.pop()
-                self._delete_segment(self._segments.pop())
+                # At once: a crash must not bring back what was cut (module docstring).
+                self._delete_segment(self._segments.pop(), unlink_now=True)
             segment = self._indexed(len(self._segments) - 1)
             next_offset = segment.truncate_to(offset)
             self.log_end_offset = next_offset if next_offset is not None else segment.base_offset

@@ -377,13 +377,11 @@ class LogSegment:
 
     def unlink_files(self) -> None:
         """Remove the files; an open descriptor (and any FileSlice on it) stays valid."""
-        for path in (
-            self.log_path,
-            self.offset_index.path,
-            self.time_index.path,
-            self.txn_index_path,
-        ):
-            path.unlink(missing_ok=True)
+        unlink_all(self.file_paths())
+
+    def file_paths(self) -> list[Path]:
+        """The segment's files (those that exist or may)."""
+        return [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index_path]
 
     def last_modified_ms(self) -> int:
         # stat, not fstat: retention looks at every segment and must not open them all.
@@ -669,6 +667,11 @@ def fsync_segment_files(fd: int, paths: list[Path]) -> None:
             os.fsync(index_fd)
         finally:
             os.close(index_fd)
+
+
+def unlink_all(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
 
 
 def prepare_first_segment(directory: Path) -> int | None:

@@ -1,10 +1,11 @@
 """The event loop never waits on the file system for a log's periodic work: the fsyncs of
-a flush and the last closes of deleted segments run on the log manager's threads (under
-heavy disk I/O each waited on the journal for seconds, while the broker answered
-nobody). Each test slows the file system call on the threads only and checks that the
-loop keeps turning, then that the outcome is right: the recovery point moves only once
-the fsyncs are done and never past a truncation, a descriptor being fsynced is never
-closed, a failure takes the log dir offline."""
+a flush and the unlinks and last closes of deleted segments run on the log manager's
+threads (under heavy disk I/O each waited on the journal for seconds, while the broker
+answered nobody). Each test slows the file system call on the threads only and checks
+that the loop keeps turning, then that the outcome is right: the recovery point moves
+only once the fsyncs are done and never past a truncation, a descriptor being fsynced
+is never closed, a late unlink never removes a file created again under the same name,
+a failure takes the log dir offline."""
 
 from __future__ import annotations
 
@@ -53,6 +54,13 @@ def clock() -> FakeClock:
 @pytest.fixture
 def slow_fsync(monkeypatch):
     gate = Gate(monkeypatch, "fsync")
+    yield gate
+    gate.release()
+
+
+@pytest.fixture
+def slow_unlink(monkeypatch):
+    gate = Gate(monkeypatch, "unlink")
     yield gate
     gate.release()
 
@@ -147,6 +155,73 @@ def test_a_deleted_segments_descriptor_stays_open_while_a_flush_of_it_is_in_flig
         slow_fsync.release()
         await until(lambda: not first.is_open)  # closed once the flush let go
         assert log.recovery_point == 6
+        logs.close()
+
+    asyncio.run(scenario())
+
+
+def test_deleted_segments_are_unlinked_off_the_loop(tmp_path, clock, slow_unlink):
+    async def scenario() -> None:
+        logs = manager(tmp_path, clock)
+        log = logs.get_or_create("orders", 0, CONFIG)
+        rolled(log, 3)
+        directory = tmp_path / "d1" / "orders-0"
+        log.delete_records_before(6)
+        assert log.segment_base_offsets == [6]
+        assert await loop_turns_while(slow_unlink) >= 10
+        assert (directory / f"{0:020d}.log").exists()  # the thread has not got to it
+        slow_unlink.release()
+        await until(lambda: sorted(p.name for p in directory.glob("*.log")) == [f"{6:020d}.log"])
+        logs.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_late_unlink_never_removes_a_segment_created_again_at_the_same_base(
+    tmp_path, clock, slow_unlink
+):
+    async def scenario() -> None:
+        logs = manager(tmp_path, clock)
+        log = logs.get_or_create("orders", 0, CONFIG)
+        rolled(log, 3)
+        directory = tmp_path / "d1" / "orders-0"
+        log.delete_records_before(6)  # unlinks of segments 0 and 3 held on the threads
+        assert slow_unlink.entered.wait(10)
+        threading.Timer(0.3, slow_unlink.release).start()
+        started = time.monotonic()
+        log.truncate_to(0)  # full truncation: a new segment 0, after the old one's unlink
+        assert time.monotonic() - started >= 0.2
+        produce(log, ONE)
+        await until(lambda: not log._unlinking)
+        await asyncio.sleep(0.1)
+        assert (directory / f"{0:020d}.log").exists()
+        assert (directory / f"{0:020d}.index").exists()
+        assert consume_offsets(log) == [0]
+        logs.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_pending_unlink_the_threads_have_not_started_is_done_before_the_name_is_reused(
+    tmp_path, clock
+):
+    async def scenario() -> None:
+        logs = manager(tmp_path, clock)
+        log = logs.get_or_create("orders", 0, CONFIG)
+        rolled(log, 3)
+        directory = tmp_path / "d1" / "orders-0"
+        busy = threading.Event()
+        for _ in range(8):  # every thread of the pool busy: the unlinks wait in its queue
+            logs.submit(log, lambda: busy.wait(30))
+        log.delete_records_before(6)
+        assert (directory / f"{0:020d}.log").exists()
+        log.truncate_to(0)  # does segment 0's queued unlink itself, then creates it
+        produce(log, ONE)
+        busy.set()
+        await until(lambda: not log._unlinking)
+        await asyncio.sleep(0.1)
+        assert sorted(p.name for p in directory.glob("*.log")) == [f"{0:020d}.log"]
+        assert consume_offsets(log) == [0]
         logs.close()
 
     asyncio.run(scenario())
