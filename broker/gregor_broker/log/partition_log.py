@@ -11,11 +11,11 @@ Writes go to the page cache. What waits on the file system's journal (seconds un
 heavy disk I/O, while the broker's one event loop answered nobody) runs on the log
 manager's threads when it gives the log its ``LogThreads`` (``threads``; it does so while
 an event loop runs): the fsyncs of ``flush_if_due`` (``flush.ms`` and segments rolled
-since the last flush), and the unlinks and last closes of deleted segments. The log
-decides on the event loop what to do and applies the outcome there; without ``threads``
-(tools, tests, start-up recovery) it does the same work itself. The explicit flushes
-stay on the caller's thread: ``flush.messages`` (a durability the user chose per
-append) and ``close`` (shutdown).
+since the last flush), the producer snapshot written at a roll, and the unlinks and last
+closes of deleted segments. The log decides on the event loop what to do and applies the
+outcome there; without ``threads`` (tools, tests, start-up recovery) it does the same
+work itself. The explicit flushes stay on the caller's thread: ``flush.messages`` (a
+durability the user chose per append) and ``close`` (shutdown).
 
 Flush off the loop. ``flush_if_due`` chooses the segments to fsync and the offset the
 recovery point may then take, writes their pending index entries, pins their
@@ -863,8 +863,17 @@ class PartitionLog:
         segment = self._segment(base_offset)
         self._add_segment(segment)
         if base_offset == self.log_end_offset:
-            self.producer_state.take_snapshot()  # Kafka's snapshot at every roll
+            self._snapshot_at_roll()
         return segment
+
+    def _snapshot_at_roll(self) -> None:
+        """Kafka's producer snapshot at every roll: the state taken and encoded here (it
+        must describe the log end at the roll), the file written, fsynced and renamed
+        into place on the log manager's threads (Kafka 3.x flushes it on its scheduler).
+        A truncation cancels one not renamed yet (``delete_snapshots_after``)."""
+        write = self.producer_state.snapshot_write()
+        if write is not None and not self._off_loop(write.run):
+            write.run()
 
     def maybe_roll(self) -> None:
         """Roll the active segment if segment.ms has passed since its first batch."""
@@ -1199,6 +1208,8 @@ class PartitionLog:
         if self._deleted:
             return
         self._deleted = True
+        # Snapshots a thread is writing stop short (their directory is going).
+        self.producer_state.cancel_snapshot_writes()
         renamed = self.directory.with_name(log_delete_dir_name(self.topic, self.partition))
         deadline = self._now_ms() + self.config.file_delete_delay_ms
         descriptors = []

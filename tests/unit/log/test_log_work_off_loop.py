@@ -1,11 +1,12 @@
 """The event loop never waits on the file system for a log's periodic work: the fsyncs of
-a flush and the unlinks and last closes of deleted segments run on the log manager's
-threads (under heavy disk I/O each waited on the journal for seconds, while the broker
-answered nobody). Each test slows the file system call on the threads only and checks
-that the loop keeps turning, then that the outcome is right: the recovery point moves
-only once the fsyncs are done and never past a truncation, a descriptor being fsynced
-is never closed, a late unlink never removes a file created again under the same name,
-a failure takes the log dir offline."""
+a flush, the producer snapshot written at a roll, and the unlinks and last closes of
+deleted segments run on the log manager's threads (under heavy disk I/O each waited on
+the journal for seconds, while the broker answered nobody). Each test slows the file
+system call on the threads only and checks that the loop keeps turning, then that the
+outcome is right: the recovery point moves only once the fsyncs are done and never past
+a truncation, a descriptor being fsynced is never closed, a late unlink never removes a
+file created again under the same name, a failure takes the log dir offline, and a
+snapshot written at a roll is what a restart after a crash loads."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ import pytest
 from log_helpers import FakeClock, batch, consume_offsets, produce
 
 from gregor_broker.log import LogConfig, LogManager, PartitionLog
+from gregor_broker.protocol.record_batch import scan_batches
+from gregor_broker.protocol.records import Record, make_batch
 
 ONE = batch(1, value_size=100)
 CONFIG = LogConfig(segment_bytes=3 * len(ONE))
@@ -249,5 +252,75 @@ def test_a_failed_fsync_on_a_thread_takes_the_log_dir_offline(tmp_path, clock, m
         assert log.recovery_point == 0
         logs.close()
         assert not (tmp_path / "d1" / ".kafka_cleanshutdown").exists()
+
+    asyncio.run(scenario())
+
+
+def idempotent_batch(producer_id: int, sequence: int) -> bytes:
+    records = [Record(0, 0, b"k", b"v" * 100)]
+    return make_batch(records, producer_id=producer_id, producer_epoch=0, base_sequence=sequence)
+
+
+def append_idempotent(log: PartitionLog, producer_id: int, sequence: int) -> None:
+    buffer = bytearray(idempotent_batch(producer_id, sequence))
+    log.append_as_leader(buffer, scan_batches(buffer), leader_epoch=0)
+
+
+def test_the_snapshot_written_at_a_roll_off_the_loop_is_what_a_restart_after_a_crash_loads(
+    tmp_path, clock, slow_fsync
+):
+    config = LogConfig(segment_bytes=3 * len(idempotent_batch(7, 0)))
+
+    async def scenario() -> None:
+        logs = LogManager([tmp_path / "d1"], default_config=config, now_ms=clock)
+        log = logs.get_or_create("orders", 0, config)
+        directory = tmp_path / "d1" / "orders-0"
+        for sequence in range(3):
+            append_idempotent(log, 7 + sequence % 2, sequence // 2)
+        append_idempotent(log, 9, 0)  # rolls at 3: the snapshot describes offsets 0-2
+        assert log.segment_base_offsets == [0, 3]
+        assert await loop_turns_while(slow_fsync) >= 10  # the snapshot's fsync is held
+        assert not (directory / f"{3:020d}.snapshot").exists()
+        slow_fsync.release()
+        await until(lambda: (directory / f"{3:020d}.snapshot").exists())
+        await logs.flush_due_sliced()
+        await until(lambda: log.recovery_point == 3)
+        logs.checkpoint()
+        # A crash: no close, no clean-shutdown marker. The restart recovers from the
+        # recovery point (3) and starts its producer state from the snapshot at 3.
+        reopened = PartitionLog.open(directory, config, now_ms=clock, recovery_point=3)
+        try:
+            assert reopened.producer_state._state is not None
+            assert reopened.producer_state._state.next_offset == 3
+            assert sorted(reopened.producer_state._state.entries) == [7, 8]
+            assert sorted(reopened.active_producers()) == sorted(log.active_producers())
+            # The restarted log knows producer 9's last batch: its retry is a duplicate.
+            buffer = bytearray(idempotent_batch(9, 0))
+            result = reopened.append_as_leader(buffer, scan_batches(buffer), leader_epoch=0)
+            assert result.duplicate and result.first_offset == 3
+        finally:
+            reopened.abandon()
+            reopened.close_deleted_segments(force=True)
+        logs.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_truncation_cancels_a_snapshot_still_being_written(tmp_path, clock, slow_fsync):
+    config = LogConfig(segment_bytes=3 * len(idempotent_batch(7, 0)))
+
+    async def scenario() -> None:
+        logs = LogManager([tmp_path / "d1"], default_config=config, now_ms=clock)
+        log = logs.get_or_create("orders", 0, config)
+        directory = tmp_path / "d1" / "orders-0"
+        for sequence in range(4):
+            append_idempotent(log, 7, sequence)  # rolls at 3: a snapshot at 3 on a thread
+        assert slow_fsync.entered.wait(10)
+        log.truncate_to(2)  # the snapshot at 3 describes a batch that is gone
+        slow_fsync.release()
+        await until(lambda: all(w.done.is_set() for w in log.producer_state._writes))
+        assert sorted(p.name for p in directory.iterdir() if "snapshot" in p.name) == []
+        assert log.producer_state.state().entries[7].last_sequence == 1
+        logs.close()
 
     asyncio.run(scenario())
