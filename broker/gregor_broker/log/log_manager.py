@@ -472,12 +472,9 @@ class LogManager:
         """``LogThreads`` for every log: ``work`` on the threads, then ``done`` on the
         event loop; an ``OSError`` takes the log's dir offline there, as one on the loop
         does (``failed_on``). False without a running event loop, or once closed."""
-        if self._closed:
+        if not self.running():
             return False
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return False
+        loop = asyncio.get_running_loop()
         log_dir = log.directory.parent
 
         def finished() -> None:
@@ -499,6 +496,16 @@ class LogManager:
                     loop.call_soon_threadsafe(finished)
 
         self._remover_pool().submit(run)
+        return True
+
+    def running(self) -> bool:
+        """``LogThreads``: whether ``submit`` runs work on the threads now."""
+        if self._closed:
+            return False
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
         return True
 
     def _take_thread_failures(self) -> None:

@@ -25,7 +25,10 @@ fsyncs a descriptor number closed and reused) and hands the fsyncs to a thread. 
 flush per log is in flight at a time. The recovery point moves when the fsyncs are done,
 on the event loop, and only if no truncation happened meanwhile (the recovery point
 never claims data that was not fsynced). A failed fsync takes the log dir offline
-as a failed write does (``LogManager.log_dir_failed``), from the event loop.
+as a failed write does (``LogManager.log_dir_failed``), from the event loop. A roll
+starts such a flush of the segments it closed, as Kafka's roll schedules one, whatever
+``log.flush.scheduler.interval.ms`` (whose default, Kafka's, never runs the periodic
+job): only with the threads, never on the caller's thread.
 
 Deletion rule (sendfile safety). A ``FileSlice`` carries the segment's own descriptor,
 and the fetch path may still be sending from it when retention, DeleteRecords,
@@ -144,6 +147,10 @@ class LogThreads(Protocol):
         """Run ``work`` on a thread, then ``done`` on the event loop; an ``OSError`` of
         ``work`` takes ``log``'s dir offline. False, running nothing, when that cannot
         be (no event loop runs): the log then does the work itself."""
+        ...
+
+    def running(self) -> bool:
+        """Whether ``submit`` would run work on a thread now."""
         ...
 
 
@@ -864,7 +871,18 @@ class PartitionLog:
         self._add_segment(segment)
         if base_offset == self.log_end_offset:
             self._snapshot_at_roll()
+        self._flush_rolled()
         return segment
+
+    def _flush_rolled(self) -> None:
+        """Kafka's flush of the segments a roll closed, scheduled at the roll
+        (``flushUptoOffsetExclusive`` on its scheduler), whatever
+        ``log.flush.scheduler.interval.ms``: on the log manager's threads only. Without
+        them (tools, tests) the periodic ``flush_if_due`` does it, if it runs. One
+        rolled while a flush is in flight is flushed when that one is done."""
+        threads = self.threads
+        if self._flushing is None and threads is not None and threads.running():
+            self._flush_off_loop(self._base_offsets[-1])
 
     def _snapshot_at_roll(self) -> None:
         """Kafka's producer snapshot at every roll: the state taken and encoded here (it
@@ -1158,10 +1176,17 @@ class PartitionLog:
         return _Flush(end, self.truncations, segments, pins, files, epoch_checkpoint)
 
     def _flushed(self, flush: _Flush) -> None:
-        """On the event loop, once a thread is done with ``flush``."""
+        """On the event loop, once a thread is done with ``flush``; then the segments
+        rolled meanwhile, if any (``_flush_rolled``)."""
         if self._flushing is flush:
             self._flushing = None
             self._finish_flush(flush)
+            if (
+                not flush.failed
+                and not self._closed
+                and self.recovery_point < self._base_offsets[-1]
+            ):
+                self._flush_rolled()
 
     def _settle_flush(self) -> None:
         """Wait for the flush in flight, if any, and apply it (close, a flush on the

@@ -101,13 +101,31 @@ def test_a_rolled_segment_is_fsynced_off_the_loop_and_only_then_counts_as_recove
     async def scenario() -> None:
         logs = manager(tmp_path, clock)
         log = logs.get_or_create("orders", 0, CONFIG)
-        rolled(log, 3)  # [0, 3, 6]
-        await logs.flush_due_sliced()
+        rolled(log, 3)  # [0, 3, 6]: the roll at 3 starts a flush (Kafka's at roll)
         assert await loop_turns_while(slow_fsync) >= 10
         assert log.recovery_point == 0  # not before the fsyncs are done
         await logs.flush_due_sliced()  # one flush in flight per log: nothing more
         slow_fsync.release()
+        # Then the segment rolled meanwhile (at 6) is flushed too.
         await until(lambda: log.recovery_point == 6)
+        logs.close()
+
+    asyncio.run(scenario())
+
+
+def test_flush_ms_fsyncs_the_active_segment_off_the_loop(tmp_path, clock, slow_fsync):
+    async def scenario() -> None:
+        logs = manager(tmp_path, clock)
+        config = LogConfig(segment_bytes=CONFIG.segment_bytes, flush_ms=1000)
+        log = logs.get_or_create("orders", 0, config)
+        produce(log, ONE, ONE)
+        clock.advance(1000)
+        await logs.flush_due_sliced()
+        assert await loop_turns_while(slow_fsync) >= 10
+        produce(log, ONE)  # appends go on meanwhile, to the segment being fsynced
+        assert log.recovery_point == 0
+        slow_fsync.release()
+        await until(lambda: log.recovery_point == 2)  # what was there when chosen
         logs.close()
 
     asyncio.run(scenario())
@@ -119,19 +137,18 @@ def test_a_truncation_during_a_flush_keeps_the_recovery_point_at_or_below_the_lo
     async def scenario() -> None:
         logs = manager(tmp_path, clock)
         log = logs.get_or_create("orders", 0, CONFIG)
-        rolled(log, 3)  # [0, 3, 6], log end 7
-        await logs.flush_due_sliced()  # to offset 6, on a thread
+        rolled(log, 2)  # [0, 3], log end 4; the roll at 3 flushes up to 3, on a thread
         assert slow_fsync.entered.wait(10)
-        log.truncate_to(4)  # a follower's truncation: segment 6 goes, 3 is cut at 4
-        produce(log, ONE, ONE, ONE)  # past 6 again, with other batches, unsynced
-        assert log.log_end_offset == 7
+        log.truncate_to(2)  # a follower's truncation: segment 3 goes, 0 is cut at 2
+        produce(log, ONE, ONE, ONE)  # rolls at 2: offsets 2-4, in a new segment, unsynced
+        assert (log.segment_base_offsets, log.log_end_offset) == ([0, 2], 5)
         slow_fsync.release()
-        await until(lambda: log._flushing is None)
-        assert log.recovery_point == 0  # not 6: what is there now was never fsynced
-        await logs.flush_due_sliced()  # a flush chosen after the truncation counts
-        await until(lambda: log.recovery_point == log.segment_base_offsets[-1])
-        assert log.recovery_point <= log.log_end_offset
-        assert consume_offsets(log) == list(range(7))
+        # The flush chosen before the truncation (up to 3) moves nothing; the one the
+        # roll at 2 asked for, chosen after it, moves the recovery point to 2.
+        await until(lambda: log._flushing is None and log.recovery_point == 2)
+        await asyncio.sleep(0.1)
+        assert log.recovery_point == 2
+        assert consume_offsets(log) == list(range(5))
         logs.close()
 
     asyncio.run(scenario())
@@ -143,21 +160,20 @@ def test_a_deleted_segments_descriptor_stays_open_while_a_flush_of_it_is_in_flig
     async def scenario() -> None:
         logs = manager(tmp_path, clock)
         log = logs.get_or_create("orders", 0, CONFIG)
-        rolled(log, 3)  # [0, 3, 6]
+        rolled(log, 3)  # [0, 3, 6]: the roll at 3 flushes segment 0, on a thread
         first = log.segments[0]
         fd = first.fd
         inode = os.fstat(fd).st_ino
-        await logs.flush_due_sliced()
         assert slow_fsync.entered.wait(10)
-        log.delete_records_before(6)  # segments 0 and 3 go while being fsynced
+        log.delete_records_before(6)  # segment 0 goes while being fsynced (and 3)
         clock.advance(CONFIG.file_delete_delay_ms + 1)
-        assert log.close_deleted_segments() == 2  # past the delay, still in flight
+        assert log.close_deleted_segments() == 1  # past the delay, still in flight
         logs.run_retention()
         assert first.is_open and os.fstat(fd).st_ino == inode
         await until(lambda: not (tmp_path / "d1" / "orders-0" / f"{0:020d}.log").exists())
         slow_fsync.release()
         await until(lambda: not first.is_open)  # closed once the flush let go
-        assert log.recovery_point == 6
+        await until(lambda: log.recovery_point == log.log_end_offset)
         logs.close()
 
     asyncio.run(scenario())
@@ -243,9 +259,8 @@ def test_a_failed_fsync_on_a_thread_takes_the_log_dir_offline(tmp_path, clock, m
         failed = []
         logs.dir_failure_listeners.append(lambda d, keys: failed.append((d, keys)))
         log = logs.get_or_create("orders", 0, CONFIG)
-        rolled(log, 2)
         monkeypatch.setattr(os, "fsync", failing)
-        await logs.flush_due_sliced()
+        rolled(log, 2)  # the roll's flush fails on its thread
         await until(lambda: failed)
         assert failed == [(tmp_path / "d1", [("orders", 0)])]
         assert logs.is_offline(("orders", 0))
