@@ -11,9 +11,9 @@ The log manager's threads (``_remover_pool``, one pool for all of it) do the fil
 that waits on the file system's journal, seconds under heavy disk I/O while the one
 event loop answered nobody: a new partition's directory and first files, a deleted
 partition's rename and removal, and, for every log (``submit``, its ``LogThreads``), the
-fsyncs of periodic flushes, the producer snapshots written at a roll, and the unlinks and
-last closes of deleted segments. Only while an event loop runs: without one (tools,
-tests) the logs do that work themselves.
+fsyncs of flushes (a roll's and the periodic ones), the producer snapshots written at a
+roll, and the unlinks and last closes of deleted segments. Only while an event loop
+runs: without one (tools, tests) the logs do that work themselves.
 
 Log dir failure (Kafka's ``LogDirFailureChannel`` and ``LogManager.handleLogDirFailure``).
 Any ``OSError`` while writing to a log dir (ENOSPC on append, roll, flush, checkpoint;
