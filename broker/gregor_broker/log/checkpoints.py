@@ -144,7 +144,8 @@ class LeaderEpochCache:
         """Record that ``epoch`` starts at ``start_offset``; drop entries it contradicts
         (an equal or later epoch, or a start offset at or after this one). With
         ``defer`` the file is written later, by ``write_deferred`` (before the log's
-        next append) or ``sync``: for an empty log, which nothing depends on yet."""
+        next append) or the log's flush (``take_unsynced``): for an empty log, which
+        nothing depends on yet."""
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"leader epoch {epoch} / start offset {start_offset} is negative")
         if self._epochs and epoch == self._epochs[-1] and start_offset >= self._start_offsets[-1]:
@@ -212,17 +213,20 @@ class LeaderEpochCache:
         self._unwritten = False
 
     def write_deferred(self) -> None:
-        """Write what a deferred ``assign`` changed (without fsync: ``sync`` does that)."""
+        """Write what a deferred ``assign`` changed (without fsync: the log's flush does
+        that, ``take_unsynced``)."""
         if self._unwritten:
             self._write(sync=False)
 
-    def sync(self) -> None:
-        """fsync a change written with ``sync=False`` (the log's flush calls this), writing
-        a deferred one first."""
+    def take_unsynced(self) -> Path | None:
+        """For a flush that fsyncs on another thread (the log's): write a deferred
+        change, and return the file to fsync with its directory when a change is not
+        durable yet (None: nothing to do). The caller owns that fsync from here on."""
         self.write_deferred()
-        if self._unsynced:
-            fsync_file_and_directory(self.path)
-            self._unsynced = False
+        if not self._unsynced:
+            return None
+        self._unsynced = False
+        return self.path
 
 
 def format_epoch_checkpoint(entries: Iterable[tuple[int, int]]) -> str:

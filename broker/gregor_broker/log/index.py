@@ -90,15 +90,6 @@ class _IndexFile:
             os.truncate(self.path, count * self.entry_size)
             self._written = count
 
-    def sync(self) -> None:
-        """Write pending entries and fsync the file."""
-        self.write_pending()
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
     def create_file(self) -> None:
         """Start an empty index file (a new segment, or a rebuild)."""
         with open(self.path, "wb"):

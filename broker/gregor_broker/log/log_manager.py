@@ -5,7 +5,15 @@ Owns what lives directly in a log dir: ``meta.properties``, the offset checkpoin
 marker, and the choice of log dir for a new partition. Start-up loads every
 ``<topic>-<partition>`` directory, recovering those that did not shut down cleanly.
 It does not schedule anything: the broker calls ``checkpoint``, ``run_retention`` and
-``flush_due`` periodically (off the event loop if it wants fsyncs not to stall it).
+``flush_due`` periodically.
+
+The log manager's threads (``_remover_pool``, one pool for all of it) do the file work
+that waits on the file system's journal, seconds under heavy disk I/O while the one
+event loop answered nobody: a new partition's directory and first files, a deleted
+partition's rename and removal, and, for every log (``submit``, its ``LogThreads``), the
+fsyncs of flushes (a roll's and the periodic ones), the producer snapshots written at a
+roll, and the unlinks and last closes of deleted segments. Only while an event loop
+runs: without one (tools, tests) the logs do that work themselves.
 
 Log dir failure (Kafka's ``LogDirFailureChannel`` and ``LogManager.handleLogDirFailure``).
 Any ``OSError`` while writing to a log dir (ENOSPC on append, roll, flush, checkpoint;
@@ -136,9 +144,10 @@ class LogManager:
         # Deleted partitions whose directory the remover has not renamed yet: set once it
         # has (or failed to). A partition created again waits for its old directory.
         self._renames: dict[TopicPartition, threading.Event] = {}
-        # Renames that failed on the remover thread: (log dir, error), taken offline on
-        # the event loop by the next periodic job.
-        self._removal_failures: list[tuple[Path, OSError]] = []
+        # File work that failed on the threads: (log dir, error), taken offline on the
+        # event loop when the work is reported done (or by the next periodic job).
+        self._thread_failures: list[tuple[Path, OSError]] = []
+        self._closed = False  # from then on the logs do their file work themselves
         # Called on the event loop with a partition's key once the threads are done with
         # its files: a deleted one's directory renamed away, a new one's made (the
         # replica manager then creates the partitions it held back).
@@ -193,6 +202,7 @@ class LogManager:
                 # Matches Kafka: without a checkpointed high watermark, assume nothing
                 # is committed; the leader (or, alone, this broker) moves it forward.
                 log.update_high_watermark(high_watermarks.get(key, log.log_start_offset))
+                log.threads = self
                 self._logs[key] = log
                 self._dir_of[key] = log_dir
                 self._partitions_in[log_dir] += 1
@@ -296,6 +306,7 @@ class LogManager:
             raise LogDirOffline(
                 f"cannot create {topic}-{partition} in {log_dir}: {error}"
             ) from error
+        log.threads = self
         self._logs[key] = log
         self._dir_of[key] = log_dir
         return log
@@ -445,11 +456,63 @@ class LogManager:
             self._deleted.append(log)
 
     def _remover_pool(self) -> ThreadPoolExecutor:
+        """The log manager's threads (module docstring)."""
         if self._remover is None:
             # Several threads: removal is unlink calls waiting on the file system, and
             # one thread took minutes for the 40,000 files of 8,000 partitions.
             self._remover = ThreadPoolExecutor(_REMOVER_THREADS, thread_name_prefix="log-remover")
         return self._remover
+
+    def submit(
+        self,
+        log: PartitionLog,
+        work: Callable[[], object],
+        done: Callable[[], None] | None = None,
+    ) -> bool:
+        """``LogThreads`` for every log: ``work`` on the threads, then ``done`` on the
+        event loop; an ``OSError`` takes the log's dir offline there, as one on the loop
+        does (``failed_on``). False without a running event loop, or once closed."""
+        if not self.running():
+            return False
+        loop = asyncio.get_running_loop()
+        log_dir = log.directory.parent
+
+        def finished() -> None:
+            try:
+                if done is not None:
+                    done()
+            finally:
+                self._take_thread_failures()
+
+        def run() -> None:
+            try:
+                work()
+            except OSError as error:
+                self._thread_failures.append((log_dir, error))
+            except Exception:
+                logger.exception("file work for %s failed", log.directory)
+            finally:
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(finished)
+
+        self._remover_pool().submit(run)
+        return True
+
+    def running(self) -> bool:
+        """``LogThreads``: whether ``submit`` runs work on the threads now."""
+        if self._closed:
+            return False
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return True
+
+    def _take_thread_failures(self) -> None:
+        while self._thread_failures:
+            log_dir, error = self._thread_failures.pop()
+            if log_dir in self._partitions_in:
+                self.log_dir_failed(log_dir, error)
 
     def _remove(
         self,
@@ -466,7 +529,7 @@ class LogManager:
         try:
             remove_partition_files(directory, renamed, descriptors)
         except OSError as error:
-            self._removal_failures.append((log_dir, error))
+            self._thread_failures.append((log_dir, error))
         finally:
             done.set()
             if loop is not None:
@@ -546,9 +609,7 @@ class LogManager:
         self._deleted = [log for log in self._deleted if log.close_deleted_segments()]
         if self._renames:
             self._renames = {key: e for key, e in self._renames.items() if not e.is_set()}
-        while self._removal_failures:
-            log_dir, error = self._removal_failures.pop()
-            self.log_dir_failed(log_dir, error)
+        self._take_thread_failures()
 
     def run_retention(self) -> int:
         """Apply retention to every log; return how many segments were deleted."""
@@ -619,8 +680,10 @@ class LogManager:
                 self.failed_on(key, error)
 
     def close(self) -> None:
-        """Flush and close every log, checkpoint, then mark each log dir clean (a failed
-        dir is left unmarked, so the next start recovers it)."""
+        """Flush and close every log (each waits for its file work in flight first),
+        wait for the threads, checkpoint, then mark each log dir clean (a failed dir,
+        the threads' failures included, is left unmarked, so the next start recovers
+        it)."""
         for key, log in list(self._logs.items()):
             try:
                 log.close()
@@ -629,9 +692,11 @@ class LogManager:
         for log in self._deleted:
             log.close_deleted_segments(force=True)
         self._deleted = []
+        self._closed = True
         if self._remover is not None:
             self._remover.shutdown(wait=True)
             self._remover = None
+        self._take_thread_failures()
         for prepared in self._preparing.values():
             if prepared.fd is not None:  # made, never opened: loaded at the next start
                 os.close(prepared.fd)

@@ -7,8 +7,28 @@ the high watermark once followers exist), the log dir's checkpoint files
 (``log_manager.py``) or any socket: a read returns a ``FileSlice`` and the fetch path
 sends it.
 
-All I/O is synchronous and short: writes go to the page cache; fsync happens only in
-``flush`` (``flush.messages``, ``flush.ms``, segments rolled since the last flush, close).
+Writes go to the page cache. What waits on the file system's journal (seconds under
+heavy disk I/O, while the broker's one event loop answered nobody) runs on the log
+manager's threads when it gives the log its ``LogThreads`` (``threads``; it does so while
+an event loop runs): the fsyncs of ``flush_if_due`` (``flush.ms`` and segments rolled
+since the last flush), the producer snapshot written at a roll, and the unlinks and last
+closes of deleted segments. The log decides on the event loop what to do and applies the
+outcome there; without ``threads`` (tools, tests, start-up recovery) it does the same
+work itself. The explicit flushes stay on the caller's thread: ``flush.messages`` (a
+durability the user chose per append) and ``close`` (shutdown).
+
+Flush off the loop. ``flush_if_due`` chooses the segments to fsync and the offset the
+recovery point may then take, writes their pending index entries, pins their
+descriptors (``segment.Pin``: a deletion meanwhile defers its close, and
+``close_deleted_segments`` never closes a segment being flushed, so no thread ever
+fsyncs a descriptor number closed and reused) and hands the fsyncs to a thread. One
+flush per log is in flight at a time. The recovery point moves when the fsyncs are done,
+on the event loop, and only if no truncation happened meanwhile (the recovery point
+never claims data that was not fsynced). A failed fsync takes the log dir offline
+as a failed write does (``LogManager.log_dir_failed``), from the event loop. A roll
+starts such a flush of the segments it closed, as Kafka's roll schedules one, whatever
+``log.flush.scheduler.interval.ms`` (whose default, Kafka's, never runs the periodic
+job): only with the threads, never on the caller's thread.
 
 Deletion rule (sendfile safety). A ``FileSlice`` carries the segment's own descriptor,
 and the fetch path may still be sending from it when retention, DeleteRecords,
@@ -24,31 +44,46 @@ calls periodically. A fetch response must therefore be written within
 are closed past ``log.max.open.files`` (``open_files.py``), never while pinned.
 Truncation of the active segment (``truncate_to``, replication only) shortens the file in
 place, as Kafka does; a slice over the truncated bytes may then send short, which the
-fetch path treats like a closed connection.
+fetch path treats like a closed connection. A deleted segment's last close runs on the
+log manager's threads (it frees the file's blocks).
+
+Unlinks off the loop, and file names. A segment's files are named after its base
+offset, and the same name can come back (a truncation, full or partial, then appends
+that roll at a base deleted before). Retention and DeleteRecords hand the unlinks to a
+thread and remember them by base offset until done; creating a segment at a base whose
+unlink is still pending first finishes that unlink (waiting for the thread if it is
+running it, doing it here if it has not started), so a late unlink never removes a new
+file. Truncation and the cleaner's swap unlink at once, on the event loop: their
+unlinks must be done before what follows them (a truncated follower's crash must not
+bring back the segments it cut; the swap renames the cleaned copy to the first old
+segment's name and a crash must not find both the copy and the segments it replaces).
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import logging
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from ..protocol import record_batch
 from ..protocol.control_records import ControlRecordType, EndTransactionMarker, build_marker_batch
 from ..protocol.record_batch import BatchHeader
 from ..stats import RateLimitedLog
-from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, fsync_file_and_directory
 from .inflate import DecompressionBudget
 from .log_config import LogConfig
 from .producer_state import ProducerStateError, ProducerStateManager
-from .segment import LogSegment, iter_headers
+from .segment import LogSegment, Pin, fsync_segment_files, iter_headers, unlink_all
 from .transaction_index import AbortedTxn
 from .validator import validate_produce_records, validate_records
 
@@ -98,6 +133,70 @@ class FileSlice:
     size: int
     # Keeps ``fd`` open while the slice lives (log.max.open.files closes idle files).
     pin: object = None
+
+
+class LogThreads(Protocol):
+    """Where a log's slow file work runs: the log manager's threads."""
+
+    def submit(
+        self,
+        log: PartitionLog,
+        work: Callable[[], object],
+        done: Callable[[], None] | None = None,
+    ) -> bool:
+        """Run ``work`` on a thread, then ``done`` on the event loop; an ``OSError`` of
+        ``work`` takes ``log``'s dir offline. False, running nothing, when that cannot
+        be (no event loop runs): the log then does the work itself."""
+        ...
+
+    def running(self) -> bool:
+        """Whether ``submit`` would run work on a thread now."""
+        ...
+
+
+@dataclass(slots=True, eq=False)
+class _Flush:
+    """One flush: what the event loop chose to make durable, the fsyncs to do (on a
+    thread, or on the caller's), and the pins that keep their descriptors open."""
+
+    end: int  # the recovery point once done
+    truncations: int  # ``PartitionLog.truncations`` when chosen
+    segments: list[LogSegment]
+    pins: list[Pin]
+    files: list[tuple[int, list[Path]]]  # (.log descriptor, index files) per segment
+    epoch_checkpoint: Path | None  # leader-epoch-checkpoint written without fsync
+    done: threading.Event = field(default_factory=threading.Event)
+    failed: bool = False
+
+    def run(self) -> None:
+        try:
+            for fd, paths in self.files:
+                fsync_segment_files(fd, paths)
+            if self.epoch_checkpoint is not None:
+                # Gone: the partition was deleted meanwhile.
+                with contextlib.suppress(FileNotFoundError):
+                    fsync_file_and_directory(self.epoch_checkpoint)
+        except BaseException:
+            self.failed = True
+            raise
+        finally:
+            self.done.set()
+
+
+class _Unlink:
+    """A deleted segment's files, unlinked once: by a thread, or by the event loop when
+    a new segment is about to take their names (whichever comes first)."""
+
+    __slots__ = ("_lock", "_paths")
+
+    def __init__(self, paths: list[Path]) -> None:
+        self._paths = paths
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        with self._lock:
+            paths, self._paths = self._paths, []
+            unlink_all(paths)
 
 
 @dataclass(slots=True)  # not frozen: a frozen __init__ costs ~10x (hot path)
@@ -167,6 +266,11 @@ class PartitionLog:
             directory / LEADER_EPOCH_CHECKPOINT, lambda: self.log_end_offset, new=new
         )
         self._deleted_segments: list[tuple[int, LogSegment]] = []  # (close after ms, segment)
+        # The log manager's threads, set by it while an event loop runs (module docstring).
+        self.threads: LogThreads | None = None
+        self._flushing: _Flush | None = None  # the flush in flight on a thread
+        # Base offset -> unlink of a deleted segment's files not done yet (on a thread).
+        self._unlinking: dict[int, _Unlink] = {}
         # Counts truncations (``truncate_to`` that removed batches, or a full truncation):
         # state derived from the log's contents (idempotent producers) is rebuilt when it
         # changes, even if the log has since grown back past where it was.
@@ -236,6 +340,11 @@ class PartitionLog:
             "created_ms": self._now_ms(),
         }
         if size is None:
+            unlinking = self._unlinking.pop(base_offset, None)
+            if unlinking is not None:
+                # A deleted segment's files by the same name, still to be unlinked:
+                # finish that first, or the unlink would remove the new files.
+                unlinking.run()
             return LogSegment.create(self.directory, base_offset, fd=fd, **kwargs)
         return LogSegment(self.directory, base_offset, size=size, **kwargs)
 
@@ -374,24 +483,57 @@ class PartitionLog:
             segment.ensure_indexes(self._next_base(i))
         return segment
 
-    def _delete_segment(self, segment: LogSegment) -> None:
-        """Unlink now, close the descriptor after file.delete.delay.ms (deletion rule)."""
-        segment.unlink_files()
-        if segment.is_open and not segment.close_when_unpinned():
+    def _off_loop(self, work: Callable[[], object], done: Callable[[], None] | None = None) -> bool:
+        """Hand ``work`` to the log manager's threads; False when the caller must do it."""
+        threads = self.threads
+        return threads is not None and threads.submit(self, work, done)
+
+    def _close_fd(self, fd: int) -> None:
+        """Close a deleted segment's descriptor, on a thread when there are threads: the
+        last close of an unlinked file frees its blocks, which waits on the journal."""
+        if not self._off_loop(functools.partial(os.close, fd)):
+            os.close(fd)
+
+    def _delete_segment(self, segment: LogSegment, *, unlink_now: bool = False) -> None:
+        """Unlink the files, close the descriptor once nothing pins it and at the latest
+        after file.delete.delay.ms (deletion rule). The unlinks go to a thread unless
+        ``unlink_now`` (truncation, the cleaner's swap: module docstring)."""
+        if unlink_now:
+            segment.unlink_files()
+        else:
+            unlink = _Unlink(segment.file_paths())
+            base = segment.base_offset
+            if self._off_loop(unlink.run, functools.partial(self._unlinked, base, unlink)):
+                self._unlinking[base] = unlink
+            else:
+                unlink.run()
+        if segment.is_open and not segment.close_when_unpinned(self._close_fd):
             deadline = self._now_ms() + self.config.file_delete_delay_ms
             self._deleted_segments.append((deadline, segment))
 
+    def _unlinked(self, base_offset: int, unlink: _Unlink) -> None:
+        if self._unlinking.get(base_offset) is unlink:
+            del self._unlinking[base_offset]
+
     def close_deleted_segments(self, *, force: bool = False) -> int:
-        """Close descriptors of deleted segments whose delay has passed; return how many
-        are still waiting."""
+        """Close descriptors of deleted segments whose delay has passed (``force``: all,
+        once the flush in flight is done); return how many are still waiting. A segment
+        a flush is fsyncing waits for it, whatever the delay."""
+        if force:
+            self._settle_flush()
         if not self._deleted_segments:
             return 0
         now = self._now_ms()
+        flushing = self._flushing.segments if self._flushing is not None else ()
         waiting = []
         for deadline, segment in self._deleted_segments:
-            if force or now >= deadline:
-                segment.close_fd()
-            elif segment.is_open and not segment.close_when_unpinned():
+            if segment in flushing:
+                waiting.append((deadline, segment))
+            elif force or now >= deadline:
+                fd = segment.detach_fd()
+                if fd is not None:
+                    self._close_fd(fd)
+            elif segment.is_open and not segment.close_when_unpinned(self._close_fd):
                 waiting.append((deadline, segment))
         self._deleted_segments = waiting
         return len(waiting)
@@ -430,7 +572,8 @@ class PartitionLog:
         cleaned.change_file_suffixes(cleaned_suffix, swap_suffix)
         _fsync_directory(self.directory)
         for segment in self._segments[first:stop]:
-            self._delete_segment(segment)
+            # At once: the copy takes the first one's name next (module docstring).
+            self._delete_segment(segment, unlink_now=True)
         cleaned.change_file_suffixes(swap_suffix, "")
         _fsync_directory(self.directory)
         self._segments[first:stop] = [cleaned]
@@ -727,8 +870,28 @@ class PartitionLog:
         segment = self._segment(base_offset)
         self._add_segment(segment)
         if base_offset == self.log_end_offset:
-            self.producer_state.take_snapshot()  # Kafka's snapshot at every roll
+            self._snapshot_at_roll()
+        self._flush_rolled()
         return segment
+
+    def _flush_rolled(self) -> None:
+        """Kafka's flush of the segments a roll closed, scheduled at the roll
+        (``flushUptoOffsetExclusive`` on its scheduler), whatever
+        ``log.flush.scheduler.interval.ms``: on the log manager's threads only. Without
+        them (tools, tests) the periodic ``flush_if_due`` does it, if it runs. One
+        rolled while a flush is in flight is flushed when that one is done."""
+        threads = self.threads
+        if self._flushing is None and threads is not None and threads.running():
+            self._flush_off_loop(self._base_offsets[-1])
+
+    def _snapshot_at_roll(self) -> None:
+        """Kafka's producer snapshot at every roll: the state taken and encoded here (it
+        must describe the log end at the roll), the file written, fsynced and renamed
+        into place on the log manager's threads (Kafka 3.x flushes it on its scheduler).
+        A truncation cancels one not renamed yet (``delete_snapshots_after``)."""
+        write = self.producer_state.snapshot_write()
+        if write is not None and not self._off_loop(write.run):
+            write.run()
 
     def maybe_roll(self) -> None:
         """Roll the active segment if segment.ms has passed since its first batch."""
@@ -845,14 +1008,15 @@ class PartitionLog:
         kept = offset >= self.log_start_offset
         if not kept:
             for segment in self._segments:
-                self._delete_segment(segment)
+                self._delete_segment(segment, unlink_now=True)
             self._segments, self._base_offsets = [], []
             self._add_segment(self._segment(max(offset, 0)))
             self.log_start_offset = self.log_end_offset = max(offset, 0)
         else:
             while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
                 self._base_offsets.pop()
-                self._delete_segment(self._segments.pop())
+                # At once: a crash must not bring back what was cut (module docstring).
+                self._delete_segment(self._segments.pop(), unlink_now=True)
             segment = self._indexed(len(self._segments) - 1)
             next_offset = segment.truncate_to(offset)
             self.log_end_offset = next_offset if next_offset is not None else segment.base_offset
@@ -952,33 +1116,93 @@ class PartitionLog:
 
     def flush(self, up_to: int | None = None) -> None:
         """fsync segments (and their indexes) holding offsets below ``up_to`` (default: the
-        log end) that were not flushed yet; advance the recovery point."""
-        end = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
-        self._last_flush_ms = self._now_ms()
-        self.leader_epoch_cache.sync()  # an epoch a new leader of an empty log wrote
-        if end <= self.recovery_point:
-            return
-        first = max(bisect.bisect_right(self._base_offsets, self.recovery_point) - 1, 0)
-        for i in range(first, len(self._segments)):
-            if self._base_offsets[i] >= end and i > first:
-                break
-            segment = self._segments[i]
-            if segment.indexes_loaded:
-                segment.sync()
-            else:
-                os.fsync(segment.fd)
-        self.recovery_point = end
+        log end) that were not flushed yet; advance the recovery point. On the caller's
+        thread, after the flush in flight (if any): for ``flush.messages`` (the user
+        chose that durability for every append) and ``close``."""
+        self._settle_flush()
+        flush = self._begin_flush(up_to)
+        if flush is not None:
+            try:
+                flush.run()
+            finally:
+                self._finish_flush(flush)
 
     def flush_if_due(self) -> None:
         """flush.ms, plus segments rolled since the last flush (Kafka flushes a rolled
-        segment in the background; here the periodic caller does)."""
+        segment in the background; here the periodic caller does), with the fsyncs on
+        the log manager's threads (module docstring); nothing while a flush is in
+        flight."""
         self.close_deleted_segments()
+        if self._flushing is not None:
+            return
         if self.log_end_offset > self.recovery_point and (
             self._now_ms() - self._last_flush_ms >= self.config.flush_ms
         ):
-            self.flush()
+            self._flush_off_loop(None)
         elif self.recovery_point < self._base_offsets[-1]:
-            self.flush(self._base_offsets[-1])
+            self._flush_off_loop(self._base_offsets[-1])
+
+    def _flush_off_loop(self, up_to: int | None) -> None:
+        flush = self._begin_flush(up_to)
+        if flush is None:
+            return
+        if self._off_loop(flush.run, functools.partial(self._flushed, flush)):
+            self._flushing = flush
+            return
+        try:
+            flush.run()
+        finally:
+            self._finish_flush(flush)
+
+    def _begin_flush(self, up_to: int | None) -> _Flush | None:
+        """The event loop's part of a flush: what to fsync (segments holding offsets in
+        [recovery point, ``up_to``)), their index entries written, their descriptors
+        pinned. None when there is nothing to do."""
+        end = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+        self._last_flush_ms = self._now_ms()
+        # An epoch a new leader of an empty log wrote without fsync.
+        epoch_checkpoint = self.leader_epoch_cache.take_unsynced()
+        segments: list[LogSegment] = []
+        if end > self.recovery_point:
+            first = max(bisect.bisect_right(self._base_offsets, self.recovery_point) - 1, 0)
+            for i in range(first, len(self._segments)):
+                if self._base_offsets[i] >= end and i > first:
+                    break
+                segments.append(self._segments[i])
+        elif epoch_checkpoint is None:
+            return None
+        pins = [segment.pin() for segment in segments]
+        files = [(segment.fd, segment.prepare_sync()) for segment in segments]
+        return _Flush(end, self.truncations, segments, pins, files, epoch_checkpoint)
+
+    def _flushed(self, flush: _Flush) -> None:
+        """On the event loop, once a thread is done with ``flush``; then the segments
+        rolled meanwhile, if any (``_flush_rolled``)."""
+        if self._flushing is flush:
+            self._flushing = None
+            self._finish_flush(flush)
+            if (
+                not flush.failed
+                and not self._closed
+                and self.recovery_point < self._base_offsets[-1]
+            ):
+                self._flush_rolled()
+
+    def _settle_flush(self) -> None:
+        """Wait for the flush in flight, if any, and apply it (close, a flush on the
+        caller's thread, forced closes of deleted segments)."""
+        flush = self._flushing
+        if flush is not None:
+            flush.done.wait()
+            self._flushed(flush)
+
+    def _finish_flush(self, flush: _Flush) -> None:
+        """Unpin (a segment deleted meanwhile closes now) and move the recovery point,
+        unless the fsyncs failed or a truncation happened since they were chosen (its
+        end may now hold other, unsynced batches)."""
+        flush.pins.clear()
+        if not flush.failed and flush.truncations == self.truncations:
+            self.recovery_point = max(self.recovery_point, min(flush.end, self.log_end_offset))
 
     def close(self) -> None:
         """Flush everything and close descriptors (deleted segments' included)."""
@@ -988,6 +1212,7 @@ class PartitionLog:
         if self._closed:
             return
         self._closed = True
+        self._settle_flush()
         if self._segments:
             self._segments[-1].seal()
             self.flush()
@@ -1008,6 +1233,8 @@ class PartitionLog:
         if self._deleted:
             return
         self._deleted = True
+        # Snapshots a thread is writing stop short (their directory is going).
+        self.producer_state.cancel_snapshot_writes()
         renamed = self.directory.with_name(log_delete_dir_name(self.topic, self.partition))
         deadline = self._now_ms() + self.config.file_delete_delay_ms
         descriptors = []
@@ -1018,7 +1245,7 @@ class PartitionLog:
                 fd = segment.detach_fd()
                 if fd is not None:
                     descriptors.append(fd)
-            elif not segment.close_when_unpinned():
+            elif not segment.close_when_unpinned(self._close_fd):
                 self._deleted_segments.append((deadline, segment))
         self._segments, self._base_offsets = [], []
         self._closed = True

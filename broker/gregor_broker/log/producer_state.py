@@ -24,6 +24,12 @@ open transaction as of ``offset``. The log takes one when it rolls a segment and
 it closes, once producer state exists; opening a log loads the newest snapshot at or
 below its end and scans only the batches after it, so a restart does not rescan whole
 logs. Snapshots past a truncation point are deleted, older ones go with the segments.
+The snapshot at a roll is taken and encoded on the event loop and written on another
+thread (``SnapshotWrite``: a uniquely named ``.tmp``, fsync, rename); until it is
+renamed into place, a truncation below its offset (or the partition's deletion)
+cancels it, so a snapshot of batches a truncation removed never appears after the
+truncation deleted the snapshots past it. A crash leaves at most a ``.tmp``, which
+opening the log removes.
 A snapshot keeps a producer's last batch only (as Kafka's): a retry of an older one of
 its last five after a restart is OUT_OF_ORDER_SEQUENCE_NUMBER, not a duplicate.
 
@@ -55,9 +61,11 @@ producer's. The log manager runs it every ``producer.id.expiration.check.interva
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import struct
+import threading
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -376,6 +384,11 @@ _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
 _CRC_END = 6  # the CRC covers the bytes from here on
 
 
+# Distinguishes the temporary files of writes of the same offset's snapshot (a cancelled
+# one may still be writing when the next starts).
+_WRITE_SERIALS = itertools.count(1)
+
+
 class CorruptSnapshot(ValueError):
     """A ``.snapshot`` that does not parse or whose CRC does not match."""
 
@@ -468,6 +481,52 @@ def decode_snapshot(data: bytes, next_offset: int) -> ProducerState:
     return state
 
 
+class SnapshotWrite:
+    """One snapshot's file work, on any thread: write ``<offset>.snapshot.<n>.tmp``,
+    fsync, rename it to ``<offset>.snapshot`` unless cancelled meanwhile, then drop the
+    snapshots below the log start as it was when the snapshot was taken."""
+
+    def __init__(self, directory: Path, offset: int, data: bytes, log_start_offset: int) -> None:
+        self.directory = directory
+        self.offset = offset
+        self._data = data
+        self._log_start_offset = log_start_offset
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self.done = threading.Event()
+
+    def cancel(self) -> None:
+        """No rename after this returns (one under way is finished first)."""
+        with self._lock:
+            self._cancelled = True
+
+    def run(self) -> None:
+        try:
+            if not self._cancelled:
+                self._write()
+        except OSError:
+            if not self._cancelled:  # else its directory went with the partition
+                raise
+        finally:
+            self.done.set()
+
+    def _write(self) -> None:
+        path = snapshot_path(self.directory, self.offset)
+        temporary = path.with_name(f"{path.name}.{next(_WRITE_SERIALS)}.tmp")
+        with open(temporary, "wb") as file:
+            file.write(self._data)
+            file.flush()
+            os.fsync(file.fileno())
+        with self._lock:
+            if self._cancelled:
+                temporary.unlink(missing_ok=True)
+                return
+            os.replace(temporary, path)
+        for offset in snapshot_offsets(self.directory):
+            if offset < self._log_start_offset:
+                snapshot_path(self.directory, offset).unlink(missing_ok=True)
+
+
 class ProducerStateManager:
     """The producer state of one partition log (Kafka's ``ProducerStateManager``),
     rebuilt lazily from the log: plain producers pay nothing until an idempotent one
@@ -476,6 +535,7 @@ class ProducerStateManager:
     def __init__(self, log: ProducerStateLog) -> None:
         self._log = log
         self._state: ProducerState | None = None
+        self._writes: list[SnapshotWrite] = []  # taken, maybe not written yet
 
     # -- snapshots ---------------------------------------------------------------------
 
@@ -515,22 +575,40 @@ class ProducerStateManager:
             return None
 
     def take_snapshot(self) -> None:
-        """Write ``<log end>.snapshot`` (fsynced) when the state exists; drop snapshots
-        below the log start. Kafka does this at every roll and at clean shutdown."""
+        """Write ``<log end>.snapshot`` (fsynced) here and now, after the writes under
+        way, when the state exists; drop snapshots below the log start (Kafka's
+        snapshot at clean shutdown)."""
+        self.wait_for_snapshot_writes()
+        write = self.snapshot_write()
+        if write is not None:
+            write.run()
+
+    def snapshot_write(self) -> SnapshotWrite | None:
+        """The snapshot of the state at the log end, taken and encoded now, for
+        ``SnapshotWrite.run`` on any thread (the log's snapshot at a roll); None
+        without state. It stays known here until written, so that a truncation can
+        cancel it."""
         if self._state is None:
-            return
+            return None
         log = self._log
         state = self.state()
-        path = snapshot_path(log.directory, log.log_end_offset)
-        temporary = path.with_name(path.name + ".tmp")
-        with open(temporary, "wb") as file:
-            file.write(encode_snapshot(state))
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-        for offset in snapshot_offsets(log.directory):
-            if offset < log.log_start_offset:
-                snapshot_path(log.directory, offset).unlink(missing_ok=True)
+        write = SnapshotWrite(
+            log.directory, log.log_end_offset, encode_snapshot(state), log.log_start_offset
+        )
+        self._writes = [w for w in self._writes if not w.done.is_set()]
+        self._writes.append(write)
+        return write
+
+    def wait_for_snapshot_writes(self) -> None:
+        for write in self._writes:
+            write.done.wait()
+        self._writes = []
+
+    def cancel_snapshot_writes(self, after: int = -1) -> None:
+        """Writes of snapshots past ``after`` not renamed into place yet never are."""
+        for write in self._writes:
+            if write.offset > after:
+                write.cancel()
 
     def delete_snapshots_at(self, offsets: Iterable[int]) -> None:
         """Segments starting at ``offsets`` went without a successor starting there (the
@@ -541,7 +619,9 @@ class ProducerStateManager:
             snapshot_path(self._log.directory, offset).unlink(missing_ok=True)
 
     def delete_snapshots_after(self, offset: int) -> None:
-        """A truncation to ``offset``: snapshots past it describe batches that are gone."""
+        """A truncation to ``offset``: snapshots past it describe batches that are gone
+        (those still being written first stop short of their rename)."""
+        self.cancel_snapshot_writes(offset)
         for found in snapshot_offsets(self._log.directory):
             if found > offset:
                 snapshot_path(self._log.directory, found).unlink(missing_ok=True)

@@ -197,7 +197,8 @@ class LogSegment:
         self.indexes_loaded = False
         self._fd: int | None = None
         self.pins = 0  # live Pins: the descriptor must stay open
-        self._close_when_unpinned = False  # deleted while pinned
+        # Deleted while pinned: what closes the descriptor when the last pin goes.
+        self._close_when_unpinned: Callable[[int], None] | None = None
         # The batches appended last, oldest first, up to the end of the file: base and
         # last offsets, positions. Empty until this process appends; cleared whenever
         # the file is cut or re-read (``recover``).
@@ -264,8 +265,10 @@ class LogSegment:
 
     def unpin(self) -> None:
         self.pins -= 1
-        if self.pins == 0 and self._close_when_unpinned:
-            self.close_fd()
+        if self.pins == 0 and self._close_when_unpinned is not None:
+            fd = self.detach_fd()
+            if fd is not None:
+                self._close_when_unpinned(fd)
 
     def close_idle_fd(self) -> None:
         """Close an unpinned descriptor to stay within ``log.max.open.files``; the next
@@ -273,13 +276,17 @@ class LogSegment:
         if self.pins == 0:
             self.close_fd()
 
-    def close_when_unpinned(self) -> bool:
-        """For a deleted segment: close the descriptor now if no slice uses it, else when
-        the last one goes. True when it is closed now."""
+    def close_when_unpinned(self, close: Callable[[int], None] = os.close) -> bool:
+        """For a deleted segment: close the descriptor now if nothing pins it, else when
+        the last pin goes; True when it is closed now. ``close`` does the closing (the
+        log's, which hands it to the log manager's threads: the last close of an
+        unlinked file frees its blocks and can wait seconds on a busy file system)."""
         if self.pins == 0:
-            self.close_fd()
+            fd = self.detach_fd()
+            if fd is not None:
+                close(fd)
             return True
-        self._close_when_unpinned = True
+        self._close_when_unpinned = close
         return False
 
     @property
@@ -297,12 +304,20 @@ class LogSegment:
 
     def sync(self) -> None:
         """fsync the log and its indexes."""
-        os.fsync(self.fd)
+        fsync_segment_files(self.fd, self.prepare_sync())
+
+    def prepare_sync(self) -> list[Path]:
+        """The event loop's part of a ``sync``: write the pending index entries (to the
+        page cache) and return the index files to fsync with the ``.log``. The fsyncs
+        (``fsync_segment_files``) may then run on another thread: they read no state
+        of the segment's."""
+        paths = []
         if self.indexes_loaded:
-            self.offset_index.sync()
-            self.time_index.sync()
+            self.write_indexes()
+            paths += [self.offset_index.path, self.time_index.path]
         if self._txn_index is not None:
-            self._txn_index.sync()
+            paths.append(self._txn_index.path)
+        return paths
 
     def seal(self) -> None:
         """The segment stops being active: record its max timestamp in the time index
@@ -362,13 +377,11 @@ class LogSegment:
 
     def unlink_files(self) -> None:
         """Remove the files; an open descriptor (and any FileSlice on it) stays valid."""
-        for path in (
-            self.log_path,
-            self.offset_index.path,
-            self.time_index.path,
-            self.txn_index_path,
-        ):
-            path.unlink(missing_ok=True)
+        unlink_all(self.file_paths())
+
+    def file_paths(self) -> list[Path]:
+        """The segment's files (those that exist or may)."""
+        return [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index_path]
 
     def last_modified_ms(self) -> int:
         # stat, not fstat: retention looks at every segment and must not open them all.
@@ -636,6 +649,29 @@ class LogSegment:
             self.size = position
         self.txn_index.truncate_to(offset)
         return self.recover(verify_crc=False, min_offset=self.base_offset, truncate=True)
+
+
+def fsync_segment_files(fd: int, paths: list[Path]) -> None:
+    """fsync a segment's ``.log`` (its descriptor, which the caller keeps open) and then
+    the files ``paths`` (its indexes), on any thread. A file that is gone was deleted
+    meanwhile (retention, truncation, the partition's deletion): nothing to make
+    durable. They are opened read-only, never created: a deleted index must not come
+    back."""
+    os.fsync(fd)
+    for path in paths:
+        try:
+            index_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fsync(index_fd)
+        finally:
+            os.close(index_fd)
+
+
+def unlink_all(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
 
 
 def prepare_first_segment(directory: Path) -> int | None:

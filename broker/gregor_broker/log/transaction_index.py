@@ -109,14 +109,6 @@ class TransactionIndex:
         with open(self.path, "wb") as file:
             file.write(b"".join(entry.encode() for entry in kept))
 
-    def sync(self) -> None:
-        if self.path.exists():
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
 
 class OpenTransactions:
     """Open transactions of one partition: producer id -> first offset (Kafka's
