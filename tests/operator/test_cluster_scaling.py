@@ -143,8 +143,11 @@ def test_scale_3_to_5_to_3_under_acks_all_load_and_refuse_going_below_rf(
     # down (move off, then shrink), and the refusal; and progress in partitions and bytes.
     print(f"phases {watcher.phases}; progress samples {len(watcher.progress)}: "
           f"{watcher.progress[:1]} ... {watcher.progress[-1:]}")  # fmt: skip
-    order = ["ScalingUp", "MovingReplicasOn", "Running", "MovingReplicasOff", "ScalingDown",
-             "Running", "ScaleDownRefused", "Running"]  # fmt: skip
+    # Running between the stages is waited for above (wait_phase), in order; the sampler
+    # (10 a second, behind the API on a loaded machine) can miss a short one, as CI saw
+    # between ScalingDown and ScaleDownRefused.
+    order = ["ScalingUp", "MovingReplicasOn", "MovingReplicasOff", "ScalingDown",
+             "ScaleDownRefused"]  # fmt: skip
     seen = iter(watcher.phases)
     # A subsequence (the message a string: pytest cuts a list's repr short).
     assert all(phase in seen for phase in order), f"phases seen: {watcher.phases}"

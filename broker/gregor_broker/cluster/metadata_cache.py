@@ -138,6 +138,11 @@ class MetadataCache:
     def notify(self) -> None:
         for listener in self.listeners:
             listener()
+        self.recheck_waiters()
+
+    def recheck_waiters(self) -> None:
+        """Check the ``wait_for`` predicates again (after an update, or after something
+        they also look at changed: a partition this broker now leads)."""
         if not self._waiters or self._waiters_check_scheduled:
             return
         try:

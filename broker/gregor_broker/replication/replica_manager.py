@@ -319,7 +319,27 @@ class ReplicaManager:
         self.logs.failed_on(key, error)
         return PartitionError(ErrorCode.kafka_storage_error, f"log dir failed: {error}")
 
+    def leads_as_assigned(self, name: str) -> bool:
+        """Whether every partition of topic ``name`` whose leader the metadata says is this
+        broker is led here (created, not held back, leader at that epoch)."""
+        topic = self.metadata.topics.get(name)
+        if topic is None:
+            return False
+        partitions = self.partitions
+        for index, info in topic.partitions.items():
+            if info.leader == self.broker_id:
+                partition = partitions.get((name, index))
+                if (
+                    partition is None
+                    or not partition.is_leader(self.broker_id)
+                    or partition.leader_epoch != info.leader_epoch
+                ):
+                    return False
+        return True
+
     def _notify_leadership(self, partition: Partition) -> None:
+        # What waits on the metadata may wait on local leadership too (``leads_as_assigned``).
+        self.metadata.recheck_waiters()
         for listener in self.leadership_listeners:
             try:
                 listener(partition)

@@ -248,7 +248,9 @@ class Broker:
         self.fetch_sessions.watch_partitions(self.replica_manager.append_waiters)
         # After the replica manager's own listener: its partitions go offline first.
         self.logs.dir_failure_listeners.append(self._on_log_dir_failure)
-        self.topic_admin = TopicAdmin(config, self.metadata, self.zk_admin)
+        self.topic_admin = TopicAdmin(
+            config, self.metadata, self.zk_admin, self.replica_manager.leads_as_assigned
+        )
         # Before metadata arrives: it listens for __consumer_offsets leadership.
         self.coordinator = CoordinatorService(
             config, self.metadata, self.replica_manager, self.topic_admin

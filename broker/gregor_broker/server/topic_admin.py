@@ -84,10 +84,19 @@ class _Placement:
 
 
 class TopicAdmin:
-    def __init__(self, config: BrokerConfig, metadata: MetadataCache, admin: ZkAdmin) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        metadata: MetadataCache,
+        admin: ZkAdmin,
+        led_here: Callable[[str], bool] | None = None,
+    ) -> None:
+        """``led_here(topic)``: whether this broker leads every partition of ``topic``
+        the metadata says it leads (the replica manager's ``leads_as_assigned``)."""
         self.config = config
         self.metadata = metadata
         self.admin = admin
+        self.led_here = led_here
 
     def _registered_brokers(self) -> dict[int, str | None]:
         """Broker id -> rack of every broker registered in ZooKeeper (blocking)."""
@@ -252,9 +261,20 @@ class TopicAdmin:
         return results
 
     async def wait_for_leaders(self, names: list[str], timeout: float) -> bool:
+        """Until every partition of ``names`` has a leader, and those this broker leads
+        are led here, not only named so in ZooKeeper: Kafka's controller sends a broker
+        LeaderAndIsr before the UpdateMetadata that shows it as leader, so a client
+        answered by one broker can produce to it at once. Gregor's replica manager may
+        still hold a new partition back while the log manager's threads make its files
+        (seconds on a busy disk), and a produce sent then was refused with
+        NOT_LEADER_OR_FOLLOWER."""
         metadata = self.metadata
+        led_here = self.led_here
         return await metadata.wait_for(
-            lambda: all(metadata.topic_has_leaders(n) for n in names), timeout
+            lambda: all(
+                metadata.topic_has_leaders(n) and (led_here is None or led_here(n)) for n in names
+            ),
+            timeout,
         )
 
     async def delete_topics(self, names: list[str]) -> dict[str, TopicAdminError | None]:

@@ -109,3 +109,39 @@ def test_a_topic_deleted_while_its_files_are_made_leaves_nothing(tmp_path, slow_
         assert replicas.partitions == {}
 
     asyncio.run(scenario())
+
+
+def test_create_topics_answers_once_this_broker_leads_what_it_is_named_leader_of(
+    tmp_path, slow_file_system
+):
+    """Kafka's controller sends a broker LeaderAndIsr before the UpdateMetadata naming it
+    leader, so a CreateTopics answered by the leader can be followed by a produce at
+    once. Here the metadata names the leader while its files are still being made: the
+    wait for leaders goes on until the replica manager leads the partitions (CI saw a
+    produce right after CreateTopics refused with NOT_LEADER_OR_FOLLOWER)."""
+    from gregor_broker.config import BrokerConfig
+    from gregor_broker.server.topic_admin import TopicAdmin
+
+    async def scenario() -> None:
+        metadata, logs, replicas = _cluster(tmp_path)
+        admin = TopicAdmin(
+            BrokerConfig(broker_id=BROKER_ID, zookeeper_connect="zk:2181"),
+            metadata,
+            None,  # type: ignore[arg-type]  # no ZooKeeper writes here
+            replicas.leads_as_assigned,
+        )
+        _create_led_topic(metadata)
+        waiting = asyncio.ensure_future(admin.wait_for_leaders([TOPIC], 10))
+        pending = metadata.take_changed_topics()
+        while pending:
+            pending = replicas.reconcile(pending, max_changes=4)
+        await asyncio.sleep(0.2)
+        assert metadata.topic_has_leaders(TOPIC)  # named leader in the metadata ...
+        assert not waiting.done()  # ... but not leading yet: the files are being made
+        slow_file_system.set()
+        assert await asyncio.wait_for(waiting, 10) is True
+        assert all(partition.is_leader(BROKER_ID) for partition in replicas.partitions.values())
+        assert len(replicas.partitions) == PARTITIONS
+        logs.close()
+
+    asyncio.run(scenario())
