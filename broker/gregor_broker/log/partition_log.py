@@ -1122,10 +1122,7 @@ class PartitionLog:
         self._settle_flush()
         flush = self._begin_flush(up_to)
         if flush is not None:
-            try:
-                flush.run()
-            finally:
-                self._finish_flush(flush)
+            self._flush_here(flush)
 
     def flush_if_due(self) -> None:
         """flush.ms, plus segments rolled since the last flush (Kafka flushes a rolled
@@ -1148,7 +1145,11 @@ class PartitionLog:
             return
         if self._off_loop(flush.run, functools.partial(self._flushed, flush)):
             self._flushing = flush
-            return
+        else:
+            self._flush_here(flush)
+
+    def _flush_here(self, flush: _Flush) -> None:
+        """``flush``'s fsyncs on the caller's thread, then its outcome applied."""
         try:
             flush.run()
         finally:
