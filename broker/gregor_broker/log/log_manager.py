@@ -12,8 +12,9 @@ that waits on the file system's journal, seconds under heavy disk I/O while the 
 event loop answered nobody: a new partition's directory and first files, a deleted
 partition's rename and removal, and, for every log (``submit``, its ``LogThreads``), the
 fsyncs of flushes (a roll's and the periodic ones), the producer snapshots written at a
-roll, and the unlinks and last closes of deleted segments. Only while an event loop
-runs: without one (tools, tests) the logs do that work themselves.
+roll, and the unlinks and last closes of deleted segments. ``_off_loop`` is the one way
+in: the work on a thread, then the event loop told. Only while an event loop runs:
+without one (tools, tests) the logs do that work themselves.
 
 Log dir failure (Kafka's ``LogDirFailureChannel`` and ``LogManager.handleLogDirFailure``).
 Any ``OSError`` while writing to a log dir (ENOSPC on append, roll, flush, checkpoint;

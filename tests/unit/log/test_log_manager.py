@@ -236,8 +236,6 @@ def test_with_every_log_dir_failed_nothing_can_be_created(tmp_path, clock):
 def slow_remover(monkeypatch):
     """The remover threads wait for ``open`` before doing the removal (a file system
     busy for seconds, as under heavy disk I/O), which then runs for real."""
-    from gregor_broker.log import log_manager
-
     gate = threading.Event()
     real = log_manager.remove_partition_files
 
