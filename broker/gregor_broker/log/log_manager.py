@@ -12,8 +12,9 @@ that waits on the file system's journal, seconds under heavy disk I/O while the 
 event loop answered nobody: a new partition's directory and first files, a deleted
 partition's rename and removal, and, for every log (``submit``, its ``LogThreads``), the
 fsyncs of flushes (a roll's and the periodic ones), the producer snapshots written at a
-roll, and the unlinks and last closes of deleted segments. Only while an event loop
-runs: without one (tools, tests) the logs do that work themselves.
+roll, and the unlinks and last closes of deleted segments. ``_off_loop`` is the one way
+in: the work on a thread, then the event loop told. Only while an event loop runs:
+without one (tools, tests) the logs do that work themselves.
 
 Log dir failure (Kafka's ``LogDirFailureChannel`` and ``LogManager.handleLogDirFailure``).
 Any ``OSError`` while writing to a log dir (ENOSPC on append, roll, flush, checkpoint;
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -101,15 +103,20 @@ def read_meta_properties(path: Path) -> dict[str, str]:
     return properties
 
 
-class _Preparing:
-    """A new partition's directory being made on a thread: where, and its outcome."""
+class _PartitionFiles:
+    """A partition's directory in the hands of the log manager's threads: being made for
+    a new partition (``new``) or renamed away and removed for a deleted one. ``done`` is
+    set once they are finished with it, after the outcome is recorded."""
 
-    __slots__ = ("done", "error", "fd", "log_dir")
+    __slots__ = ("done", "error", "fd", "log_dir", "new")
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, *, new: bool) -> None:
         self.log_dir = log_dir
+        self.new = new
         self.done = threading.Event()
-        self.fd: int | None = None  # the first segment's open .log (None: it existed)
+        # A new partition's outcome: its first segment's open .log (None: the directory
+        # existed), or why it could not be made.
+        self.fd: int | None = None
         self.error: OSError | None = None
 
 
@@ -138,12 +145,13 @@ class LogManager:
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_generation = 0
         self._checkpoint_written = 0
-        # Removes the directories of deleted partitions (renamed to ``*-delete`` first,
-        # so a crash before removal is finished at the next start-up).
+        # The log manager's threads (module docstring), started when first needed.
         self._remover: ThreadPoolExecutor | None = None
-        # Deleted partitions whose directory the remover has not renamed yet: set once it
-        # has (or failed to). A partition created again waits for its old directory.
-        self._renames: dict[TopicPartition, threading.Event] = {}
+        # Partitions whose directory the threads are making or removing. A new one stays,
+        # once made, until ``get_or_create`` opens it (its log dir is counted already); a
+        # deleted one until the event loop is told it is gone (a partition created again
+        # meanwhile waits for its old directory).
+        self._files: dict[TopicPartition, _PartitionFiles] = {}
         # File work that failed on the threads: (log dir, error), taken offline on the
         # event loop when the work is reported done (or by the next periodic job).
         self._thread_failures: list[tuple[Path, OSError]] = []
@@ -152,9 +160,6 @@ class LogManager:
         # its files: a deleted one's directory renamed away, a new one's made (the
         # replica manager then creates the partitions it held back).
         self.ready_listeners: list[Callable[[TopicPartition], None]] = []
-        # New partitions whose directory and first files a thread is making (or made and
-        # ``get_or_create`` has not taken yet); their log dir is counted already.
-        self._preparing: dict[TopicPartition, _Preparing] = {}
         self._broker_id: int | None = None
         self._cluster_id: str | None = None
         # Failed log dirs (dir -> what failed) and the partitions that were on them.
@@ -273,12 +278,12 @@ class LogManager:
         # Kafka's nextLogDirs: the live log dir holding the fewest partitions (counted as
         # they come and go: counting them per new partition was quadratic).
         counts = self._partitions_in
-        renamed = self._renames.pop(key, None)
-        if renamed is not None:
-            # Deleted and created again before the remover renamed the old directory
+        prepared = self._files.pop(key, None)
+        if prepared is not None and not prepared.new:
+            # Deleted and created again before the threads renamed the old directory away
             # (it may be in this log dir): wait for it rather than open the old files.
-            renamed.wait()
-        prepared = self._preparing.pop(key, None)
+            prepared.done.wait()
+            prepared = None
         if prepared is None:
             log_dir = min(live, key=lambda d: counts[d])
             counts[log_dir] += 1
@@ -317,16 +322,16 @@ class LogManager:
         (``get_or_create`` then opens it without a file system call). A mkdir and three
         file creations each wait on the file system's journal, for seconds under heavy
         disk I/O, and the broker answered nobody meanwhile. False once it can be opened
-        (the removal listeners are told), and without a running loop (tools, tests:
+        (``ready_listeners`` are told), and without a running loop (tools, tests:
         ``get_or_create`` makes it there)."""
-        prepared = self._preparing.get(key)
-        if prepared is not None:
-            return not prepared.done.is_set()
+        files = self._files.get(key)
+        if files is not None and files.new:
+            return not files.done.is_set()
         if key in self._logs or key in self._offline:
             return False
         live = self.live_dirs
         try:
-            loop = asyncio.get_running_loop()
+            asyncio.get_running_loop()
         except RuntimeError:
             return False
         if not live:
@@ -334,52 +339,41 @@ class LogManager:
         counts = self._partitions_in
         log_dir = min(live, key=lambda d: counts[d])
         counts[log_dir] += 1  # so that the next new partitions spread over the dirs
-        prepared = _Preparing(log_dir)
-        self._preparing[key] = prepared
-        self._remover_pool().submit(self._prepare, key, prepared, loop)
-        return True
+        prepared = self._files[key] = _PartitionFiles(log_dir, new=True)
+        directory = log_dir / f"{key[0]}-{key[1]}"
 
-    def _prepare(
-        self, key: TopicPartition, prepared: _Preparing, loop: asyncio.AbstractEventLoop
-    ) -> None:
-        """On a remover thread: ``prepare_first_segment``, then tell the loop."""
-        try:
-            prepared.fd = prepare_first_segment(prepared.log_dir / f"{key[0]}-{key[1]}")
-        except OSError as error:
-            prepared.error = error
-        finally:
-            prepared.done.set()
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(self._tell_ready, key)
+        def make() -> None:
+            if files is not None:
+                # Its old directory goes first (gone already: callers ask ``removing``).
+                files.done.wait()
+            try:
+                prepared.fd = prepare_first_segment(directory)
+            except OSError as error:
+                prepared.error = error  # raised by get_or_create, as if made there
+
+        self._off_loop(directory, make, functools.partial(self._tell_ready, key), prepared.done)
+        return True
 
     def preparing(self) -> list[TopicPartition]:
         """New partitions being made, or made and not opened yet."""
-        return list(self._preparing)
+        return [key for key, files in self._files.items() if files.new]
 
     def discard_prepared(self, key: TopicPartition) -> None:
         """A partition made ready but no longer wanted here (its topic was deleted
         meanwhile): its directory goes as a deleted partition's does."""
-        prepared = self._preparing.pop(key, None)
-        if prepared is None:
+        prepared = self._files.get(key)
+        if prepared is None or not prepared.new:
             return
         self._partitions_in[prepared.log_dir] -= 1
-        renamed = threading.Event()
-        self._renames[key] = renamed
-        try:
-            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
         directory = prepared.log_dir / f"{key[0]}-{key[1]}"
         to = directory.with_name(log_delete_dir_name(*key))
 
         def discard() -> None:
             prepared.done.wait()
-            if prepared.fd is None:  # nothing was made (or the directory was there)
-                renamed.set()
-                return
-            self._remove(key, prepared.log_dir, directory, to, [prepared.fd], renamed, loop)
+            if prepared.fd is not None:  # else nothing was made (or the directory was there)
+                remove_partition_files(directory, to, [prepared.fd])
 
-        self._remover_pool().submit(discard)
+        self._remove(key, directory, discard)
 
     # -- log dir failure -----------------------------------------------------------------
 
@@ -428,9 +422,9 @@ class LogManager:
                 logger.exception("log dir failure listener failed for %s", log_dir)
 
     def delete_log(self, topic: str, partition: int) -> None:
-        """Forget the partition's log and remove its files on the remover threads (the
-        rename, the closes and the unlinks each wait on the file system: milliseconds,
-        seconds under heavy disk I/O or for thousands of partitions)."""
+        """Forget the partition's log and remove its files on the log manager's threads
+        (the rename, the closes and the unlinks each wait on the file system:
+        milliseconds, seconds under heavy disk I/O or for thousands of partitions)."""
         key = (topic, partition)
         log = self._logs.get(key)
         if log is None:
@@ -439,21 +433,20 @@ class LogManager:
         log_dir = self._dir_of.pop(key)
         del self._logs[key]
         self._partitions_in[log_dir] -= 1
-        renamed = threading.Event()
-        self._renames[key] = renamed
-        try:
-            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None  # no listeners to tell (tools, tests)
 
         def remove(directory: Path, to: Path, descriptors: list[int]) -> None:
-            self._remover_pool().submit(
-                self._remove, key, log_dir, directory, to, descriptors, renamed, loop
-            )
+            self._remove(key, directory, lambda: remove_partition_files(directory, to, descriptors))
 
         log.delete(remove)
         if log.close_deleted_segments():
             self._deleted.append(log)
+
+    def _remove(self, key: TopicPartition, directory: Path, work: Callable[[], None]) -> None:
+        """A partition's directory goes on the threads (``work``: ``remove_partition_files``);
+        ``removing(key)`` until it has. A failed rename takes the log dir offline (as a
+        failed write does), from the event loop's next periodic job."""
+        removal = self._files[key] = _PartitionFiles(directory.parent, new=False)
+        self._off_loop(directory, work, functools.partial(self._tell_ready, key), removal.done)
 
     def _remover_pool(self) -> ThreadPoolExecutor:
         """The log manager's threads (module docstring)."""
@@ -462,6 +455,39 @@ class LogManager:
             # one thread took minutes for the 40,000 files of 8,000 partitions.
             self._remover = ThreadPoolExecutor(_REMOVER_THREADS, thread_name_prefix="log-remover")
         return self._remover
+
+    def _off_loop(
+        self,
+        directory: Path,
+        work: Callable[[], object],
+        then: Callable[[], None],
+        done: threading.Event | None = None,
+    ) -> None:
+        """Run file work off the event loop: ``work`` on the log manager's threads, then
+        ``then`` on the event loop running now (none: tools and tests, nobody is told).
+        An ``OSError`` out of ``work`` takes ``directory``'s log dir offline, on the loop
+        (``_take_thread_failures``: from ``then``, or the next periodic job); ``done`` is
+        set, on the thread, once that is recorded."""
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+
+        def run() -> None:
+            try:
+                work()
+            except OSError as error:
+                self._thread_failures.append((directory.parent, error))
+            except Exception:
+                logger.exception("file work for %s failed", directory)
+            finally:
+                if done is not None:
+                    done.set()
+                if loop is not None:
+                    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                        loop.call_soon_threadsafe(then)
+
+        self._remover_pool().submit(run)
 
     def submit(
         self,
@@ -474,8 +500,6 @@ class LogManager:
         does (``failed_on``). False without a running event loop, or once closed."""
         if not self.running():
             return False
-        loop = asyncio.get_running_loop()
-        log_dir = log.directory.parent
 
         def finished() -> None:
             try:
@@ -484,18 +508,7 @@ class LogManager:
             finally:
                 self._take_thread_failures()
 
-        def run() -> None:
-            try:
-                work()
-            except OSError as error:
-                self._thread_failures.append((log_dir, error))
-            except Exception:
-                logger.exception("file work for %s failed", log.directory)
-            finally:
-                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                    loop.call_soon_threadsafe(finished)
-
-        self._remover_pool().submit(run)
+        self._off_loop(log.directory, work, finished)
         return True
 
     def running(self) -> bool:
@@ -514,29 +527,13 @@ class LogManager:
             if log_dir in self._partitions_in:
                 self.log_dir_failed(log_dir, error)
 
-    def _remove(
-        self,
-        key: TopicPartition,
-        log_dir: Path,
-        directory: Path,
-        renamed: Path,
-        descriptors: list[int],
-        done: threading.Event,
-        loop: asyncio.AbstractEventLoop | None,
-    ) -> None:
-        """On a remover thread: ``remove_partition_files``. A failed rename takes the log
-        dir offline (as a failed write does), from the event loop's next periodic job."""
-        try:
-            remove_partition_files(directory, renamed, descriptors)
-        except OSError as error:
-            self._thread_failures.append((log_dir, error))
-        finally:
-            done.set()
-            if loop is not None:
-                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                    loop.call_soon_threadsafe(self._tell_ready, key)
-
     def _tell_ready(self, key: TopicPartition) -> None:
+        """On the event loop: the threads are done with ``key``'s files. A finished
+        removal is forgotten (there is nothing left to wait for), then the listeners
+        are told."""
+        files = self._files.get(key)
+        if files is not None and not files.new and files.done.is_set():
+            del self._files[key]
         for listener in self.ready_listeners:
             try:
                 listener(key)
@@ -545,15 +542,16 @@ class LogManager:
 
     def removing(self, key: TopicPartition) -> bool:
         """Whether the deleted partition ``key``'s directory is still to be renamed
-        away: ``get_or_create`` would wait for the remover thread."""
-        renamed = self._renames.get(key)
-        return renamed is not None and not renamed.is_set()
+        away: ``get_or_create`` would wait for the threads."""
+        files = self._files.get(key)
+        return files is not None and not files.new and not files.done.is_set()
 
     def wait_for_removals(self) -> None:
-        """Block until the remover has renamed every deleted partition's directory and
-        closed its descriptors (tests; ``close`` waits for the whole removal)."""
-        for renamed in list(self._renames.values()):
-            renamed.wait()
+        """Block until the threads have renamed every deleted partition's directory
+        and closed its descriptors (a test aid; ``close`` waits for all their work)."""
+        for files in list(self._files.values()):
+            if not files.new:
+                files.done.wait()
 
     def logs(self) -> dict[tuple[str, int], PartitionLog]:
         return dict(self._logs)
@@ -607,8 +605,6 @@ class LogManager:
 
     def _reap_deleted(self) -> None:
         self._deleted = [log for log in self._deleted if log.close_deleted_segments()]
-        if self._renames:
-            self._renames = {key: e for key, e in self._renames.items() if not e.is_set()}
         self._take_thread_failures()
 
     def run_retention(self) -> int:
@@ -697,10 +693,10 @@ class LogManager:
             self._remover.shutdown(wait=True)
             self._remover = None
         self._take_thread_failures()
-        for prepared in self._preparing.values():
-            if prepared.fd is not None:  # made, never opened: loaded at the next start
-                os.close(prepared.fd)
-        self._preparing.clear()
+        for files in self._files.values():
+            if files.new and files.fd is not None:  # made, never opened: loaded at next start
+                os.close(files.fd)
+        self._files.clear()
         self.checkpoint()
         for log_dir in self.live_dirs:
             try:

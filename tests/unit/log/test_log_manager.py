@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import resource
 import threading
 
 import pytest
 from log_helpers import FakeClock, batch, consume_offsets, produce
 
-from gregor_broker.log import InconsistentBrokerMetadata, LogConfig, LogManager
+from gregor_broker.log import InconsistentBrokerMetadata, LogConfig, LogManager, log_manager
 from gregor_broker.log.log_manager import CLEAN_SHUTDOWN_FILE, LogDirOffline
 from gregor_broker.log.partition_log import log_delete_dir_name
 
@@ -235,8 +236,6 @@ def test_with_every_log_dir_failed_nothing_can_be_created(tmp_path, clock):
 def slow_remover(monkeypatch):
     """The remover threads wait for ``open`` before doing the removal (a file system
     busy for seconds, as under heavy disk I/O), which then runs for real."""
-    from gregor_broker.log import log_manager
-
     gate = threading.Event()
     real = log_manager.remove_partition_files
 
@@ -275,3 +274,25 @@ def test_a_partition_created_again_at_once_starts_empty(tmp_path, clock, slow_re
     logs.close()
     (left,) = [p.name for p in (tmp_path / "d1").iterdir() if p.is_dir()]
     assert left == "orders-0"
+
+
+def test_a_failed_removal_takes_the_log_dir_offline_at_the_next_periodic_job(
+    tmp_path, clock, monkeypatch
+):
+    def failing(directory, renamed, descriptors):
+        for fd in descriptors:
+            os.close(fd)
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(log_manager, "remove_partition_files", failing)
+    logs = manager(tmp_path, clock)
+    logs.get_or_create("orders", 0, CONFIG)
+    logs.get_or_create("orders", 1, CONFIG)
+    logs.delete_log("orders", 0)
+    logs.wait_for_removals()
+    assert logs.offline_dirs == {}  # the thread only recorded it
+    logs.run_retention()
+    assert tmp_path / "d1" in logs.offline_dirs
+    assert logs.is_offline(("orders", 1))
+    logs.close()
+    assert not (tmp_path / "d1" / CLEAN_SHUTDOWN_FILE).exists()

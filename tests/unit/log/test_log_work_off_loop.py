@@ -6,7 +6,8 @@ system call on the threads only and checks that the loop keeps turning, then tha
 outcome is right: the recovery point moves only once the fsyncs are done and never past
 a truncation, a descriptor being fsynced is never closed, a late unlink never removes a
 file created again under the same name, a failure takes the log dir offline, and a
-snapshot written at a roll is what a restart after a crash loads."""
+snapshot written at a roll is what a restart after a crash loads. A new partition's
+files, also made on the threads, fail its creation when they could not be made."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from collections.abc import Callable
 import pytest
 from log_helpers import FakeClock, batch, consume_offsets, produce
 
-from gregor_broker.log import LogConfig, LogManager, PartitionLog
+from gregor_broker.log import LogConfig, LogManager, PartitionLog, log_manager
+from gregor_broker.log.log_manager import LogDirOffline
 from gregor_broker.protocol.record_batch import scan_batches
 from gregor_broker.protocol.records import Record, make_batch
 
@@ -267,6 +269,29 @@ def test_a_failed_fsync_on_a_thread_takes_the_log_dir_offline(tmp_path, clock, m
         assert log.recovery_point == 0
         logs.close()
         assert not (tmp_path / "d1" / ".kafka_cleanshutdown").exists()
+
+    asyncio.run(scenario())
+
+
+def test_new_files_that_cannot_be_made_fail_the_partitions_creation(tmp_path, clock, monkeypatch):
+    def failing(directory):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(log_manager, "prepare_first_segment", failing)
+
+    async def scenario() -> None:
+        logs = manager(tmp_path, clock)
+        told = []
+        logs.ready_listeners.append(told.append)
+        assert logs.creating(("orders", 0))
+        await until(lambda: told)
+        assert told == [("orders", 0)] and not logs.creating(("orders", 0))
+        logs.flush_due()  # a periodic job: the failure is not the thread's to report
+        assert logs.offline_dirs == {}
+        with pytest.raises(LogDirOffline, match="No space left"):
+            logs.get_or_create("orders", 0, CONFIG)
+        assert tmp_path / "d1" in logs.offline_dirs  # as a creation failing here would
+        logs.close()
 
     asyncio.run(scenario())
 
