@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 from bench.fetch_reader import next_offset
-from bench.targets import tansu_binary
+from bench.targets import tansu_binary, wait_settled
 
 from bench import harness, report
+from gregor_broker.devtools.local_cluster import BrokerProcess
+from gregor_broker.protocol.preparation import PREPARED_LOG_LINE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -301,3 +303,21 @@ def test_the_security_group_is_a_default_row_pair_shown_in_its_own_table() -> No
     assert "## Security: SASL_SSL against PLAINTEXT" in text
     assert "| 50.0 [40.0-60.0] | 100 [90.0-110] | 0.500 |" in text
     assert "3-broker" not in text.split("## Security")[0]
+
+
+def test_a_broker_is_settled_once_its_log_says_its_start_up_work_is_over(tmp_path: Path) -> None:
+    """``wait_settled`` reads each broker's own log (the line ``Preparer`` writes, tested
+    in tests/unit/protocol/test_preparation.py) and names the brokers that never said so."""
+    brokers = [
+        BrokerProcess(broker_id=i, directory=tmp_path / f"b{i}", zookeeper_connect="")
+        for i in (1, 2)
+    ]
+    for broker in brokers:
+        broker.directory.mkdir()
+        broker.log_path.write_text("INFO broker 1 serving on 127.0.0.1:9092\n")
+    brokers[0].log_path.write_text(f"INFO {PREPARED_LOG_LINE}: 208 in the background\n")
+    with pytest.raises(TimeoutError, match="broker 2 did not finish"):
+        wait_settled(brokers, timeout=0.3)
+    with brokers[1].log_path.open("a") as log:
+        log.write(f"INFO gregor_broker.protocol.preparation {PREPARED_LOG_LINE}: 208\n")
+    wait_settled(brokers, timeout=5)

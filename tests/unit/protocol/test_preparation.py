@@ -64,3 +64,28 @@ def test_the_thread_takes_one_step_at_a_time_with_the_loop_running_between(
     assert all(preparer.ready(*version) for version in versions)
     assert len(queued) == 4 * 5 and max(queued) == 0, queued
     assert ticks >= 4 * 5, ticks  # the loop ran at least once per step
+
+
+def test_the_end_of_the_background_preparation_is_logged(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The line a benchmark waits for before it measures a broker (``bench/targets.py``):
+    logged once every version is prepared, not before."""
+    monkeypatch.setattr(preparation, "BACKGROUND_DELAY_S", 0.0)
+    monkeypatch.setattr(preparation, "BACKGROUND_PAUSE_S", 0.0)
+    preparer = Preparer()
+    versions = [(FETCH, version) for version in range(12, 14)]
+    seen_before_the_end: list[bool] = []
+
+    async def scenario() -> None:
+        preparer.start_background(versions)
+        while preparer._task is not None and not preparer._task.done():
+            seen_before_the_end.append(preparation.PREPARED_LOG_LINE in caplog.text)
+            await asyncio.sleep(0)
+        await preparer.stop()
+
+    with caplog.at_level("INFO", logger=preparation.__name__):
+        asyncio.run(scenario())
+    assert all(preparer.ready(*version) for version in versions)
+    assert seen_before_the_end and not any(seen_before_the_end)
+    assert f"{preparation.PREPARED_LOG_LINE}: 2 in the background" in caplog.text
