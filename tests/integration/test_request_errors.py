@@ -284,3 +284,37 @@ def test_scram_credentials_of_a_user_no_znode_can_name_are_answered(broker) -> N
             "..": ErrorCode.unacceptable_credential,
         }
         _still_answers(client)
+
+
+def test_describe_configs_quoting_a_huge_name_in_a_non_flexible_version_is_answered(
+    broker,
+) -> None:
+    """Found by the fuzzer (seed 20261128): DescribeConfigs v1 and v3 answered
+    UNKNOWN_SERVER_ERROR for a resource name of 32,767 bytes, the most a v0-v3 string
+    holds: the error message quoting it did not fit the response's int16-length string.
+    A topic name that long is illegal, as Kafka's Topic.validate says first; a broker
+    resource naming another broker quotes the name, shortened to fit."""
+    huge = "t" * 32767
+    with RawClient(broker.bootstrap) as client:
+        for version in (1, 2, 3):  # the non-flexible versions served (v0 is gone in Kafka 4)
+            for resource_type, expected in ((2, ErrorCode.invalid_topic_exception),
+                                            (4, ErrorCode.invalid_request)):  # fmt: skip
+                body = request(
+                    32,
+                    version,
+                    resources=[
+                        {
+                            "resource_type": resource_type,
+                            "resource_name": huge,
+                            "configuration_keys": None,
+                        }
+                    ],
+                    include_synonyms=False,
+                    include_documentation=False,
+                )
+                answer = client.call(32, version, body)
+                [result] = answer.results
+                assert result.error_code is expected, (version, resource_type, result)
+                assert result.resource_name == huge
+                assert len(result.error_message.encode()) <= 32767
+        _still_answers(client)

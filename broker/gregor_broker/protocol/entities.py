@@ -193,14 +193,20 @@ def build(cls: type, data: Mapping[str, Any]) -> Any:
 
 
 def encode_response(api_key: int, version: int, data: Mapping[str, Any]) -> bytes:
-    cls = payload_class(api_key, version, "response")
+    return encode_answer(payload_class(api_key, version, "response"), data)
+
+
+def encode_answer(cls: type, data: Mapping[str, Any]) -> bytes:
+    """``data`` built as ``cls`` (a response, or an entity of one) and encoded, its error
+    messages shortened if they do not fit.
+
+    A non-flexible version's string holds at most 32,767 bytes. An error message that
+    quotes a request's string (DescribeClientQuotas v0 naming an unknown entity type of
+    32,767 bytes, DescribeConfigs v1 an unknown topic) would not fit, and the client would
+    get UNKNOWN_SERVER_ERROR instead of the error code: the message is shortened."""
     try:
         return encode(build(cls, data))
     except OutOfBoundValue:
-        # A non-flexible version's string holds at most 32,767 bytes. An error message
-        # that quotes a request's string (DescribeClientQuotas v0 naming an unknown
-        # entity type of 32,767 bytes) would not fit, and the client would get
-        # UNKNOWN_SERVER_ERROR instead of the error code: the message is shortened.
         shortened = _shorten_messages(data)
         if shortened == data:
             raise

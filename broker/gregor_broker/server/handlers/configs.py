@@ -23,6 +23,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ...cluster import zk_paths
+from ...cluster.topic_names import topic_name_error
 from ...config import (
     InvalidConfig,
     describe_broker_configs,
@@ -138,17 +139,15 @@ def _describe(
     version = context.version
     refused = config_refusal(broker, context, resource, AclOperation.DESCRIBE_CONFIGS)
     if refused is not None:
-        return entities.encode(
-            entities.build(
-                _result_class(version),
-                {
-                    "error_code": refused,
-                    "error_message": None,
-                    "resource_type": resource.resource_type,
-                    "resource_name": resource.resource_name,
-                    "configs": [],
-                },
-            )
+        return entities.encode_answer(
+            _result_class(version),
+            {
+                "error_code": refused,
+                "error_message": None,
+                "resource_type": resource.resource_type,
+                "resource_name": resource.resource_name,
+                "configs": [],
+            },
         )
     topic_config = None
     if resource.resource_type == TOPIC:
@@ -178,7 +177,7 @@ def _describe(
         return encoded
     result = _describe_result(broker, request, resource)
     cls = _result_class(version)
-    encoded = entities.encode(entities.build(cls, result))
+    encoded = entities.encode_answer(cls, result)
     if topic_config is not None or result["error_code"] == ErrorCode.none:
         _described[key] = encoded
         if len(_described) > DESCRIBE_CACHE_SIZE:
@@ -204,6 +203,10 @@ def _describe_result(broker: BrokerServices, request: Any, resource: Any) -> dic
     }
     if resource.resource_type == TOPIC:
         topic = broker.metadata.topics.get(resource.resource_name)
+        if topic is None and (illegal := topic_name_error(resource.resource_name)):
+            # Kafka's ConfigHelper validates the name first (Topic.validate).
+            result.update(error_code=ErrorCode.invalid_topic_exception, error_message=illegal)
+            return result
         if topic is None:
             result.update(
                 error_code=ErrorCode.unknown_topic_or_partition,
