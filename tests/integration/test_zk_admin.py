@@ -14,6 +14,7 @@ from gregor_broker.cluster import zk_paths
 from gregor_broker.cluster.admin import (
     BadVersion,
     BrokerIdInUse,
+    InvalidPartitions,
     InvalidReplicaAssignment,
     InvalidTopic,
     TopicAlreadyMarkedForDeletion,
@@ -172,6 +173,40 @@ def test_add_partitions_rewrites_with_versioned_set(admin, client):
         admin.add_partitions("t", {4: [1]})
     with pytest.raises(UnknownTopic):
         admin.add_partitions("nope", {0: [1]})
+
+
+def _written_meanwhile(admin, monkeypatch, write) -> None:
+    """The next read of a topic by ``admin`` is followed at once by ``write`` (a real
+    write to ZooKeeper), so that the rewrite based on that read loses."""
+    read = admin.get_topic_with_version
+    pending = [write]
+
+    def read_then_write(name):
+        found = read(name)
+        if pending:
+            pending.pop()()
+        return found
+
+    monkeypatch.setattr(admin, "get_topic_with_version", read_then_write)
+
+
+def test_add_partitions_that_lose_a_rewrite_read_the_topic_again(admin, client, monkeypatch):
+    """Another writer between the read and the versioned rewrite (a reassignment, another
+    CreatePartitions): the partitions are added to what is there now, or refused when
+    they no longer continue it; never the BadVersion of the lost rewrite."""
+    admin.create_topic("t", {0: [1, 2]}, {})
+    topic, version = admin.get_topic_with_version("t")
+    _written_meanwhile(admin, monkeypatch, lambda: admin.set_topic_assignment("t", topic, version))
+    admin.add_partitions("t", {1: [2, 1]})
+    assert admin.get_topic("t").partitions == {0: (1, 2), 1: (2, 1)}
+    _, stat = client.get("/brokers/topics/t")
+    assert stat.version == 2  # the other writer's, then ours
+
+    other = ZkAdmin(client)
+    _written_meanwhile(admin, monkeypatch, lambda: other.add_partitions("t", {2: [1, 2]}))
+    with pytest.raises(InvalidPartitions, match="consecutive from 3"):
+        admin.add_partitions("t", {2: [2, 1]})
+    assert admin.get_topic("t").partitions == {0: (1, 2), 1: (2, 1), 2: (1, 2)}
 
 
 def test_set_topic_assignment_is_conditional(admin):

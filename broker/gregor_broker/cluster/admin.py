@@ -277,28 +277,36 @@ class ZkAdmin:
         return results
 
     def add_partitions(self, name: str, new_partitions: Mapping[int, list[int]]) -> TopicAssignment:
-        """Add partitions (ids continuing the existing ones) with a versioned rewrite."""
-        found = self.get_topic_with_version(name)
-        if found is None:
-            raise UnknownTopic(f"Topic '{name}' does not exist.")
-        current, version = found
+        """Add partitions (ids continuing the existing ones) with a versioned rewrite.
+
+        A rewrite that loses to another writer (a reassignment's, another CreatePartitions)
+        reads the topic again and checks anew: partitions added meanwhile make these
+        ``InvalidPartitions``, a topic deleted meanwhile ``UnknownTopic``."""
         if not new_partitions:
             raise InvalidPartitions(f"Topic {name}: no partitions to add")
-        _validate_assignment(name, new_partitions, len(current.partitions))
-        old_rf = len(next(iter(current.partitions.values())))
-        new_rf = len(next(iter(new_partitions.values())))
-        if current.partitions and new_rf != old_rf:
-            raise InvalidReplicaAssignment(
-                f"Topic {name}: new partitions have replication factor {new_rf}, "
-                f"existing ones {old_rf}"
+        while True:
+            found = self.get_topic_with_version(name)
+            if found is None:
+                raise UnknownTopic(f"Topic '{name}' does not exist.")
+            current, version = found
+            _validate_assignment(name, new_partitions, len(current.partitions))
+            old_rf = len(next(iter(current.partitions.values())))
+            new_rf = len(next(iter(new_partitions.values())))
+            if current.partitions and new_rf != old_rf:
+                raise InvalidReplicaAssignment(
+                    f"Topic {name}: new partitions have replication factor {new_rf}, "
+                    f"existing ones {old_rf}"
+                )
+            merged = dict(current.partitions)
+            merged.update({p: tuple(r) for p, r in new_partitions.items()})
+            updated = TopicAssignment(
+                merged, current.topic_id, current.adding_replicas, current.removing_replicas
             )
-        merged = dict(current.partitions)
-        merged.update({p: tuple(r) for p, r in new_partitions.items()})
-        updated = TopicAssignment(
-            merged, current.topic_id, current.adding_replicas, current.removing_replicas
-        )
-        self.set_topic_assignment(name, updated, version)
-        return updated
+            try:
+                self.set_topic_assignment(name, updated, version)
+            except BadVersion:
+                continue
+            return updated
 
     def set_topic_assignment(self, name: str, topic: TopicAssignment, expected_version: int) -> int:
         """Conditionally rewrite ``/brokers/topics/<t>``; returns the new znode version."""

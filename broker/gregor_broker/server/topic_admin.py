@@ -19,7 +19,13 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from ..cluster.admin import InvalidReplicaAssignment, TopicExists, UnknownTopic, ZkAdmin
+from ..cluster.admin import (
+    InvalidPartitions,
+    InvalidReplicaAssignment,
+    TopicExists,
+    UnknownTopic,
+    ZkAdmin,
+)
 from ..cluster.metadata_cache import MetadataCache
 from ..cluster.models import TopicAssignment, new_uuid
 from ..cluster.placement import PlacementError, assign_replicas
@@ -350,5 +356,12 @@ class TopicAdmin:
             )
             new = await placement.place_off_loop()
         if not validate_only:
-            await asyncio.to_thread(self.admin.add_partitions, name, new)
+            try:
+                await asyncio.to_thread(self.admin.add_partitions, name, new)
+            except UnknownTopic as error:  # deleted since the metadata said it was there
+                raise TopicAdminError(ErrorCode.unknown_topic_or_partition, str(error)) from error
+            except InvalidPartitions as error:  # grown meanwhile by another request
+                raise TopicAdminError(ErrorCode.invalid_partitions, str(error)) from error
+            except InvalidReplicaAssignment as error:
+                raise TopicAdminError(ErrorCode.invalid_replica_assignment, str(error)) from error
         return new_count
