@@ -343,9 +343,7 @@ class Controller:
             return
         self.epoch = epoch
         log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
-        self._broker_epochs = self._read_broker_epochs(
-            self.client.get_children(zk_paths.BROKER_IDS)
-        )
+        topics, self._broker_epochs = self._read_topics_then_brokers()
         self._live_brokers = set(self._broker_epochs)
         if not self._watches_set:
             self._watches_set = True
@@ -365,7 +363,7 @@ class Controller:
                 zk_paths.ADMIN_PREFERRED_REPLICA_ELECTION,
                 self._on_admin_node("preferred_election"),
             )
-        self._reconcile_all()
+        self._reconcile_topics(topics)
         self._load_reassignments_in_flight()
         self._on_delete_requests([])  # deletions a former controller left unfinished
         self._schedule_tick()
@@ -418,8 +416,25 @@ class Controller:
                 epochs[broker] = stat.czxid
         return epochs
 
-    def _on_broker_change(self, children: list[str]) -> None:
+    def _read_topics_then_brokers(self) -> tuple[list[str], dict[int, int]]:
+        """Every topic, then the registered brokers (``_read_broker_epochs``), read in
+        that order: a broker that registered before one of these topics was created is
+        among the brokers, so a new partition's first leader is the first replica live
+        when its topic came (Kafka's new-partition election). The other way round, a
+        broker registered between the two reads, followed by a topic naming it first,
+        was counted dead for that topic: the next replica led it, for good with
+        ``auto.leader.rebalance.enable=false``. A topic created after the first read is
+        decided by its own event, queued behind the broker change of any registration
+        before it (ZooKeeper notifies in order, and the watches enqueue in order)."""
+        topics = self.client.get_children(zk_paths.BROKER_TOPICS)
+        return topics, self._read_broker_epochs(self.client.get_children(zk_paths.BROKER_IDS))
+
+    def _on_broker_change(self, _children: list[str]) -> None:
         """Re-decide every partition for the brokers now registered.
+
+        Read now, with the topics (``_read_topics_then_brokers``), not the watch's list:
+        the event may wait behind others (seconds on a busy controller) while brokers
+        register and topics are created, and those topics are decided here.
 
         A broker that restarts within its old session's lifetime re-registers the moment
         ZooKeeper expires that session, often before this watch has re-read the children:
@@ -428,7 +443,7 @@ class Controller:
         process lost its in-memory replication state, so it leaves every ISR and gives up
         leadership, then rejoins as a follower that must catch up.
         """
-        epochs = self._read_broker_epochs(children)
+        topics, epochs = self._read_topics_then_brokers()
         bounced = {
             broker
             for broker, czxid in epochs.items()
@@ -437,11 +452,11 @@ class Controller:
         if bounced:
             log.info("brokers %s restarted (new registrations)", sorted(bounced))
             self._live_brokers = set(epochs) - bounced
-            self._reconcile_all()
+            self._reconcile_topics(topics)
         self._live_brokers = set(epochs)
         self._broker_epochs = epochs
         self._forget_restarted_offline_replicas()
-        self._reconcile_all()
+        self._reconcile_topics(topics)
 
     def _forget_restarted_offline_replicas(self) -> None:
         """A broker that left or registered anew (a restart) recovered its log dirs."""
@@ -458,9 +473,6 @@ class Controller:
         return offline is None or (topic, index) not in offline[1]
 
     # decisions ------------------------------------------------------------------------
-    def _reconcile_all(self) -> None:
-        self._reconcile_topics(self.client.get_children(zk_paths.BROKER_TOPICS))
-
     def _reconcile_topics(
         self, topics: list[str], *, registration: Callable[[], bool] | None = None
     ) -> None:
