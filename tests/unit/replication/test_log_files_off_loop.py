@@ -7,15 +7,12 @@ when told the files are there; a topic deleted meanwhile leaves nothing behind."
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from gregor_broker.cluster.metadata_cache import BrokerInfo, MetadataCache
 from gregor_broker.cluster.models import PartitionState, TopicAssignment
-from gregor_broker.log import LogConfig, LogManager, log_manager
+from gregor_broker.log import LogConfig, LogManager
 from gregor_broker.protocol.record_batch import scan_batches
 from gregor_broker.protocol.records import Record, make_batch
 from gregor_broker.replication.replica_manager import ReplicaManager
@@ -23,22 +20,6 @@ from gregor_broker.replication.replica_manager import ReplicaManager
 BROKER_ID = 1
 TOPIC = "fresh"
 PARTITIONS = 12
-
-
-@pytest.fixture
-def slow_file_system(monkeypatch):
-    """The threads wait for the gate before making a partition's files (a busy disk),
-    which they then make for real."""
-    gate = threading.Event()
-    real = log_manager.prepare_first_segment
-
-    def held(directory: Path) -> int | None:
-        assert gate.wait(30)
-        return real(directory)
-
-    monkeypatch.setattr(log_manager, "prepare_first_segment", held)
-    yield gate
-    gate.set()
 
 
 def _cluster(tmp_path: Path) -> tuple[MetadataCache, LogManager, ReplicaManager]:

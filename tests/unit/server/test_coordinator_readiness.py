@@ -22,12 +22,10 @@ from __future__ import annotations
 import asyncio
 import datetime
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 from kio.schema.errors import ErrorCode
 
 from gregor_broker.cluster.metadata_cache import BrokerInfo, MetadataCache
@@ -36,7 +34,6 @@ from gregor_broker.config import load_broker_config
 from gregor_broker.config.topic import log_config_for
 from gregor_broker.coordinator.records import OFFSETS_TOPIC
 from gregor_broker.coordinator.service import CoordinatorService
-from gregor_broker.log import log_manager
 from gregor_broker.log.log_manager import LogManager
 from gregor_broker.protocol import entities
 from gregor_broker.protocol.wire import RequestHeader
@@ -57,21 +54,6 @@ class Services:
     metadata: MetadataCache
     coordinator: CoordinatorService
     authorizer: Authorizer = field(default_factory=Authorizer)  # none: everything allowed
-
-
-@pytest.fixture
-def slow_file_system(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """The log manager's threads wait for the gate before making a partition's files."""
-    gate = threading.Event()
-    real = log_manager.prepare_first_segment
-
-    def held(directory: Path) -> int | None:
-        assert gate.wait(30)
-        return real(directory)
-
-    monkeypatch.setattr(log_manager, "prepare_first_segment", held)
-    yield gate
-    gate.set()
 
 
 def build(tmp_path: Path) -> tuple[Services, LogManager, ReplicaManager]:
