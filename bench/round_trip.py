@@ -22,10 +22,12 @@ and p99; at a low rate the brokers' CPU per message shows what a lone message co
 what a batched round trip does. ``--idle`` first measures each broker's CPU with no
 traffic (after the topic exists): the periodic work a low rate divides by few messages.
 ``--hold`` keeps the cluster up that many seconds before the runs, its pids printed, for
-``py-spy`` or ``strace`` from another shell. ``--settle`` (25 s) waits after the start
-before measuring: from 10 s after its start a broker prepares the request versions it
-serves on a background thread for about 10 s (``protocol/preparation.py``), and that
-thread's turns with the GIL delay the event loop by milliseconds.
+``py-spy`` or ``strace`` from another shell. Before measuring it waits (at most
+``--settle`` s, 60; 0: not at all) until every broker's start-up work is over, as the
+bench harness does (``bench/targets.py``, ``wait_settled``): from 10 s after its start a
+broker prepares the request versions it serves on a background thread for about 10 s
+(``protocol/preparation.py``), and that thread's turns with the GIL delay the event loop
+by milliseconds.
 """
 
 from __future__ import annotations
@@ -119,7 +121,6 @@ def run(
         broker.metrics_port = 0
         broker.__post_init__()  # picks a free metrics port
     target.start()
-    started = time.monotonic()
     try:
         topic = "round-trip"
         if idle_partitions:
@@ -135,7 +136,8 @@ def run(
                 f"holding {hold:.0f} s; broker pids {pids}, leaders {sorted(leaders)}", flush=True
             )
             time.sleep(hold)
-        time.sleep(max(started + settle - time.monotonic(), 0))
+        if settle:
+            target.wait_settled(settle)
         results = []
         if idle:
             time.sleep(2)  # the topic's creation and first fetches settle
@@ -278,7 +280,10 @@ def main(argv: list[str] | None = None) -> int:
         "--hold", type=float, default=0, help="keep the cluster up this many s first"
     )
     parser.add_argument(
-        "--settle", type=float, default=25, help="wait this many s after the start (25)"
+        "--settle",
+        type=float,
+        default=60,
+        help="wait at most this many s for the brokers' start-up work to end (60; 0: not)",
     )
     parser.add_argument(
         "--idle-partitions",
