@@ -276,6 +276,6 @@ def decode_response(frame: bytes | bytearray | memoryview) -> tuple[int, Fetched
                     records = view[position : position + size]
                     position += size
                 append(FetchedPartition(topic, index, error, high_watermark, log_start, records))
-    except struct.error as error:
+    except (struct.error, UnicodeDecodeError) as error:
         raise MalformedResponse(str(error)) from error
     return correlation_id, FetchedResponse(error_code, partitions, session_id)

@@ -3,9 +3,13 @@ exactly what kio does."""
 
 from __future__ import annotations
 
+import contextlib
 import struct
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gregor_broker.protocol import entities, replica_fetch
 from gregor_broker.protocol.fetch_response import (
@@ -322,3 +326,103 @@ def test_an_array_count_past_the_frame_is_left_to_the_generic_path() -> None:
     count_at = offset + 4 * 4 + 1 + 4 + 4
     damaged = frame_bytes[:count_at] + struct.pack(">i", 2**30) + frame_bytes[count_at + 4 :]
     assert replica_fetch.decode_request(memoryview(damaged), offset) is None
+
+
+# Damaged frames (property tests). The leader's ``decode_request`` takes a follower's frame
+# before kio's decoder sees it, so whatever it accepts must be exactly what kio reads from
+# the same bytes: a damaged frame it misread would move a follower's log end offset, and
+# with it the high watermark, to a value the follower never sent. Everything else it must
+# leave to the generic path (None). The follower's ``decode_response`` must read the frame
+# or say it is malformed (the fetcher then drops the connection), never fail another way.
+
+_REQUESTS = [
+    _request_frame(_kio_request()),
+    _request_frame(
+        _kio_request(
+            session_id=5,
+            session_epoch=3,
+            forgotten_topics_data=[
+                {"topic": "orders", "partitions": [1, 2]},
+                {"topic": "x", "partitions": []},
+            ],
+        )
+    ),
+]
+_RESPONSE = _kio_response()
+# Integers a damaged count, length or offset tends to take.
+_EXTREMES = [0, -1, 1, 2, 255, 65_536, 2**31 - 1, -(2**31)]
+
+
+@st.composite
+def _damaged(draw: st.DrawFn, frame: bytes, start: int) -> bytes:
+    """``frame`` with one to four bytes flipped, set, inserted or deleted, or an int32
+    overwritten, at or after ``start``."""
+    data = bytearray(frame)
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["flip", "set", "insert", "delete", "int32"]))
+        at = draw(st.integers(start, max(start, len(data) - 1)))
+        if kind == "insert":
+            data[at:at] = draw(st.binary(min_size=1, max_size=8))
+        elif kind == "delete":
+            del data[at : at + draw(st.integers(1, 8))]
+        elif kind == "int32" and at + 4 <= len(data):
+            struct.pack_into(">i", data, at, draw(st.sampled_from(_EXTREMES)))
+        elif kind == "flip" and at < len(data):
+            data[at] ^= 1 << draw(st.integers(0, 7))
+        elif kind == "set" and at < len(data):
+            data[at] = draw(st.integers(0, 255))
+    return bytes(data)
+
+
+@st.composite
+def _damaged_request(draw: st.DrawFn) -> tuple[bytes, int]:
+    frame, offset = draw(st.sampled_from(_REQUESTS))
+    return draw(_damaged(frame, offset)), offset
+
+
+def _positions(topics: Any) -> list[tuple[str, list[tuple[int, ...]]]]:
+    fields = FetchPosition._fields
+    return [(t.topic, [tuple(getattr(p, f) for f in fields) for p in t.partitions]) for t in topics]
+
+
+@settings(max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_damaged_request())
+def test_a_damaged_request_is_read_as_kio_reads_it_or_left_to_kio(
+    damaged: tuple[bytes, int],
+) -> None:
+    data, offset = damaged
+    ours = replica_fetch.decode_request(memoryview(data), offset)
+    if ours is None:
+        return
+    theirs, size = entities.request_reader(1, 11)(memoryview(data), offset)
+    assert offset + size == len(data)
+    for field in (
+        "replica_id",
+        "max_wait",
+        "min_bytes",
+        "max_bytes",
+        "isolation_level",
+        "session_id",
+        "session_epoch",
+        "rack_id",
+    ):
+        assert getattr(ours, field) == getattr(theirs, field), field
+    assert _positions(ours.topics) == _positions(theirs.topics)
+    assert [(f.topic, list(f.partitions)) for f in ours.forgotten_topics_data] == [
+        (f.topic, list(f.partitions)) for f in theirs.forgotten_topics_data
+    ]
+
+
+@settings(max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_damaged(_RESPONSE, 0))
+def test_a_damaged_response_is_read_or_called_malformed(data: bytes) -> None:
+    """Any exception but MalformedResponse fails this test."""
+    with contextlib.suppress(replica_fetch.MalformedResponse):
+        replica_fetch.decode_response(data)
+
+
+def test_a_topic_name_that_is_not_utf8_makes_the_response_malformed() -> None:
+    at = _RESPONSE.index(b"orders")
+    damaged = _RESPONSE[:at] + b"\xff" + _RESPONSE[at + 1 :]
+    with pytest.raises(replica_fetch.MalformedResponse):
+        replica_fetch.decode_response(damaged)
