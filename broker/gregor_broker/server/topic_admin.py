@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from ..cluster.admin import (
     InvalidPartitions,
     InvalidReplicaAssignment,
+    InvalidTopic,
     TopicExists,
     UnknownTopic,
     ZkAdmin,
@@ -36,6 +37,30 @@ from ..protocol.errors import KafkaError
 
 class TopicAdminError(KafkaError):
     """A topic that cannot be created, grown or deleted, with Kafka's error code."""
+
+
+# ZkAdmin's refusals as Kafka's error codes (cluster/ has no wire vocabulary: it serves
+# the CLI and the operator too).
+_ADMIN_ERROR_CODES: dict[type[Exception], ErrorCode] = {
+    TopicExists: ErrorCode.topic_already_exists,
+    UnknownTopic: ErrorCode.unknown_topic_or_partition,
+    InvalidTopic: ErrorCode.invalid_topic_exception,
+    InvalidPartitions: ErrorCode.invalid_partitions,
+    InvalidReplicaAssignment: ErrorCode.invalid_replica_assignment,
+    InvalidConfig: ErrorCode.invalid_config,
+}
+
+
+def _admin_error(name: str, refusal: Exception) -> TopicAdminError:
+    """``ZkAdmin``'s refusal of ``name`` with Kafka's error code (UNKNOWN_SERVER_ERROR for
+    one no client request should meet)."""
+    if isinstance(refusal, TopicExists):
+        return TopicAdminError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
+    code = next(
+        (c for kind, c in _ADMIN_ERROR_CODES.items() if isinstance(refusal, kind)),
+        ErrorCode.unknown_server_error,
+    )
+    return TopicAdminError(code, str(refusal))
 
 
 # Placing this many partitions takes a few milliseconds; larger requests go to a thread.
@@ -234,9 +259,7 @@ class TopicAdmin:
         try:
             await asyncio.to_thread(self.admin.create_topic, name, assignment, clean, topic_id)
         except TopicExists as error:
-            raise TopicAdminError(
-                ErrorCode.topic_already_exists, f"topic {name!r} already exists"
-            ) from error
+            raise _admin_error(name, error) from error
         return topic_id
 
     async def create_topics(
@@ -254,16 +277,8 @@ class TopicAdmin:
             created = outcome[name]
             if isinstance(created, TopicAssignment):
                 results[name] = topic_id
-            elif isinstance(created, TopicExists):
-                results[name] = TopicAdminError(
-                    ErrorCode.topic_already_exists, f"topic {name!r} already exists"
-                )
-            elif isinstance(created, InvalidConfig):
-                results[name] = TopicAdminError(ErrorCode.invalid_config, str(created))
-            elif isinstance(created, InvalidReplicaAssignment):
-                results[name] = TopicAdminError(ErrorCode.invalid_replica_assignment, str(created))
             else:
-                results[name] = TopicAdminError(ErrorCode.invalid_topic_exception, str(created))
+                results[name] = _admin_error(name, created)
         return results
 
     async def wait_for_leaders(self, names: list[str], timeout: float) -> bool:
@@ -305,9 +320,7 @@ class TopicAdmin:
             outcome = await asyncio.to_thread(self.admin.request_topic_deletions, known)
             for name, problem in outcome.items():
                 if isinstance(problem, UnknownTopic):
-                    results[name] = TopicAdminError(
-                        ErrorCode.unknown_topic_or_partition, str(problem)
-                    )
+                    results[name] = _admin_error(name, problem)
                 else:
                     # Kafka answers success for a topic already marked for deletion.
                     results[name] = None
@@ -358,10 +371,8 @@ class TopicAdmin:
         if not validate_only:
             try:
                 await asyncio.to_thread(self.admin.add_partitions, name, new)
-            except UnknownTopic as error:  # deleted since the metadata said it was there
-                raise TopicAdminError(ErrorCode.unknown_topic_or_partition, str(error)) from error
-            except InvalidPartitions as error:  # grown meanwhile by another request
-                raise TopicAdminError(ErrorCode.invalid_partitions, str(error)) from error
-            except InvalidReplicaAssignment as error:
-                raise TopicAdminError(ErrorCode.invalid_replica_assignment, str(error)) from error
+            # Deleted since the metadata said it was there, or grown meanwhile by another
+            # request.
+            except (UnknownTopic, InvalidPartitions, InvalidReplicaAssignment) as error:
+                raise _admin_error(name, error) from error
         return new_count
