@@ -259,11 +259,13 @@ class ReplicaManager:
             self._after_high_watermark_inputs_changed(partition)
             self._drop_unassigned_from_isr(partition)
             log.info(
-                "leader of %s-%d at epoch %d (ISR %s)",
+                "leader of %s-%d at epoch %d (ISR %s; log end %d, high watermark %d)",
                 partition.topic,
                 partition.index,
                 partition.leader_epoch,
                 list(partition.isr),
+                partition.log.log_end_offset,
+                partition.log.high_watermark,
             )
         else:
             partition.followers = {}
@@ -383,6 +385,20 @@ class ReplicaManager:
         # write of the partition once it is gone, until the lag timeout drops it.
         if partition.may_rejoin_isr(replica_id) and replica_id in self.metadata.brokers:
             new_isr = tuple(r for r in partition.replicas if r in partition.isr or r == replica_id)
+            if not partition.isr_change_in_flight:
+                log.info(
+                    "expanding ISR of %s-%d from %s to %s: follower %d fetched at %d "
+                    "(epoch %d, log end %d, high watermark %d)",
+                    partition.topic,
+                    partition.index,
+                    list(partition.isr),
+                    list(new_isr),
+                    replica_id,
+                    offset,
+                    partition.leader_epoch,
+                    partition.log.log_end_offset,
+                    partition.log.high_watermark,
+                )
             self._change_isr(partition, new_isr, expand=True)
 
     def _drop_unassigned_from_isr(self, partition: Partition) -> None:
@@ -435,15 +451,30 @@ class ReplicaManager:
                 self._change_isr(partition, new_isr, expand=False)
 
     def _change_isr(self, partition: Partition, new_isr: tuple[int, ...], *, expand: bool) -> None:
+        """Write ``new_isr``, computed from the partition's state as it is now, conditional
+        on that state's version: read here, in the same step, not when the write's task
+        first runs. In between, the metadata can bring a newer state (the controller
+        taking a dead broker out of the ISR); a write conditional on that newer version
+        would have put the broker back, computed from the state before it, and a later
+        election could then pick a replica that never caught up (chaos seed 20261130:
+        acknowledged writes lost)."""
         if partition.isr_change_in_flight or self.zk_admin is None:
             return
         partition.isr_change_in_flight = True
-        asyncio.get_running_loop().create_task(self._write_isr(partition, new_isr, expand))
+        state = PartitionState(
+            partition.controller_epoch, self.broker_id, partition.leader_epoch, new_isr
+        )
+        expected = partition.state_version
+        if expand:
+            # Counted for the high watermark from the moment the write is sent (below).
+            partition.pending_isr_additions = tuple(r for r in new_isr if r not in partition.isr)
+        asyncio.get_running_loop().create_task(self._write_isr(partition, state, expected, expand))
 
     async def _write_isr(
-        self, partition: Partition, new_isr: tuple[int, ...], expand: bool
+        self, partition: Partition, state: PartitionState, expected: int, expand: bool
     ) -> None:
-        """Persist an ISR change with a conditional write, then apply it.
+        """Persist an ISR change (``state``, if ZooKeeper still holds version
+        ``expected``), then apply it.
 
         Applying only after ZooKeeper accepted it is what fences a deposed leader: its
         expected version is stale, the write fails, and it cannot commit alone. An
@@ -452,12 +483,7 @@ class ReplicaManager:
         controller may elect from it, before the answer arrives, or when it is lost.
         """
         assert self.zk_admin is not None
-        state = PartitionState(
-            partition.controller_epoch, self.broker_id, partition.leader_epoch, new_isr
-        )
-        expected = partition.state_version
-        if expand:
-            partition.pending_isr_additions = tuple(r for r in new_isr if r not in partition.isr)
+        new_isr = state.isr
         try:
             version = await asyncio.to_thread(
                 self.zk_admin.set_partition_state,
