@@ -125,7 +125,7 @@ bench: deps venv native $(BENCH_STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 # Docker where an engine answers, else podman on a debootstrap Debian base (scripts/).
-images: deps venv
+images: deps venv native
 	PYTHON=$(BIN)/python bash scripts/build-images
 
 helm: venv

@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from deploy.images import PODMAN, ROOT, RUN_LIMITS, image_digest, source_digest
 
 from gregor_broker.devtools.zookeeper_server import ZooKeeperServer, free_port
+from gregor_broker.log.validator import WALK
 
 from ..integration.broker_helpers import wait_for
 
@@ -128,6 +129,9 @@ def test_broker_image_serves_produce_and_consume_with_mounted_config_and_env(
 ) -> None:
     container, bootstrap, metrics_port = broker_container
     assert wait_for(lambda: _ready(metrics_port), timeout=60), container.logs()
+    # The image carries the record walk this machine compiled (make native), so its
+    # brokers validate produced records as fast as a local one.
+    assert f"record walk: {WALK}" in container.logs(), container.logs()
 
     # Non-root, with the HEALTHCHECK on the real liveness endpoint, and healthy.
     inspect = container.podman(
