@@ -25,6 +25,7 @@ from kio.schema.errors import ErrorCode
 
 from ..cluster.metadata_cache import MetadataCache
 from ..log.checkpoints import UNDEFINED_EPOCH
+from ..log.partition_log import PartitionLog
 from ..protocol import replica_fetch
 from ..protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from ..protocol.record_batch import BatchHeader, InvalidBatch, peek_offset_and_length, scan_batches
@@ -687,9 +688,18 @@ class ReplicaFetcher:
                         invalid,
                     )
                     return False
-                end = partition_log.log_end_offset
-                if headers[0].base_offset < end:
-                    headers = [h for h in headers if h.base_offset >= end]
+                buffer, headers, cut_at = from_log_end(partition_log, buffer, headers)
+                if cut_at is not None:
+                    log.warning(
+                        "%s-%d: the log end %d is inside the leader's batch at %d; "
+                        "cutting the log back to it and fetching it whole",
+                        partition.topic,
+                        partition.index,
+                        partition_log.log_end_offset,
+                        cut_at,
+                    )
+                    self._truncate_log(item, cut_at)
+                    return True  # the next fetch asks from the new log end
                 if headers:
                     self.manager.append_as_follower(partition, buffer, headers)
         # Matches Kafka: a follower's high watermark is the leader's, capped at its own
@@ -697,6 +707,38 @@ class ReplicaFetcher:
         if partition_log.maybe_increment_high_watermark(data.high_watermark):
             self.manager.follower_high_watermark_moved(partition)
         return True
+
+
+def from_log_end(
+    partition_log: PartitionLog, buffer: bytearray, headers: list[BatchHeader]
+) -> tuple[bytearray, list[BatchHeader], int | None]:
+    """What of a leader's answer to append at this log's end: ``(buffer, headers,
+    None)`` holding only the batches from the log end on (a buffer of their own: an
+    append writes its whole buffer), or ``(buffer, [], offset)`` when the log must first
+    be cut back to ``offset``.
+
+    The leader answers with the batch holding the fetch offset. Batches wholly below the
+    log end are here already (an answer to an earlier request's offset) and are left
+    out. A batch that starts below the log end and ends at or past it means the log ends
+    inside one of the leader's batches: a log started inside a batch (Kafka's
+    ``truncateFullyAndStartAt`` case, a log start moved by DeleteRecords), or a tail the
+    leader's history does not share. Appending what follows that batch would leave a
+    hole this replica then claims to hold; keeping the batch's bytes would put offsets
+    that go backwards into the segment, where the next start-up's recovery cuts the log
+    (and every later batch) off. So the log is cut back to the batch, and the next fetch
+    takes it whole."""
+    end = partition_log.log_end_offset
+    first = 0
+    while first < len(headers) and headers[first].next_offset <= end:
+        first += 1
+    if first == len(headers):
+        return buffer, [], None
+    if headers[first].base_offset < end:
+        return buffer, [], headers[first].base_offset
+    if first:
+        buffer = bytearray(memoryview(buffer)[headers[first].position :])
+        headers = scan_batches(buffer, dense=False)
+    return buffer, headers, None
 
 
 def _position(
