@@ -692,14 +692,19 @@ class ReplicaFetcher:
                 if cut_at is not None:
                     log.warning(
                         "%s-%d: the log end %d is inside the leader's batch at %d; "
-                        "cutting the log back to it and fetching it whole",
+                        "cutting the log back to it",
                         partition.topic,
                         partition.index,
                         partition_log.log_end_offset,
                         cut_at,
                     )
-                    self._truncate_log(item, cut_at)
-                    return True  # the next fetch asks from the new log end
+                    if not self._truncate_log(item, cut_at):
+                        return False
+                    if partition_log.log_end_offset != cut_at:
+                        return True  # a batch of ours began lower: fetch from the new end
+                    # The log ends where the leader's batch begins (an empty log now
+                    # starts there, as Kafka's truncateFullyAndStartAt does): take it.
+                    buffer, headers, _ = from_log_end(partition_log, buffer, headers)
                 if headers:
                     self.manager.append_as_follower(partition, buffer, headers)
         # Matches Kafka: a follower's high watermark is the leader's, capped at its own
@@ -714,8 +719,8 @@ def from_log_end(
 ) -> tuple[bytearray, list[BatchHeader], int | None]:
     """What of a leader's answer to append at this log's end: ``(buffer, headers,
     None)`` holding only the batches from the log end on (a buffer of their own: an
-    append writes its whole buffer), or ``(buffer, [], offset)`` when the log must first
-    be cut back to ``offset``.
+    append writes its whole buffer), or the answer unchanged and an offset when the log
+    must first be cut back to that offset (then ask again).
 
     The leader answers with the batch holding the fetch offset. Batches wholly below the
     log end are here already (an answer to an earlier request's offset) and are left
@@ -725,8 +730,9 @@ def from_log_end(
     leader's history does not share. Appending what follows that batch would leave a
     hole this replica then claims to hold; keeping the batch's bytes would put offsets
     that go backwards into the segment, where the next start-up's recovery cuts the log
-    (and every later batch) off. So the log is cut back to the batch, and the next fetch
-    takes it whole."""
+    (and every later batch) off. So the log is cut back to the batch's first offset and
+    takes it whole: at once when the log then ends there (an empty log starts there),
+    else from the next fetch."""
     end = partition_log.log_end_offset
     first = 0
     while first < len(headers) and headers[first].next_offset <= end:
@@ -734,7 +740,7 @@ def from_log_end(
     if first == len(headers):
         return buffer, [], None
     if headers[first].base_offset < end:
-        return buffer, [], headers[first].base_offset
+        return buffer, headers, headers[first].base_offset
     if first:
         buffer = bytearray(memoryview(buffer)[headers[first].position :])
         headers = scan_batches(buffer, dense=False)

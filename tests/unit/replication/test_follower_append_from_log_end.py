@@ -48,10 +48,16 @@ def _offsets(log: PartitionLog) -> list[tuple[int, int]]:
 
 
 def _copy(follower: PartitionLog, received: bytes) -> int | None:
-    """What the fetcher does with a leader's answer; the offset to cut back to, if any."""
+    """What the fetcher does with a leader's answer (``ReplicaFetcher._apply_fetched``);
+    the offset the log was cut back to, if it was."""
     buffer = bytearray(received)
     buffer, headers, cut_at = from_log_end(follower, buffer, scan_batches(buffer, dense=False))
-    if cut_at is None and headers:
+    if cut_at is not None:
+        follower.truncate_to(cut_at)
+        if follower.log_end_offset != cut_at:
+            return cut_at  # fetched again from the new log end
+        buffer, headers, _ = from_log_end(follower, buffer, headers)
+    if headers:
         follower.append_as_follower(buffer, headers)
     return cut_at
 
@@ -78,20 +84,48 @@ def test_batches_below_the_log_end_are_not_written_again(tmp_path: Path) -> None
 
 
 def test_a_log_end_inside_a_leader_batch_is_cut_back_to_it_not_skipped(tmp_path: Path) -> None:
-    leader_bytes = _leader_bytes(tmp_path / "leader-0", [10, 5])  # 0-9, 10-14
+    leader_bytes = _leader_bytes(tmp_path / "leader-0", [3, 7, 5])  # 0-2, 3-9, 10-14
+    answer_from_3 = leader_bytes[scan_batches(bytearray(leader_bytes), dense=False)[1].position :]
     # The follower's own history: 0-4 and 5-7 in other batches (a tail the leader's
-    # history does not share), so its log end (8) is inside the leader's batch 0-9.
+    # history does not share), so its log end (8) is inside the leader's batch 3-9.
     follower = _open(tmp_path / "follower-0")
-    own = _leader_bytes(tmp_path / "other-0", [5, 3])
-    assert _copy(follower, own) is None
+    assert _copy(follower, _leader_bytes(tmp_path / "other-0", [5, 3])) is None
     assert follower.log_end_offset == 8
 
-    cut_at = _copy(follower, leader_bytes)
-    assert cut_at == 0  # nothing appended after a hole at 8-9
-    assert follower.log_end_offset == 8
-    follower.truncate_to(cut_at)  # what the fetcher does, then it fetches from there
+    # Not appended after a hole at 8-9: cut back to 3, which drops its batch 0-4 whole.
+    assert _copy(follower, answer_from_3) == 3
     assert follower.log_end_offset == 0
-    assert _copy(follower, leader_bytes) is None
+    assert _copy(follower, leader_bytes) is None  # the next fetch, from 0
+    assert _offsets(follower) == [(0, 2), (3, 9), (10, 14)]
+    assert follower.log_end_offset == 15
+    follower.close()
+
+
+def test_a_log_cut_back_to_where_the_leader_batch_begins_takes_it_at_once(tmp_path: Path):
+    leader_bytes = _leader_bytes(tmp_path / "leader-0", [5, 5, 5])  # 0-4, 5-9, 10-14
+    answer_from_5 = leader_bytes[scan_batches(bytearray(leader_bytes), dense=False)[1].position :]
+    follower = _open(tmp_path / "follower-0")
+    # Its own 0-4 (shared) and 5-7 (not): its log end (8) is inside the leader's 5-9.
+    assert _copy(follower, _leader_bytes(tmp_path / "other-0", [5, 3])) is None
+    assert _copy(follower, answer_from_5) == 5
+    assert _offsets(follower) == [(0, 4), (5, 9), (10, 14)]
+    assert follower.log_end_offset == 15
+    follower.close()
+
+
+def test_an_empty_log_starting_inside_a_leader_batch_starts_at_the_batch(tmp_path: Path):
+    """Kafka's truncateFullyAndStartAt case: a log start moved into a batch (DeleteRecords)
+    and a follower starting there. Cut back and fetched again from the batch's offset, it
+    would ask below the leader's log start, be told OFFSET_OUT_OF_RANGE, start again at
+    the log start, and loop; it takes the batch in the same step instead."""
+    leader_bytes = _leader_bytes(tmp_path / "leader-0", [10, 5])  # 0-9, 10-14
+    # Nothing there: the log starts at the leader's log start.
+    follower = PartitionLog.open(
+        tmp_path / "follower-0", LogConfig(), log_start_offset=5, now_ms=lambda: 0
+    )
+    assert follower.log_start_offset == follower.log_end_offset == 5
+    assert _copy(follower, leader_bytes) == 0
+    assert follower.log_start_offset == 0
     assert _offsets(follower) == [(0, 9), (10, 14)]
     assert follower.log_end_offset == 15
     follower.close()
