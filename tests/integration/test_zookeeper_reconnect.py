@@ -127,7 +127,8 @@ def test_a_new_leader_after_a_zookeeper_restart_fills_its_isr_again(
         after = _state(admin)
         assert whole, (
             f"ISR {list(after.isr)} (leader {after.leader}, epoch {after.leader_epoch}) "
-            f"not whole {RECOVERY_S:.0f} s after broker {before.leader} came back"
+            f"not whole {RECOVERY_S:.0f} s after broker {before.leader} came back; "
+            f"{_replication_lines(cluster, after.leader, before.leader)}"
         )
         print(f"ISR whole {time.monotonic() - restarted:.1f} s after the restart: {after}")
         assert _produce(bootstrap, b"after") is None
@@ -185,3 +186,14 @@ def test_a_broker_retries_zookeeper_at_least_every_few_seconds(tmp_path: Path) -
         assert reconnected_after < 6.0, f"reconnected {reconnected_after:.1f} s after"
     finally:
         cluster.stop()
+
+
+def _replication_lines(cluster: LocalCluster, *broker_ids: int) -> str:
+    """What the leader and the returning follower logged about this partition: how far
+    the follower got and what the leader decided (ISR expansions carry the offsets)."""
+    lines = []
+    for broker_id in broker_ids:
+        text = cluster.broker(broker_id).log_path.read_text(errors="replace")
+        mine = [line for line in text.splitlines() if TOPIC in line or "fetcher" in line]
+        lines.append(f"broker {broker_id}:\n" + "\n".join(mine[-15:]))
+    return "\n".join(lines)
