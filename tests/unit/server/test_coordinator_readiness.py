@@ -27,11 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from tests.one_broker import BROKER_ID, one_broker
 
-from gregor_broker.cluster.metadata_cache import BrokerInfo, MetadataCache
-from gregor_broker.cluster.models import PartitionState, TopicAssignment
-from gregor_broker.config import load_broker_config
-from gregor_broker.config.topic import log_config_for
+from gregor_broker.cluster.metadata_cache import MetadataCache
 from gregor_broker.coordinator.records import OFFSETS_TOPIC
 from gregor_broker.coordinator.service import CoordinatorService
 from gregor_broker.log.log_manager import LogManager
@@ -43,7 +41,6 @@ from gregor_broker.server.handlers.groups import handle_find_coordinator, handle
 from gregor_broker.server.request_router import RequestContext
 from gregor_broker.server.topic_admin import TopicAdmin
 
-BROKER_ID = 1
 FIND_COORDINATOR, OFFSET_COMMIT = 10, 8
 GROUP, TOPIC = "retaining", "retained"
 PARTITIONS = 50  # offsets.topic.num.partitions
@@ -59,31 +56,13 @@ class Services:
 def build(tmp_path: Path) -> tuple[Services, LogManager, ReplicaManager]:
     """One broker whose metadata has ``__consumer_offsets`` (created, every partition led
     by this broker) and a topic to commit offsets of, as a watcher delivers them."""
-    config = load_broker_config(
-        None,
-        {
-            "broker.id": str(BROKER_ID),
-            "log.dirs": str(tmp_path / "logs"),
-            "zookeeper.connect": "127.0.0.1:1",
-            "offsets.topic.num.partitions": str(PARTITIONS),
-        },
-        env={},
-    )
-    metadata = MetadataCache()
-    metadata.set_brokers({BROKER_ID: BrokerInfo(BROKER_ID, "127.0.0.1", 9092, None)})
-    logs = LogManager([tmp_path / "logs"], default_config=log_config_for(config, {}))
-    replicas = ReplicaManager(
-        BROKER_ID, logs, metadata, lambda overrides: log_config_for(config, overrides)
-    )
+    broker = one_broker(tmp_path, {"offsets.topic.num.partitions": str(PARTITIONS)})
     # No ZooKeeper: the topic exists already, so nothing is written.
-    topics = TopicAdmin(config, metadata, None, replicas.leads_as_assigned)  # type: ignore[arg-type]
-    coordinator = CoordinatorService(config, metadata, replicas, topics)
-    state = PartitionState(controller_epoch=1, leader=BROKER_ID, leader_epoch=0, isr=(1,))
-    for topic, partitions in ((OFFSETS_TOPIC, PARTITIONS), (TOPIC, 1)):
-        metadata.set_topic(topic, TopicAssignment.of({p: [BROKER_ID] for p in range(partitions)}))
-        for p in range(partitions):
-            metadata.set_partition_state(topic, p, state, version=0)
-    return Services(metadata, coordinator), logs, replicas
+    topics = TopicAdmin(broker.config, broker.metadata, None, broker.replicas.leads_as_assigned)  # type: ignore[arg-type]
+    coordinator = CoordinatorService(broker.config, broker.metadata, broker.replicas, topics)
+    broker.lead(OFFSETS_TOPIC, PARTITIONS)
+    broker.lead(TOPIC, 1)
+    return Services(broker.metadata, coordinator), broker.logs, broker.replicas
 
 
 def context(api_key: int, version: int) -> RequestContext:

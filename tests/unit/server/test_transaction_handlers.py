@@ -12,12 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from tests.one_broker import one_broker
 
 from gregor_broker.cli.transactions import parse_describe_transactions
-from gregor_broker.cluster.metadata_cache import BrokerInfo, MetadataCache
-from gregor_broker.cluster.models import PartitionState, TopicAssignment
-from gregor_broker.config import load_broker_config
-from gregor_broker.config.topic import log_config_for
+from gregor_broker.cluster.metadata_cache import MetadataCache
 from gregor_broker.coordinator.service import CoordinatorService
 from gregor_broker.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from gregor_broker.log.log_manager import LogManager
@@ -34,7 +32,6 @@ from gregor_broker.server.handlers.transactions import (
 )
 from gregor_broker.server.request_router import RequestContext
 
-BROKER_ID = 1
 INIT, ADD_PARTITIONS, DESCRIBE, LIST = 22, 24, 65, 66
 
 
@@ -57,30 +54,12 @@ class CountingIds:
 
 
 def build(tmp_path: Path) -> tuple[Services, LogManager, ReplicaManager]:
-    config = load_broker_config(
-        None,
-        {
-            "broker.id": str(BROKER_ID),
-            "log.dirs": str(tmp_path / "logs"),
-            "zookeeper.connect": "127.0.0.1:1",
-            "transaction.max.timeout.ms": "60000",
-        },
-        env={},
-    )
-    metadata = MetadataCache()
-    metadata.set_brokers({BROKER_ID: BrokerInfo(BROKER_ID, "127.0.0.1", 9092, None)})
-    logs = LogManager([tmp_path / "logs"], default_config=log_config_for(config, {}))
-    replicas = ReplicaManager(
-        BROKER_ID, logs, metadata, lambda overrides: log_config_for(config, overrides)
-    )
-    coordinator = CoordinatorService(config, metadata, replicas, None)  # type: ignore[arg-type]
+    broker = one_broker(tmp_path, {"transaction.max.timeout.ms": "60000"})
+    coordinator = CoordinatorService(broker.config, broker.metadata, broker.replicas, None)  # type: ignore[arg-type]
     coordinator.producer_ids = CountingIds()  # type: ignore[assignment]
-    for topic, partitions in ((TRANSACTION_STATE_TOPIC, 1), ("orders", 2)):
-        metadata.set_topic(topic, TopicAssignment.of({p: [BROKER_ID] for p in range(partitions)}))
-        for p in range(partitions):
-            state = PartitionState(controller_epoch=1, leader=BROKER_ID, leader_epoch=0, isr=(1,))
-            metadata.set_partition_state(topic, p, state, version=0)
-    return Services(metadata, coordinator), logs, replicas
+    broker.lead(TRANSACTION_STATE_TOPIC, 1)
+    broker.lead("orders", 2)
+    return Services(broker.metadata, coordinator), broker.logs, broker.replicas
 
 
 def context(api_key: int, version: int) -> RequestContext:
