@@ -17,7 +17,9 @@ out).
 
 Safe under pytest-xdist: ports come from the kernel, directories from ``tmp_path_factory``
 (per worker), chroots from ``zk_connect`` (per test). A broker that does not start fails
-the test with the tail of its log.
+the test with the tail of its log; a test that fails shows the tail of the log of every
+broker these fixtures started for it (``pytest_runtest_makereport`` in ``conftest.py``):
+a failure in CI, where the files are gone, can then be read.
 """
 
 from __future__ import annotations
@@ -29,13 +31,39 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from gregor_broker.devtools.launcher import BrokerLauncher
-from gregor_broker.devtools.local_cluster import BrokerProcess, LocalCluster
+from gregor_broker.devtools.local_cluster import BrokerProcess, LocalCluster, log_tail
 
 from .integration.broker_helpers import every_broker_knows_the_others
 
 REGISTRATION_TIMEOUT = 90.0  # a broker starts in seconds; CI runs 4 workers on 2 cores
 
-__all__ = ["broker", "broker_factory", "broker_launcher", "cluster", "cluster_factory"]
+__all__ = [
+    "broker",
+    "broker_factory",
+    "broker_launcher",
+    "cluster",
+    "cluster_factory",
+]
+
+# The brokers a test started through these fixtures, for its failure report.
+STARTED_BROKERS = pytest.StashKey[list[BrokerProcess]]()
+FAILURE_LOG_LINES = 80
+
+
+def _remember(request: pytest.FixtureRequest, *brokers: BrokerProcess) -> None:
+    request.node.stash.setdefault(STARTED_BROKERS, []).extend(brokers)
+
+
+def broker_logs_section(item: pytest.Item) -> str | None:
+    """The last lines of each broker's log the test started, or None if it started none."""
+    brokers = item.stash.get(STARTED_BROKERS, [])
+    if not brokers:
+        return None
+    return "\n".join(
+        f"--- broker {b.broker_id}: {b.log_path} (last {FAILURE_LOG_LINES} lines)\n"
+        + log_tail(b.log_path, FAILURE_LOG_LINES)
+        for b in brokers
+    )
 
 
 @pytest.fixture(scope="session")
@@ -54,6 +82,7 @@ def broker_launcher() -> Iterator[BrokerLauncher | None]:
 
 @pytest.fixture
 def broker_factory(
+    request: pytest.FixtureRequest,
     zk_connect: str,
     tmp_path_factory: pytest.TempPathFactory,
     broker_launcher: BrokerLauncher | None,
@@ -94,6 +123,7 @@ def broker_factory(
             launcher=None if command_prefix else broker_launcher,
         )
         started.append(broker)
+        _remember(request, broker)
         broker.start()
         if wait:
             broker.wait_registered(timeout)
@@ -116,6 +146,7 @@ def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
 
 @pytest.fixture
 def cluster_factory(
+    request: pytest.FixtureRequest,
     zk_connect: str,
     tmp_path_factory: pytest.TempPathFactory,
     broker_launcher: BrokerLauncher | None,
@@ -139,6 +170,7 @@ def cluster_factory(
             launcher=broker_launcher,
         )
         clusters.append(local_cluster)
+        _remember(request, *local_cluster.brokers)
         local_cluster.start(timeout)
         if not any(key.startswith("listener") for key in properties):
             # Registered in ZooKeeper is not yet known to each other: a broker learns of

@@ -28,6 +28,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(skip)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """A failed test's report carries the tail of each broker's log it started."""
+    report = yield
+    if report.failed and call.when in ("setup", "call"):
+        section = broker_logs_section(item)
+        if section is not None:
+            report.sections.append(("broker logs", section))
+    return report
+
+
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
     server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
@@ -48,4 +59,5 @@ def data_dir(tmp_path: Path) -> Path:
 
 
 from .cluster_fixtures import *  # noqa: E402, F403
+from .cluster_fixtures import broker_logs_section  # noqa: E402
 from .kube.fixtures import *  # noqa: E402, F403

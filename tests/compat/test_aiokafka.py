@@ -31,7 +31,10 @@ TIMEOUT = 20
 
 
 async def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT * 1000)
+    # The client waits longer than the broker: a broker that times out answers why.
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT * 1000 + 5000
+    )
     await admin.start()
     try:
         # Like Kafka, a broker registers before it wins the controller election, so a client

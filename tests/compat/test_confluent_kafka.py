@@ -74,9 +74,10 @@ def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS, **con
     futures = client.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=configs)],
         operation_timeout=TIMEOUT,
-        request_timeout=TIMEOUT,
+        # Longer than the broker's wait: a broker that times out answers why.
+        request_timeout=TIMEOUT + 5,
     )
-    assert futures[topic].result(TIMEOUT) is None
+    assert futures[topic].result(TIMEOUT + 10) is None
 
 
 def producer(bootstrap: str, **config) -> Producer:

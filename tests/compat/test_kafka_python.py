@@ -36,7 +36,8 @@ TIMEOUT = 20
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT * 1000)
+    # The client waits longer than the broker: a broker that times out answers why.
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT * 1000 + 5000)
     try:
         admin.create_topics(
             [NewTopic(topic, num_partitions=partitions, replication_factor=1)],

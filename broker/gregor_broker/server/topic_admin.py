@@ -281,22 +281,35 @@ class TopicAdmin:
                 results[name] = _admin_error(name, created)
         return results
 
-    async def wait_for_leaders(self, names: list[str], timeout: float) -> bool:
-        """Until every partition of ``names`` has a leader, and those this broker leads
-        are led here, not only named so in ZooKeeper: Kafka's controller sends a broker
+    def ready(self, name: str) -> bool:
+        """Every partition of topic ``name`` has a leader, and those this broker leads are
+        led here, not only named so in ZooKeeper: Kafka's controller sends a broker
         LeaderAndIsr before the UpdateMetadata that shows it as leader, so a client
         answered by one broker can produce to it at once. Gregor's replica manager may
         still hold a new partition back while the log manager's threads make its files
         (seconds on a busy disk), and a produce sent then was refused with
         NOT_LEADER_OR_FOLLOWER."""
-        metadata = self.metadata
-        led_here = self.led_here
-        return await metadata.wait_for(
-            lambda: all(
-                metadata.topic_has_leaders(n) and (led_here is None or led_here(n)) for n in names
-            ),
-            timeout,
+        return self.metadata.topic_has_leaders(name) and (
+            self.led_here is None or self.led_here(name)
         )
+
+    def not_ready_because(self, name: str) -> str:
+        """Why ``ready(name)`` does not hold, for the log line of a request that timed
+        out waiting on it."""
+        topic = self.metadata.topics.get(name)
+        if topic is None:
+            return "not in this broker's metadata"
+        leaderless = sorted(i for i, p in topic.partitions.items() if p.leader < 0)
+        if leaderless or not topic.partitions:
+            return f"partitions without a leader: {leaderless}"
+        if self.led_here is not None and not self.led_here(name):
+            return "partitions this broker is named to lead are not led here yet"
+        return "ready"
+
+    async def wait_for_leaders(self, names: list[str], timeout: float) -> bool:
+        """Until every topic of ``names`` is ``ready``; False at the timeout."""
+        ready = self.ready
+        return await self.metadata.wait_for(lambda: all(ready(n) for n in names), timeout)
 
     async def delete_topics(self, names: list[str]) -> dict[str, TopicAdminError | None]:
         """Request the deletion of every topic in ``names`` (pipelined in ZooKeeper);

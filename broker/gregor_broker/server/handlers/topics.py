@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -16,9 +18,34 @@ from ..request_router import RequestContext
 from ..services import BrokerServices
 from ..topic_admin import TopicAdminError
 
+log = logging.getLogger(__name__)
+
 
 def _timeout_s(request: Any) -> float:
     return max(request.timeout.total_seconds(), 0.0)
+
+
+def _answer_timed_out(
+    results: list[dict[str, Any]],
+    late: set[str],
+    request: str,
+    timeout_s: float,
+    why: Callable[[str], str],
+) -> None:
+    """Kafka's delayed admin operations (``DelayedCreatePartitions``,
+    ``DelayedDeleteTopics``): a topic whose change this broker does not see done within
+    the request's timeout answers REQUEST_TIMED_OUT. The change is made (it is in
+    ZooKeeper) and completes later; the client learns it did not see it finish, instead
+    of a success it could not act on at once. Logged: a wait that long is news."""
+    for result in results:
+        name = result["name"]
+        if name in late and result["error_code"] == ErrorCode.none:
+            reason = why(name)
+            log.warning("%s of %s not done after %.1f s: %s", request, name, timeout_s, reason)
+            result.update(
+                error_code=ErrorCode.request_timed_out,
+                error_message=f"not done within the request's timeout: {reason}",
+            )
 
 
 async def handle_create_topics(
@@ -116,7 +143,12 @@ async def handle_create_topics(
     if created and _timeout_s(request) > 0:
         # Matches Kafka: the response waits (up to the timeout) until the new
         # partitions have leaders, so clients can use the topic at once.
-        await broker.topic_admin.wait_for_leaders(created, _timeout_s(request))
+        topic_admin = broker.topic_admin
+        if not await topic_admin.wait_for_leaders(created, _timeout_s(request)):
+            late = {name for name in created if not topic_admin.ready(name)}
+            _answer_timed_out(
+                results, late, "CreateTopics", _timeout_s(request), topic_admin.not_ready_because
+            )
     for result in results:
         if "topic_id" in result:
             result["topic_id"] = uuid.UUID(bytes=uuid_from_str(result["topic_id"]))
@@ -184,9 +216,16 @@ async def handle_delete_topics(
             response.update(error_code=error.error_code, error_message=error.message)
     if deleted and _timeout_s(request) > 0:
         metadata = broker.metadata
-        await metadata.wait_for(
+        if not await metadata.wait_for(
             lambda: not any(n in metadata.topics for n in deleted), _timeout_s(request)
-        )
+        ):
+            _answer_timed_out(
+                responses,
+                {name for name in deleted if name in metadata.topics},
+                "DeleteTopics",
+                _timeout_s(request),
+                lambda _: "still in this broker's metadata",
+            )
     return context.respond({"responses": responses, "throttle_time": 0})
 
 
@@ -219,13 +258,26 @@ async def handle_create_partitions(
             result.update(error_code=error.error_code, error_message=error.message)
     if grown and _timeout_s(request) > 0:
         metadata = broker.metadata
-        await metadata.wait_for(
-            lambda: all(
-                n in metadata.topics
-                and len(metadata.topics[n].partitions) >= count
-                and metadata.topic_has_leaders(n)
-                for n, count in grown
-            ),
-            _timeout_s(request),
-        )
+        topic_admin = broker.topic_admin
+
+        def partitions_seen(name: str) -> int:
+            topic = metadata.topics.get(name)
+            return 0 if topic is None else len(topic.partitions)
+
+        def done(name: str, count: int) -> bool:
+            return partitions_seen(name) >= count and topic_admin.ready(name)
+
+        if not await metadata.wait_for(
+            lambda: all(done(n, count) for n, count in grown), _timeout_s(request)
+        ):
+            counts = dict(grown)
+
+            def why(name: str) -> str:
+                seen = partitions_seen(name)
+                if seen < counts[name]:
+                    return f"{seen} of {counts[name]} partitions in this broker's metadata"
+                return topic_admin.not_ready_because(name)
+
+            late = {name for name, count in grown if not done(name, count)}
+            _answer_timed_out(results, late, "CreatePartitions", _timeout_s(request), why)
     return context.respond({"results": results, "throttle_time": 0})
