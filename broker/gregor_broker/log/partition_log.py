@@ -215,7 +215,8 @@ class OffsetOutOfRange(Exception):
 
 
 class UnexpectedAppendOffset(ValueError):
-    """An append with pre-assigned offsets (replication) that would go backwards."""
+    """An append with pre-assigned offsets (replication) that would go backwards, or
+    whose batch headers do not cover its buffer from its first byte to its last."""
 
 
 def parse_partition_directory(name: str) -> tuple[str, int]:
@@ -804,13 +805,25 @@ class PartitionLog:
         else:
             first_offset = headers[0].base_offset
             expected = self.log_end_offset
+            position = 0
             for header in headers:
                 if header.base_offset < expected:
                     raise UnexpectedAppendOffset(
                         f"{self.topic}-{self.partition}: batch at offset {header.base_offset} "
                         f"is below the next expected offset {expected}"
                     )
+                if header.position != position:
+                    break
                 expected = header.next_offset
+                position += header.size
+            if position != len(buffer):
+                # The whole buffer is written, the headers indexed: bytes no header
+                # covers would put offsets in the segment its index does not know of
+                # (the follower wrote batches it had left out, chaos seed 20261130).
+                raise UnexpectedAppendOffset(
+                    f"{self.topic}-{self.partition}: the batches' headers cover {position} "
+                    f"of the {len(buffer)} bytes to append"
+                )
             next_offset = expected
         if leader_epoch is not None:
             record_batch.set_partition_leader_epoch(buffer, headers, leader_epoch)

@@ -250,6 +250,28 @@ def test_append_with_preassigned_offsets_keeps_them(tmp_path, clock):
         follower.append(copied, scan_batches(copied), assign_offsets=False)
 
 
+def test_append_with_preassigned_offsets_refuses_bytes_its_headers_do_not_cover(
+    tmp_path, clock
+):
+    """The whole buffer is written and only the headers indexed: a follower that passed
+    the headers of some batches with the bytes of all (chaos seed 20261130) put offsets
+    going backwards into its segment. Refused, and nothing is written."""
+    leader = open_log(tmp_path, clock)
+    for values in (2, 3, 1):
+        produce(leader, batch(values))
+    copied = bytearray(slice_bytes(leader.read(0, 10_000)))
+    headers = scan_batches(copied)
+    assert len(headers) == 3
+    follower = PartitionLog.open(tmp_path / "replica-0", LogConfig(), now_ms=clock)
+    for partial in (headers[:2], headers[1:], [headers[0], headers[2]]):
+        with pytest.raises(UnexpectedAppendOffset, match="headers cover"):
+            follower.append(copied, partial, assign_offsets=False)
+        assert follower.log_end_offset == 0
+        assert follower.size_bytes == 0
+    result = follower.append(copied, headers, assign_offsets=False)
+    assert (result.first_offset, result.last_offset) == (0, 5)
+
+
 def test_follower_append_learns_leader_epochs_from_batches(tmp_path, clock):
     leader = open_log(tmp_path, clock)
     produce(leader, batch(2), leader_epoch=1)
