@@ -250,9 +250,7 @@ def test_append_with_preassigned_offsets_keeps_them(tmp_path, clock):
         follower.append(copied, scan_batches(copied), assign_offsets=False)
 
 
-def test_append_with_preassigned_offsets_refuses_bytes_its_headers_do_not_cover(
-    tmp_path, clock
-):
+def test_append_with_preassigned_offsets_refuses_bytes_its_headers_do_not_cover(tmp_path, clock):
     """The whole buffer is written and only the headers indexed: a follower that passed
     the headers of some batches with the bytes of all (chaos seed 20261130) put offsets
     going backwards into its segment. Refused, and nothing is written."""
