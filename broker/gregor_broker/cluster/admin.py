@@ -677,8 +677,9 @@ class ZkAdmin:
 
     def register_broker(
         self, registration: BrokerRegistration, broker_id: int, timeout: float | None = None
-    ) -> None:
-        """Create the ephemeral ``/brokers/ids/<id>``.
+    ) -> int:
+        """Create the ephemeral ``/brokers/ids/<id>``; returns its czxid (Kafka's broker
+        epoch: every registration, a restart's or a new session's, has a greater one).
 
         If a node from an older session of this broker is still there (a restart within
         the session timeout), wait up to ``timeout`` seconds (default: the session
@@ -691,14 +692,16 @@ class ZkAdmin:
         session_id = self.client.client_id[0] if self.client.client_id else None
         while True:
             try:
-                self.client.create(path, registration.to_json(), ephemeral=True, makepath=True)
-                return
+                _, created = self.client.create(
+                    path, registration.to_json(), ephemeral=True, makepath=True, include_data=True
+                )
+                return created.czxid
             except NodeExistsError:
                 stat = self.client.exists(path)
                 if stat is not None and stat.ephemeralOwner == session_id:
                     # Ours already (a retried create): refresh the data, as Kafka does.
                     self.client.set(path, registration.to_json())
-                    return
+                    return stat.czxid
                 if time.monotonic() >= deadline:
                     owner = f"0x{stat.ephemeralOwner:x}" if stat is not None else "unknown"
                     raise BrokerIdInUse(

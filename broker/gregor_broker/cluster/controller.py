@@ -363,11 +363,61 @@ class Controller:
                 zk_paths.ADMIN_PREFERRED_REPLICA_ELECTION,
                 self._on_admin_node("preferred_election"),
             )
+        restarted = self._restarted_in_sync_replicas(topics)
+        if restarted:
+            # As ``_on_broker_change`` handles a bounce: failed, then back.
+            log.info(
+                "brokers %s registered after states naming them leader or in sync were "
+                "written (restarted while no controller watched): handled as failed, then back",
+                sorted(restarted),
+            )
+            self._live_brokers = set(self._broker_epochs) - restarted
+            self._reconcile_topics(topics)
+            self._live_brokers = set(self._broker_epochs)
         self._reconcile_topics(topics)
         self._load_reassignments_in_flight()
         self._on_delete_requests([])  # deletions a former controller left unfinished
         self._schedule_tick()
         self._started_epoch = epoch
+
+    def _restarted_in_sync_replicas(self, topics: list[str]) -> set[int]:
+        """Registered brokers that a partition state names leader or in sync although it
+        was written before their registration (its mzxid below their czxid): they
+        restarted since, and no controller handled it (this one was not running; the
+        previous one may have been that broker). Such a broker's log may be shorter than
+        its previous run's (a power loss, an emptied disk): it does not take up that
+        leadership (``ReplicaManager._elected_since_registration``), and it is in sync
+        again only once a leader sees it caught up. Every member of an ISR was registered
+        when that ISR was written, so a czxid above the mzxid means a restart. Reads
+        every partition state, pipelined: once per election of a controller."""
+        assignment_reads = [
+            (topic, self.client.get_async(zk_paths.topic_path(topic))) for topic in topics
+        ]
+        state_reads = []
+        for topic, pending in assignment_reads:
+            try:
+                data, _ = pending.get()
+                assignment = TopicAssignment.from_json(data)
+            except (NoNodeError, ValueError, ZkDataError):
+                continue  # gone, or unreadable (``_reconcile_topics`` says so)
+            state_reads.extend(
+                self.client.get_async(zk_paths.partition_state_path(topic, index))
+                for index in assignment.partitions
+            )
+        restarted = set()
+        epochs = self._broker_epochs
+        for pending in state_reads:
+            try:
+                data, stat = pending.get()
+                state = PartitionState.from_json(data)
+            except (NoNodeError, ValueError, ZkDataError):
+                continue
+            restarted.update(
+                broker
+                for broker in (state.leader, *state.isr)
+                if broker in epochs and epochs[broker] > stat.mzxid
+            )
+        return restarted
 
     # failed log dirs ----------------------------------------------------------------------
     def _handle_log_dir_events(self, children: list[str]) -> None:

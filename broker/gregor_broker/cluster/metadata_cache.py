@@ -67,6 +67,9 @@ class PartitionInfo:
     replicas: tuple[int, ...]
     state: PartitionState | None = None
     state_version: int = -1  # ZooKeeper version of the state znode, for conditional writes
+    # The zxid of the state znode's last write: a broker takes up leadership only from a
+    # state written after its own registration (``ReplicaManager``), -1 when unknown.
+    state_mzxid: int = -1
 
     @property
     def leader(self) -> int:
@@ -236,7 +239,12 @@ class MetadataCache:
         self.notify()
 
     def set_partition_state(
-        self, name: str, index: int, state: PartitionState | None, version: int = -1
+        self,
+        name: str,
+        index: int,
+        state: PartitionState | None,
+        version: int = -1,
+        mzxid: int = -1,
     ) -> None:
         topic = self.topics.get(name)
         if topic is None:
@@ -250,6 +258,7 @@ class MetadataCache:
         self.changed_topics.add(name)
         partition.state = state
         partition.state_version = version
+        partition.state_mzxid = mzxid
         topic.generation += 1
         self.notify()
 
@@ -485,8 +494,8 @@ class ZooKeeperMetadataWatcher:
                 except (ValueError, ZkDataError) as error:
                     log.error("ignoring unreadable state of %s-%d: %s", topic, index, error)
                     return True
-            version = stat.version if stat is not None else -1
-            self._post(self.cache.set_partition_state, topic, index, state, version)
+            version, mzxid = (stat.version, stat.mzxid) if stat is not None else (-1, -1)
+            self._post(self.cache.set_partition_state, topic, index, state, version, mzxid)
             return True
 
         return on_state

@@ -106,6 +106,15 @@ class ReplicaManager:
         # Partitions wanted here whose old log (deleted a moment ago) is still being
         # removed: reconciled again when the log manager says it is gone.
         self._held: set[TopicPartition] = set()
+        # This broker's registration in ZooKeeper (its czxid, Kafka's broker epoch), once
+        # ``expect_registration`` said one is coming: leadership is taken up only from a
+        # state written after it (``_elected_since_registration``). None: not tracked
+        # (tools, tests without ZooKeeper).
+        self.registration_czxid: int | None = None
+        self._tracks_registration = False
+        # Partitions a state names this broker leader of, written before it registered:
+        # neither led nor followed until the controller elects again.
+        self._awaiting_election: set[TopicPartition] = set()
         self.append_waiters = Waiters()
         self.produce_purgatory = ProducePurgatory()
         self.fetchers = ReplicaFetcherManager(self)
@@ -227,6 +236,40 @@ class ReplicaManager:
             return
         self._apply_state(partition, info)
 
+    def expect_registration(self) -> None:
+        """This broker registers in ZooKeeper (``registered``); until then it leads
+        nothing. Called before any metadata arrives."""
+        self._tracks_registration = True
+
+    def registered(self, czxid: int) -> None:
+        """This broker's registration (its czxid) is in ZooKeeper: at start-up, and again
+        after a lost session. From now on it takes up leadership from states written
+        after it; the partitions held back are applied again (a state may have come
+        before this call did)."""
+        self.registration_czxid = czxid
+        waiting = {topic for topic, _ in self._awaiting_election}
+        if waiting:
+            self.metadata.changed_topics.update(waiting)
+            self.metadata.notify()
+
+    def _elected_since_registration(self, info: PartitionInfo) -> bool:
+        """Whether a state naming this broker leader was written after this broker's
+        current registration, i.e. by a controller that knew of this run of it.
+
+        A state written before names a previous run, which may have had more of the log
+        than this one: kill -9 keeps the page cache, a power loss or an emptied disk do
+        not. Leading at that run's epoch, this broker would answer its followers' fetches
+        with OFFSET_OUT_OF_RANGE and their epoch queries with its own shorter log end,
+        and they would cut acknowledged records to match. Kafka's ZooKeeper-mode broker
+        leads nothing until the controller's LeaderAndIsr, and the controller handles a
+        restart as a failure then a startup (a new epoch, a leader with the whole log);
+        here the controller does the same (``Controller._on_broker_change``, and at its
+        election ``Controller._restarted_in_sync_replicas``), and its new state is the signal."""
+        if not self._tracks_registration:
+            return True
+        czxid = self.registration_czxid
+        return czxid is not None and info.state_mzxid > czxid
+
     def _create(self, topic: TopicInfo, index: int, config: LogConfig) -> Partition:
         partition_log = self.logs.get_or_create(topic.name, index, config)
         partition = Partition(topic.name, index, topic.topic_id, partition_log)
@@ -253,6 +296,22 @@ class ReplicaManager:
         partition.leader = info.leader
         partition.leader_epoch = info.leader_epoch
         key = (partition.topic, partition.index)
+        if partition.is_leader(self.broker_id) and not self._elected_since_registration(info):
+            partition.leader = -1  # neither leads nor follows: the next state decides
+            if key not in self._awaiting_election:
+                self._awaiting_election.add(key)
+                log.info(
+                    "%s-%d: named leader at epoch %d by a state written before this broker "
+                    "registered (zxid %d, registration %s); waiting for the controller to "
+                    "elect again",
+                    partition.topic,
+                    partition.index,
+                    info.leader_epoch,
+                    info.state_mzxid,
+                    self.registration_czxid,
+                )
+        else:
+            self._awaiting_election.discard(key)
         if partition.is_leader(self.broker_id):
             self.fetchers.unfollow(key)
             partition.become_leader(self.broker_id, now_ms())
@@ -283,6 +342,7 @@ class ReplicaManager:
     def _drop(self, key: TopicPartition) -> None:
         partition = self.partitions.pop(key)
         self._forget_index(key)
+        self._awaiting_election.discard(key)
         partition.leader = -1
         self._notify_leadership(partition)
         self.fetchers.unfollow(key)

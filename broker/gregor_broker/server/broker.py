@@ -245,6 +245,8 @@ class Broker:
             replication_config=replication_config_for(config, self.inter_broker_security),
             produce_decompressed_max_bytes=config.produce_decompressed_max_bytes,
         )
+        # It leads nothing until it knows this run's registration (``_register``).
+        self.replica_manager.expect_registration()
         # Followers' sessions read only the partitions the replica manager says changed.
         self.fetch_sessions.watch_partitions(self.replica_manager.append_waiters)
         # After the replica manager's own listener: its partitions go offline first.
@@ -371,7 +373,11 @@ class Broker:
             listener_security_protocol_map=listener_protocols,
             rack=config.broker_rack,
         )
-        self.zk_admin.register_broker(registration, config.broker_id)
+        czxid = self.zk_admin.register_broker(registration, config.broker_id)
+        # On the event loop, where the replica manager lives (this runs on a thread).
+        loop = self._loop
+        assert loop is not None
+        loop.call_soon_threadsafe(self.replica_manager.registered, czxid)
 
     def _unclean_election_enabled(self, topic: str) -> bool:
         info = self.metadata.topics.get(topic)
