@@ -285,13 +285,16 @@ class Controller:
             return
         elif kind == "topic":
             # Checked before the first write, its read sent with the topics' reads.
-            self._reconcile_topics(sorted(payload), registration=self._registration_check())
+            registration = self._registration_check()
+            if self._catch_up_on_brokers(registration):
+                self._reconcile_topics(sorted(payload), registration=registration)
         elif not self._registered():
             self._resign(f"its registration {zk_paths.broker_path(self.broker_id)} is missing")
             return
         elif kind == "brokers":
             self._on_broker_change(payload)
         elif kind == "log_dir_events":
+            self._catch_up_on_brokers()
             self._handle_log_dir_events(payload)
         elif kind == "topics":
             new = [topic for topic in payload if topic not in self._watched_topics]
@@ -301,8 +304,10 @@ class Controller:
         elif kind == "delete_topics":
             self._delete_requested_topics()
         elif kind == "reassign_request":
+            self._catch_up_on_brokers()
             self._start_requested_reassignments()
         elif kind == "preferred_election":
+            self._catch_up_on_brokers()
             self._run_requested_preferred_election()
         elif kind == "tick":
             self._tick()
@@ -507,6 +512,25 @@ class Controller:
         self._broker_epochs = epochs
         self._forget_restarted_offline_replicas()
         self._reconcile_topics(topics)
+
+    def _catch_up_on_brokers(self, registration: Callable[[], bool] | None = None) -> bool:
+        """Handle a change of the registered brokers first, if one happened since the
+        last broker event handled: its event may be queued behind this one, and a state
+        written meanwhile with a restarted broker counted as its previous run (leader,
+        or in sync, at the old epoch: an ISR shrink, a preferred or reassignment
+        election) was written after the new registration, so that broker would take up
+        the leadership with a log that may be shorter than its previous run's
+        (``ReplicaManager._elected_since_registration``). Two pipelined reads when
+        nothing changed. ``registration``: this broker's registration check, when the
+        caller has not made it; False if it failed (this broker resigned)."""
+        epochs = self._read_broker_epochs(self.client.get_children(zk_paths.BROKER_IDS))
+        if epochs == self._broker_epochs:
+            return True
+        if registration is not None and not registration():
+            self._resign(f"its registration {zk_paths.broker_path(self.broker_id)} is missing")
+            return False
+        self._on_broker_change(list(map(str, epochs)))
+        return True
 
     def _forget_restarted_offline_replicas(self) -> None:
         """A broker that left or registered anew (a restart) recovered its log dirs."""
@@ -866,13 +890,16 @@ class Controller:
 
     def _tick(self) -> None:
         try:
-            if self.reassignments:
-                self._advance_reassignments()
             now = time.monotonic()
-            if (
+            balance = (
                 self.auto_leader_rebalance_enable
                 and now - self._last_balance_check >= self.leader_imbalance_check_interval_s
-            ):
+            )
+            if self.reassignments or balance:
+                self._catch_up_on_brokers()
+            if self.reassignments:
+                self._advance_reassignments()
+            if balance:
                 self._last_balance_check = now
                 self._rebalance_leaders()
         finally:
