@@ -160,9 +160,12 @@ def _campaign(
         "overlaps": nemesis.overlap_summary(),
         "faults_failed": failed_faults,
         "faults_failed_by_kind": dict(sorted(Counter(r.kind for r in failed).items())),
-        # A torn_tail whose victim no ISR dropped in time is a kill -9 without a tear.
+        # A torn_tail whose victim no ISR dropped in time is a kill -9 without a tear
+        # (a torn_leader of a partition without another ISR member too).
         "torn_tails_cut": sum(
-            1 for r in nemesis.history if r.kind == "torn_tail" and " bytes from " in r.what
+            1
+            for r in nemesis.history
+            if r.kind in ("torn_tail", "torn_leader") and " bytes from " in r.what
         ),
         "broker_startup_exits": list(cluster.startup_exits),
         "faults_not_settled": sum(1 for r in nemesis.history if not r.settled_ok),
@@ -352,7 +355,7 @@ def summary(result: dict[str, Any]) -> str:
         lines.append(
             f"{kind:28s} {count:6d} {failed.get(kind, 0):6d} {overlapped.get(kind, 0):10d}  {gap}"
         )
-    if "torn_tail" in result.get("faults", {}):
+    if {"torn_tail", "torn_leader"} & set(result.get("faults", {})):
         lines.append(f"{'  of which tore a tail':28s} {result.get('torn_tails_cut', 0):6d}")
     if result.get("concurrency", 1) > 1:
         pairs = list(overlaps.get("overlapping_pairs", {}).items())

@@ -258,11 +258,16 @@ class ChaosCluster:
         self.brokers[broker_id].resume()
 
     def tear_tail(
-        self, broker_id: int, rng: random.Random, topic: str, partition: int | None = None
+        self,
+        broker_id: int,
+        rng: random.Random,
+        topic: str,
+        partition: int | None = None,
+        max_cut: int = 300,
     ) -> str:
-        """Cut the last bytes of a (stopped) broker's active segment of ``partition`` of
-        ``topic`` (a random one when None); what a crash mid-write leaves. Returns what
-        was done."""
+        """Cut the last 1 to ``max_cut`` bytes of a (stopped) broker's active segment of
+        ``partition`` of ``topic`` (a random one when None); what a crash mid-write
+        leaves. Returns what was done."""
         broker = self.brokers[broker_id]
         assert not broker.is_running(), "tear a tail only while the broker is down"
         if partition is None:
@@ -282,7 +287,7 @@ class ChaosCluster:
         size = active.stat().st_size
         if size == 0:
             return f"{active.name} of {directory.name} is empty"
-        cut = rng.randint(1, min(size, 300))
+        cut = rng.randint(1, min(size, max_cut))
         os.truncate(active, size - cut)
         return f"cut {cut} of {size} bytes from {directory.name}/{active.name}"
 

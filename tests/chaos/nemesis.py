@@ -611,6 +611,45 @@ def torn_tail(fault: Fault) -> str:
     return f"kill -9 broker {victim}, {what}"
 
 
+def torn_leader(fault: Fault) -> str:
+    """kill -9 of a partition's leader, the last bytes of that partition's active segment
+    cut (a power loss), and a restart at once, while ZooKeeper still names it leader.
+
+    Kafka keeps acks=all writes through this: the other in-sync replicas hold what the
+    leader lost, and a restarted broker leads nothing until the controller has elected
+    it in its new run. So every broker is claimed (no other process fault takes those
+    copies away meanwhile), only a partition whose ISR has another member is torn (its
+    sole member is the KIP-966 case, as for ``torn_tail``), and the claims are held until
+    the victim is back in that ISR (at most ``TORN_TAIL_WAIT_S``) or the wait gives up.
+    """
+    cluster = fault.cluster
+    fault.claim(*(broker_claim(broker_id) for broker_id in cluster.brokers))
+    topic = fault.nemesis.topic
+    partition = fault.rng.randrange(fault.nemesis.partitions)
+    state = cluster.partition_state(topic, partition)
+    if state is None or state.leader < 0:
+        return f"nothing torn: partition {partition} has no leader"
+    victim = state.leader
+    cluster.kill(victim)
+    if len(state.isr) > 1:
+        # Up to 64 KiB: the batches of the last moments before the power went.
+        what = cluster.tear_tail(victim, fault.rng, topic, partition, max_cut=65536)
+    else:
+        what = "nothing torn: the only ISR member"
+    cluster.restart(victim)
+
+    def back_in_sync() -> bool:
+        now = cluster.partition_state(topic, partition)
+        return now is not None and now.leader >= 0 and victim in now.isr
+
+    waited = time.monotonic()
+    back = cluster.wait(back_in_sync, TORN_TAIL_WAIT_S)
+    waited = time.monotonic() - waited
+    return f"kill -9 leader {victim} of partition {partition}, {what}, restarted; " + (
+        f"back in sync after {waited:.1f} s" if back else f"not in sync after {waited:.0f} s"
+    )
+
+
 def network_partition(fault: Fault) -> str:
     return _cut_off(fault, inbound_only=False)
 
@@ -692,6 +731,7 @@ FAULTS: dict[str, Callable[[Fault], str]] = {
     "zookeeper_pause": zookeeper_pause,
     "zookeeper_flap": zookeeper_flap,
     "torn_tail": torn_tail,
+    "torn_leader": torn_leader,
     "network_partition": network_partition,
     "network_partition_inbound": network_partition_inbound,
     "reassign": reassign,
