@@ -19,7 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kazoo.exceptions import NoNodeError
+
+from gregor_broker.cluster import zk_paths
 from gregor_broker.cluster.admin import ZkAdmin
+from gregor_broker.cluster.models import PartitionState
 from gregor_broker.devtools.launcher import BrokerLauncher
 from gregor_broker.devtools.local_cluster import (
     BrokerProcess,
@@ -201,6 +205,24 @@ class ChaosCluster:
 
     def registered(self) -> set[int]:
         return set(self.admin().list_brokers())
+
+    def in_sync_in_current_runs(self, topic: str, partition: int):
+        """(state, members): the partition's state (None if it has none) and the members
+        of its ISR registered before that state was written, so in sync in the run they
+        are in now. A member registered since restarted after the state was written, and
+        no controller has handled that yet."""
+        client = self.admin().client
+        try:
+            data, stat = client.get(zk_paths.partition_state_path(topic, partition))
+        except NoNodeError:
+            return None, set()
+        state = PartitionState.from_json(data)
+        members = set()
+        for broker_id in state.isr:
+            registration = client.exists(zk_paths.broker_path(broker_id))
+            if registration is not None and registration.czxid < stat.mzxid:
+                members.add(broker_id)
+        return state, members
 
     # broker faults ---------------------------------------------------------------------
     def kill(self, broker_id: int) -> None:

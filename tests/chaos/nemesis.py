@@ -617,36 +617,45 @@ def torn_leader(fault: Fault) -> str:
 
     Kafka keeps acks=all writes through this: the other in-sync replicas hold what the
     leader lost, and a restarted broker leads nothing until the controller has elected
-    it in its new run. So every broker is claimed (no other process fault takes those
-    copies away meanwhile), only a partition whose ISR has another member is torn (its
-    sole member is the KIP-966 case, as for ``torn_tail``), and the claims are held until
-    the victim is back in that ISR (at most ``TORN_TAIL_WAIT_S``) or the wait gives up.
+    it in its new run, which it does only after another in-sync replica, if one is live.
+    So every broker is claimed (no other process fault takes those copies away
+    meanwhile), and the leader is torn only when another member of its ISR is in sync in
+    its current run (registered before the state was written: a member restarted since,
+    say by the ``crash_all`` just before, is not yet known to the controller, and two
+    restarted members of one ISR are the KIP-966 case, whichever is elected may be the
+    one that lost data). The claims are held until the victim is in sync again in its
+    new run, at most ``TORN_TAIL_WAIT_S`` each way.
     """
     cluster = fault.cluster
     fault.claim(*(broker_claim(broker_id) for broker_id in cluster.brokers))
     topic = fault.nemesis.topic
     partition = fault.rng.randrange(fault.nemesis.partitions)
-    state = cluster.partition_state(topic, partition)
-    if state is None or state.leader < 0:
-        return f"nothing torn: partition {partition} has no leader"
-    victim = state.leader
+    found: list[int] = []
+
+    def led_with_a_copy_elsewhere() -> bool:
+        state, members = cluster.in_sync_in_current_runs(topic, partition)
+        if state is None or state.leader not in members or len(members) < 2:
+            return False
+        found[:] = [state.leader]
+        return True
+
+    if not cluster.wait(led_with_a_copy_elsewhere, TORN_TAIL_WAIT_S):
+        return (
+            f"nothing torn: partition {partition} had no leader with another in-sync replica "
+            f"in its current run within {TORN_TAIL_WAIT_S:.0f} s"
+        )
+    victim = found[0]
     cluster.kill(victim)
-    if len(state.isr) > 1:
-        # Up to 64 KiB: the batches of the last moments before the power went.
-        what = cluster.tear_tail(victim, fault.rng, topic, partition, max_cut=65536)
-    else:
-        what = "nothing torn: the only ISR member"
+    # Up to 64 KiB: the batches of the last moments before the power went.
+    what = cluster.tear_tail(victim, fault.rng, topic, partition, max_cut=65536)
     cluster.restart(victim)
-
-    def back_in_sync() -> bool:
-        now = cluster.partition_state(topic, partition)
-        return now is not None and now.leader >= 0 and victim in now.isr
-
     waited = time.monotonic()
-    back = cluster.wait(back_in_sync, TORN_TAIL_WAIT_S)
+    back = cluster.wait(
+        lambda: victim in cluster.in_sync_in_current_runs(topic, partition)[1], TORN_TAIL_WAIT_S
+    )
     waited = time.monotonic() - waited
     return f"kill -9 leader {victim} of partition {partition}, {what}, restarted; " + (
-        f"back in sync after {waited:.1f} s" if back else f"not in sync after {waited:.0f} s"
+        f"in sync again after {waited:.1f} s" if back else f"not in sync after {waited:.0f} s"
     )
 
 
