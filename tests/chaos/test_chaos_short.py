@@ -3,7 +3,8 @@
 The same harness as ``make chaos`` (``tests/chaos``), on a 3-broker cluster with its own
 ZooKeeper, under two idempotent acks=all producers and a committing consumer group. The
 fault kinds are the ones that lose data when a broker gets its bookkeeping wrong: killed
-and zombie leaders, ZooKeeper loss, a torn segment tail, a network partition (skipped,
+and zombie leaders, ZooKeeper loss, a torn segment tail (of a replica out of the ISR, and
+of a leader restarted at once), a network partition (skipped,
 with its reason in the output, without network namespaces) and a reassignment. Two
 nemesis workers, so faults overlap as in ``make chaos`` (which runs twelve).
 ``GREGOR_CHAOS_SEED`` picks another seed; the failure message says how to replay it.
@@ -27,6 +28,7 @@ KINDS = [
     "zombie_leader",
     "zookeeper_kill",
     "torn_tail",
+    "torn_leader",
     "network_partition",
     "reassign",
 ]
