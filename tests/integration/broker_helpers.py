@@ -76,6 +76,25 @@ def wait_for(predicate, timeout: float, interval: float = 0.2) -> bool:
         return False
 
 
+def controller_id(client) -> int | None:
+    """The broker ``/controller`` names, or None while there is none."""
+    from gregor_broker.cluster.admin import ZkAdmin
+
+    registration = ZkAdmin(client).get_controller()
+    return None if registration is None else registration.broker_id
+
+
+def registered_again(client, broker_id: int, czxid: int, timeout: float = 60) -> bool:
+    """Until ``/brokers/ids/<broker_id>`` exists with a czxid other than ``czxid`` (the
+    registration of a run that started since)."""
+    from gregor_broker.cluster import zk_paths
+
+    path = zk_paths.broker_path(broker_id)
+    return wait_for(
+        lambda: (stat := client.exists(path)) is not None and stat.czxid != czxid, timeout
+    )
+
+
 def every_broker_knows_the_others(
     brokers, timeout: float = 60, client_config: dict[str, str] | None = None
 ) -> bool:

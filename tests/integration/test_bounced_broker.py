@@ -16,26 +16,14 @@ handles already lists the restarted broker.
 
 from __future__ import annotations
 
-import json
-
-from kazoo.exceptions import NoNodeError
-
 from gregor_broker.cluster import zk_paths
 from gregor_broker.cluster.admin import ZkAdmin
 from gregor_broker.devtools.local_cluster import zookeeper_client
 
-from .broker_helpers import wait_for
+from .broker_helpers import controller_id, registered_again, wait_for
 
 SHORT_SESSION_MS = 2000  # the restarted broker's: its old session expires quickly
 LONG_SESSION_MS = 20000  # the others': the frozen controller keeps its session
-
-
-def _controller(client) -> int | None:
-    try:
-        data, _ = client.get(zk_paths.CONTROLLER)
-    except NoNodeError:
-        return None
-    return json.loads(data)["brokerid"]
 
 
 def test_a_restart_within_the_session_timeout_moves_leadership_and_bumps_the_epoch(
@@ -45,7 +33,7 @@ def test_a_restart_within_the_session_timeout_moves_leadership_and_bumps_the_epo
     observer = zookeeper_client(zk_connect)
     admin = ZkAdmin(observer)
     try:
-        assert wait_for(lambda: _controller(observer) == 1, 30)
+        assert wait_for(lambda: controller_id(observer) == 1, 30)
         bounced = broker_factory(**{"zookeeper.session.timeout.ms": str(SHORT_SESSION_MS)})
         broker_factory(**{"zookeeper.session.timeout.ms": str(LONG_SESSION_MS)})
         # Broker 2 is the preferred (first) replica, hence the leader, of every partition.
@@ -70,10 +58,7 @@ def test_a_restart_within_the_session_timeout_moves_leadership_and_bumps_the_epo
         controller.pause()
         try:
             bounced.start()
-            assert wait_for(
-                lambda: (stat := observer.exists(path)) is not None and stat.czxid != old_czxid,
-                60,
-            ), "broker 2 did not register again"
+            assert registered_again(observer, 2, old_czxid), "broker 2 did not register again"
         finally:
             controller.resume()
 
@@ -86,7 +71,7 @@ def test_a_restart_within_the_session_timeout_moves_leadership_and_bumps_the_epo
         ), (before, states())
         # And the restarted broker catches up and rejoins every ISR.
         assert wait_for(lambda: all(2 in s.isr for s in states().values()), 60), states()
-        assert _controller(observer) == 1, "the frozen controller must have kept its session"
+        assert controller_id(observer) == 1, "the frozen controller must have kept its session"
     finally:
         controller.resume()
         observer.stop()

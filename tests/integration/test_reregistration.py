@@ -13,26 +13,15 @@ its own registration is missing it must never be the controller.
 
 from __future__ import annotations
 
-import json
 import signal
 import time
-
-from kazoo.exceptions import NoNodeError
 
 from gregor_broker.cluster import zk_paths
 from gregor_broker.devtools.local_cluster import zookeeper_client
 
-from .broker_helpers import wait_for
+from .broker_helpers import controller_id, wait_for
 
 SESSION_TIMEOUT_MS = 2000
-
-
-def _controller(client) -> int | None:
-    try:
-        data, _ = client.get(zk_paths.CONTROLLER)
-    except NoNodeError:
-        return None
-    return json.loads(data)["brokerid"]
 
 
 def test_a_broker_registers_again_once_a_squatting_session_is_gone(broker_factory, zk_connect):
@@ -41,7 +30,7 @@ def test_a_broker_registers_again_once_a_squatting_session_is_gone(broker_factor
     observer = zookeeper_client(zk_connect)
     squatter = zookeeper_client(zk_connect, timeout=SESSION_TIMEOUT_MS / 1000)
     try:
-        assert wait_for(lambda: _controller(observer) == 1, 30)
+        assert wait_for(lambda: controller_id(observer) == 1, 30)
         registration, _ = observer.get(path)
         broker.signal(signal.SIGSTOP)
         try:
@@ -56,7 +45,7 @@ def test_a_broker_registers_again_once_a_squatting_session_is_gone(broker_factor
         # controller meanwhile: its registration is missing.
         deadline = time.monotonic() + 3 * SESSION_TIMEOUT_MS / 1000 + 2
         while time.monotonic() < deadline:
-            assert _controller(observer) != 1, "controller while its registration is missing"
+            assert controller_id(observer) != 1, "controller while its registration is missing"
             time.sleep(0.1)
         assert observer.exists(path).ephemeralOwner == squatter_session
 
@@ -68,7 +57,7 @@ def test_a_broker_registers_again_once_a_squatting_session_is_gone(broker_factor
             return stat is not None and stat.ephemeralOwner != squatter_session
 
         assert wait_for(registered_by_the_broker, 30), "the broker never registered again"
-        assert wait_for(lambda: _controller(observer) == 1, 30)
+        assert wait_for(lambda: controller_id(observer) == 1, 30)
         assert broker.is_running()
     finally:
         squatter.stop()
