@@ -618,16 +618,24 @@ def torn_leader(fault: Fault) -> str:
     Kafka keeps acks=all writes through this: the other in-sync replicas hold what the
     leader lost, and a restarted broker leads nothing until the controller has elected
     it in its new run, which it does only after another in-sync replica, if one is live.
-    So every broker is claimed (no other process fault takes those copies away
-    meanwhile), and the leader is torn only when another member of its ISR is in sync in
-    its current run (registered before the state was written: a member restarted since,
-    say by the ``crash_all`` just before, is not yet known to the controller, and two
-    restarted members of one ISR are the KIP-966 case, whichever is elected may be the
-    one that lost data). The claims are held until the victim is in sync again in its
-    new run, at most ``TORN_TAIL_WAIT_S`` each way.
+    So the fault claims every broker, every broker's network and ZooKeeper: no other
+    fault takes those copies away meanwhile, or makes the controller count them dead (a
+    ZooKeeper outage that expired the other members' sessions left the restarted leader
+    the only live member of its ISR, and it was elected, seed 20261207; Kafka's
+    controller elects a live in-sync replica too). It tears the leader only while
+    another member of its ISR is in sync in its current run (registered before the
+    state was written: a member restarted since, say by the ``crash_all`` just before,
+    is not yet known to the controller, and two restarted members of one ISR are the
+    KIP-966 case, whichever is elected may be the one that lost data). The claims are
+    held until the victim is in sync again in its new run, at most ``TORN_TAIL_WAIT_S``
+    each way.
     """
     cluster = fault.cluster
-    fault.claim(*(broker_claim(broker_id) for broker_id in cluster.brokers))
+    fault.claim(
+        ZOOKEEPER,
+        *(broker_claim(broker_id) for broker_id in cluster.brokers),
+        *(network_claim(broker_id) for broker_id in cluster.brokers),
+    )
     topic = fault.nemesis.topic
     partition = fault.rng.randrange(fault.nemesis.partitions)
     found: list[int] = []
