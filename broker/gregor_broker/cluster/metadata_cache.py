@@ -138,6 +138,13 @@ class MetadataCache:
         changed, self.changed_topics = self.changed_topics, set()
         return changed
 
+    def mark_changed(self, topics: set[str]) -> None:
+        """Have ``topics`` applied again as if they had changed (something the replica
+        manager's decisions depend on moved that is not in the cache: its registration)."""
+        if topics:
+            self.changed_topics.update(topics)
+            self.notify()
+
     def notify(self) -> None:
         for listener in self.listeners:
             listener()

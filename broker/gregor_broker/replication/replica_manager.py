@@ -247,10 +247,7 @@ class ReplicaManager:
         after it; the partitions held back are applied again (a state may have come
         before this call did)."""
         self.registration_czxid = czxid
-        waiting = {topic for topic, _ in self._awaiting_election}
-        if waiting:
-            self.metadata.changed_topics.update(waiting)
-            self.metadata.notify()
+        self.metadata.mark_changed({topic for topic, _ in self._awaiting_election})
 
     def _elected_since_registration(self, info: PartitionInfo) -> bool:
         """Whether a state naming this broker leader was written after this broker's
